@@ -1,0 +1,1 @@
+"""Josef broker package."""

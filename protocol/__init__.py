@@ -1,0 +1,1 @@
+"""Josef protocol package."""
