@@ -1,0 +1,641 @@
+"""Record batches, magic v2 (Kafka docs implementation.html §5.3.1-5.3.3, KIP-98).
+
+Batch layout (big-endian; the CRC-32C covers ``attributes`` to the end of the batch)::
+
+    offset size field
+         0    8 baseOffset            int64
+         8    4 batchLength           int32  bytes after this field (size - 12)
+        12    4 partitionLeaderEpoch  int32
+        16    1 magic                 int8   = 2
+        17    4 crc                   uint32 CRC-32C of bytes [21, size)
+        21    2 attributes            int16  bits 0-2 codec, 3 timestamp type, 4 transactional,
+                                             5 control, 6 delete horizon
+        23    4 lastOffsetDelta       int32
+        27    8 baseTimestamp         int64  ms (first record's timestamp)
+        35    8 maxTimestamp          int64  ms
+        43    8 producerId            int64
+        51    2 producerEpoch         int16
+        53    4 baseSequence          int32
+        57    4 recordsCount          int32
+        61    - records               compressed together when codec != 0
+
+Record layout (varint = zigzag base-128, as protobuf)::
+
+    length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
+    keyLength varint (-1 = null), key, valueLength varint (-1 = null), value,
+    headersCount varint, [headerKeyLength varint, headerKey utf-8,
+                          headerValueLength varint (-1 = null), headerValue]*
+
+Control records (transaction markers) have key ``version int16, type int16`` (0 abort,
+1 commit) and value ``version int16, coordinatorEpoch int32``.
+
+Malformed input raises ``CorruptRecordError`` (``CORRUPT_MESSAGE``); semantically invalid
+records (e.g. a control batch without a valid marker) raise ``InvalidRecordError``
+(``INVALID_RECORD``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+import crc32c
+
+from protocol.errors import ErrorCode, KafkaError
+
+
+class CorruptRecordError(KafkaError):
+    """A batch or record that cannot be parsed or fails its CRC (``CORRUPT_MESSAGE``)."""
+
+    def __init__(self, message: str | None = None):
+        super().__init__(ErrorCode.CORRUPT_MESSAGE, message)
+
+
+class InvalidRecordError(KafkaError):
+    """A well-formed record that breaks a rule of the format (``INVALID_RECORD``)."""
+
+    def __init__(self, message: str | None = None):
+        super().__init__(ErrorCode.INVALID_RECORD, message)
+
+
+MAGIC_V2 = 2
+
+BATCH_HEADER = struct.Struct(
+    ">"
+    "q"  # baseOffset: offset of the first record
+    "i"  # batchLength: bytes from partitionLeaderEpoch to the end of the batch
+    "i"  # partitionLeaderEpoch: set by the leader on append (outside the CRC)
+    "b"  # magic: 2
+    "I"  # crc: CRC-32C over attributes .. end of batch
+    "h"  # attributes: codec | timestampType<<3 | transactional<<4 | control<<5 | horizon<<6
+    "i"  # lastOffsetDelta: offset of the last record minus baseOffset
+    "q"  # baseTimestamp: ms
+    "q"  # maxTimestamp: ms (the log append time for LogAppendTime batches)
+    "q"  # producerId: -1 if not idempotent
+    "h"  # producerEpoch: -1 if not idempotent
+    "i"  # baseSequence: -1 if not idempotent
+    "i"  # recordsCount
+)
+BATCH_HEADER_SIZE = BATCH_HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # the CRC covers [21, end)
+MAX_TIMESTAMP_OFFSET = 35
+
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_LENGTH_AND_MAGIC = struct.Struct(">qiib")  # baseOffset, batchLength, leader epoch, magic
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_CONTROL_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_TIMESTAMP = -1
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+class ControlRecord(NamedTuple):
+    """A decoded transaction marker: ``type`` is 0 (abort) or 1 (commit)."""
+
+    version: int
+    type: int
+    coordinator_epoch: int
+
+    @property
+    def is_commit(self) -> bool:
+        return self.type == CONTROL_COMMIT
+
+
+class Record:
+    """One decoded record; ``offset`` and ``timestamp`` (ms) are absolute."""
+
+    __slots__ = ("offset", "timestamp", "key", "value", "headers", "attributes")
+
+    def __init__(self, offset, timestamp, key, value, headers, attributes=0):
+        self.offset: int = offset
+        self.timestamp: int = timestamp
+        self.key: bytes | None = key
+        self.value: bytes | None = value
+        self.headers: list[tuple[str, bytes | None]] = headers
+        self.attributes: int = attributes
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    def __repr__(self):
+        return (
+            f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+            f"value={self.value!r:.60}, headers={self.headers!r})"
+        )
+
+
+# --- varints --------------------------------------------------------------------------------
+
+
+def read_varint(buf, pos: int, max_bytes: int = 10) -> tuple[int, int]:
+    """Decode a zigzag varint at ``pos``; returns ``(value, new_pos)``.
+
+    ``max_bytes`` is 5 for int32 varints and 10 for varlongs; longer or truncated encodings
+    raise ``CorruptRecordError``.
+    """
+    result = 0
+    shift = 0
+    end = len(buf)
+    for _ in range(max_bytes):
+        if pos >= end:
+            raise CorruptRecordError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+    raise CorruptRecordError("varint too long")
+
+
+def encode_varint(value: int, out: bytearray) -> None:
+    """Append the zigzag varint/varlong encoding of ``value`` (int64 range) to ``out``."""
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+    n, pos = read_varint(buf, pos, 5)
+    if n < 0:
+        if n != -1:
+            raise CorruptRecordError(f"invalid length {n}")
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise CorruptRecordError("record field runs past the end of the record")
+    return bytes(buf[pos:end]), end
+
+
+def _decode_record(buf, pos: int, end: int, base_offset: int, base_ts: int, ts_override):
+    """Decode the record body in ``buf[pos:end]``."""
+    body = buf[pos:end]
+    p = 0
+    attributes = body[p]
+    p += 1
+    ts_delta, p = read_varint(body, p, 10)
+    offset_delta, p = read_varint(body, p, 5)
+    key, p = _read_bytes(body, p)
+    value, p = _read_bytes(body, p)
+    n_headers, p = read_varint(body, p, 5)
+    if n_headers < 0:
+        raise CorruptRecordError(f"invalid header count {n_headers}")
+    headers = []
+    for _ in range(n_headers):
+        hkey, p = _read_bytes(body, p)
+        if hkey is None:
+            raise CorruptRecordError("null header key")
+        try:
+            hkey_str = hkey.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordError("header key is not valid UTF-8") from None
+        hvalue, p = _read_bytes(body, p)
+        headers.append((hkey_str, hvalue))
+    if p != len(body):
+        raise CorruptRecordError(f"record has {len(body) - p} unread bytes")
+    ts = base_ts + ts_delta if ts_override is None else ts_override
+    return Record(base_offset + offset_delta, ts, key, value, headers, attributes)
+
+
+# --- RecordBatch ----------------------------------------------------------------------------
+
+
+class RecordBatch:
+    """Zero-copy view of one magic-v2 batch at ``buf[offset:]``.
+
+    ``buf`` may be bytes (read-only view) or a bytearray/writable memoryview (needed for the
+    ``set_*`` patch methods). Construction checks only that the 61-byte header and the whole
+    batch (``batchLength + 12`` bytes) fit in ``buf`` and that magic is 2, raising
+    ``CorruptRecordError`` otherwise; call ``validate()`` for the CRC.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_off",
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "record_count",
+    )
+
+    def __init__(self, buf, offset: int = 0):
+        mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+        if mv.ndim != 1 or mv.itemsize != 1:
+            mv = mv.cast("B")
+        if offset < 0 or len(mv) - offset < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(
+                f"record batch header needs {BATCH_HEADER_SIZE} bytes, {len(mv) - offset} left"
+            )
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = BATCH_HEADER.unpack_from(mv, offset)
+        if self.magic != MAGIC_V2:
+            raise CorruptRecordError(f"unsupported record batch magic {self.magic}")
+        if self.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecordError(f"record batch length {self.batch_length} too small")
+        if offset + self.batch_length + LOG_OVERHEAD > len(mv):
+            raise CorruptRecordError(
+                f"record batch of {self.batch_length + LOG_OVERHEAD} bytes is truncated "
+                f"({len(mv) - offset} available)"
+            )
+        self._buf = mv
+        self._off = offset
+
+    # --- derived header values -----------------------------------------------------------
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def compression_type(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record (wraps at int32 max), -1 without a base sequence."""
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) % 0x80000000
+
+    @property
+    def buffer(self) -> memoryview:
+        """The batch's bytes (a view, ``size_in_bytes`` long)."""
+        return self._buf[self._off : self._off + self.size_in_bytes]
+
+    # --- CRC ------------------------------------------------------------------------------
+
+    def compute_crc(self) -> int:
+        """CRC-32C of the batch from ``attributes`` to its end."""
+        return crc32c.crc32c(self._buf[self._off + ATTRIBUTES_OFFSET : self._off + self.size_in_bytes])
+
+    def is_valid(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def validate(self) -> None:
+        """Raise ``CorruptRecordError`` if the stored CRC does not match or counts are bad."""
+        computed = self.compute_crc()
+        if computed != self.crc:
+            raise CorruptRecordError(
+                f"record batch CRC mismatch: stored {self.crc:#010x}, computed {computed:#010x}"
+            )
+        if self.record_count < 0 or self.last_offset_delta < 0:
+            raise CorruptRecordError(
+                f"invalid record count {self.record_count} / last offset delta "
+                f"{self.last_offset_delta}"
+            )
+
+    # --- in-place patching (needs a writable buffer) ---------------------------------------
+
+    def set_base_offset(self, base_offset: int) -> None:
+        """Write ``baseOffset`` (outside the CRC; the CRC stays valid)."""
+        _INT64.pack_into(self._buf, self._off, base_offset)
+        self.base_offset = base_offset
+
+    def set_partition_leader_epoch(self, epoch: int) -> None:
+        """Write ``partitionLeaderEpoch`` (outside the CRC; the CRC stays valid)."""
+        _INT32.pack_into(self._buf, self._off + 12, epoch)
+        self.partition_leader_epoch = epoch
+
+    def set_max_timestamp(self, timestamp: int, timestamp_type: int) -> None:
+        """Write ``maxTimestamp`` (ms) and the timestamp-type bit, then recompute the CRC.
+
+        Used with ``LOG_APPEND_TIME`` when the topic's ``message.timestamp.type`` is
+        LogAppendTime: record timestamps then read as the batch's ``maxTimestamp``.
+        """
+        attributes = self.attributes & ~TIMESTAMP_TYPE_MASK
+        if timestamp_type == LOG_APPEND_TIME:
+            attributes |= TIMESTAMP_TYPE_MASK
+        _INT16.pack_into(self._buf, self._off + ATTRIBUTES_OFFSET, attributes)
+        _INT64.pack_into(self._buf, self._off + MAX_TIMESTAMP_OFFSET, timestamp)
+        self.attributes = attributes
+        self.max_timestamp = timestamp
+        self.crc = self.compute_crc()
+        _UINT32.pack_into(self._buf, self._off + CRC_OFFSET, self.crc)
+
+    # --- records ---------------------------------------------------------------------------
+
+    def records_payload(self, max_decompressed_size: int | None = None) -> bytes | memoryview:
+        """The (decompressed) records section: a view if uncompressed, else new bytes."""
+        raw = self._buf[self._off + BATCH_HEADER_SIZE : self._off + self.size_in_bytes]
+        codec = self.compression_type
+        if codec == 0:
+            return raw
+        from protocol import compression
+
+        if max_decompressed_size is None:
+            max_decompressed_size = compression.DEFAULT_MAX_DECOMPRESSED_SIZE
+        return compression.decompress(codec, raw, max_decompressed_size)
+
+    def iter_records(self, max_decompressed_size: int | None = None) -> Iterator[Record]:
+        """Yield each ``Record``; raises ``CorruptRecordError`` on malformed records or a count
+        that does not match ``recordsCount``."""
+        if self.record_count < 0:
+            raise CorruptRecordError(f"invalid record count {self.record_count}")
+        data = self.records_payload(max_decompressed_size)
+        if not isinstance(data, memoryview):
+            data = memoryview(data)
+        ts_override = self.max_timestamp if self.timestamp_type == LOG_APPEND_TIME else None
+        base_offset = self.base_offset
+        base_ts = self.base_timestamp
+        end = len(data)
+        pos = 0
+        for _ in range(self.record_count):
+            length, pos = read_varint(data, pos, 5)
+            rec_end = pos + length
+            if length <= 0 or rec_end > end:
+                raise CorruptRecordError(f"invalid record length {length} at byte {pos}")
+            try:
+                record = _decode_record(data, pos, rec_end, base_offset, base_ts, ts_override)
+            except IndexError:
+                raise CorruptRecordError("truncated record") from None
+            pos = rec_end
+            yield record
+        if pos != end:
+            raise CorruptRecordError(
+                f"{end - pos} bytes left after the {self.record_count} declared records"
+            )
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.iter_records()
+
+    def control_record(self) -> ControlRecord:
+        """Decode the marker of a control batch; ``InvalidRecordError`` if it has none."""
+        if not self.is_control:
+            raise InvalidRecordError("not a control batch")
+        for record in self.iter_records():
+            return parse_control_record(record.key, record.value)
+        raise InvalidRecordError("control batch without records")
+
+    def __repr__(self):
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.record_count}, codec={self.compression_type}, "
+            f"producer_id={self.producer_id}, transactional={self.is_transactional}, "
+            f"control={self.is_control}, size={self.size_in_bytes})"
+        )
+
+
+def parse_control_record(key: bytes | None, value: bytes | None) -> ControlRecord:
+    """Decode a control record's key/value; raises ``InvalidRecordError`` if malformed."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise InvalidRecordError("control record key too short")
+    key_version, ctype = _CONTROL_KEY.unpack_from(key)
+    if ctype not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise InvalidRecordError(f"unknown control record type {ctype}")
+    if value is None or len(value) < _CONTROL_VALUE.size:
+        raise InvalidRecordError("control record value too short")
+    _value_version, coordinator_epoch = _CONTROL_VALUE.unpack_from(value)
+    return ControlRecord(key_version, ctype, coordinator_epoch)
+
+
+def peek_magic(buf, offset: int = 0) -> int:
+    """The magic byte (offset 16) shared by v0/v1 messages and v2 batches."""
+    if len(buf) - offset <= MAGIC_OFFSET:
+        raise CorruptRecordError("too short to hold a magic byte")
+    return struct.unpack_from(">b", buf, offset + MAGIC_OFFSET)[0]
+
+
+def iter_batches(buf, offset: int = 0) -> Iterator[RecordBatch]:
+    """Yield consecutive batches from ``buf[offset:]``; a torn or short tail raises
+    ``CorruptRecordError``. CRCs are not checked here (call ``validate()``)."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv)
+    while offset < end:
+        batch = RecordBatch(mv, offset)
+        offset += batch.size_in_bytes
+        yield batch
+
+
+def iter_batches_lenient(buf, offset: int = 0) -> Iterator[RecordBatch]:
+    """Like ``iter_batches`` but stops quietly at a partial batch at the end (fetch
+    responses and crash-torn segment tails may end mid-batch). A complete batch with a bad
+    header still raises ``CorruptRecordError``."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv)
+    while offset < end:
+        if end - offset < BATCH_HEADER_SIZE:
+            return
+        (batch_length,) = _INT32.unpack_from(mv, offset + 8)
+        if batch_length >= 0 and offset + batch_length + LOG_OVERHEAD > end:
+            return
+        batch = RecordBatch(mv, offset)
+        offset += batch.size_in_bytes
+        yield batch
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def _append_bytes(out: bytearray, data) -> None:
+    if data is None:
+        out.append(1)  # zigzag(-1)
+    else:
+        encode_varint(len(data), out)
+        out += data
+
+
+def encode_record(
+    offset_delta: int, timestamp_delta: int, key, value, headers=(), attributes: int = 0
+) -> bytearray:
+    """Encode one record (with its length prefix)."""
+    body = bytearray()
+    body.append(attributes & 0xFF)
+    encode_varint(timestamp_delta, body)
+    encode_varint(offset_delta, body)
+    _append_bytes(body, key)
+    _append_bytes(body, value)
+    encode_varint(len(headers), body)
+    for hkey, hvalue in headers:
+        _append_bytes(body, hkey.encode("utf-8") if isinstance(hkey, str) else hkey)
+        _append_bytes(body, hvalue)
+    out = bytearray()
+    encode_varint(len(body), out)
+    out += body
+    return out
+
+
+class RecordBatchBuilder:
+    """Build one magic-v2 batch (for internal topics, control markers, tests, conversion).
+
+    ``append`` takes the timestamp (ms; -1 for none), key and value (bytes-like or None) and
+    headers (``(str, bytes | None)`` pairs); offsets are ``base_offset + i``. ``build()``
+    returns the batch bytes with the CRC filled in; the base timestamp is the first record's.
+    """
+
+    def __init__(
+        self,
+        compression_type: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        base_offset: int = 0,
+        partition_leader_epoch: int = -1,
+        timestamp_type: int = CREATE_TIME,
+    ):
+        self.compression_type = compression_type
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.base_offset = base_offset
+        self.partition_leader_epoch = partition_leader_epoch
+        self.timestamp_type = timestamp_type
+        self._records = bytearray()
+        self._count = 0
+        self._base_timestamp: int | None = None
+        self._max_timestamp = NO_TIMESTAMP
+
+    def __len__(self) -> int:
+        return self._count
+
+    def append(self, timestamp: int, key, value, headers: Iterable = ()) -> int:
+        """Add a record; returns its offset."""
+        headers = list(headers)
+        if self._base_timestamp is None:
+            self._base_timestamp = timestamp
+        self._max_timestamp = max(self._max_timestamp, timestamp)
+        self._records += encode_record(
+            self._count, timestamp - self._base_timestamp, key, value, headers
+        )
+        self._count += 1
+        return self.base_offset + self._count - 1
+
+    @property
+    def attributes(self) -> int:
+        a = self.compression_type & COMPRESSION_MASK
+        if self.timestamp_type == LOG_APPEND_TIME:
+            a |= TIMESTAMP_TYPE_MASK
+        if self.is_transactional:
+            a |= TRANSACTIONAL_MASK
+        if self.is_control:
+            a |= CONTROL_MASK
+        return a
+
+    def build(self) -> bytes:
+        if self._count == 0:
+            raise ValueError("a record batch needs at least one record")
+        from protocol import compression
+
+        payload = compression.compress(self.compression_type, self._records)
+        out = bytearray(BATCH_HEADER_SIZE + len(payload))
+        BATCH_HEADER.pack_into(
+            out,
+            0,
+            self.base_offset,
+            len(out) - LOG_OVERHEAD,
+            self.partition_leader_epoch,
+            MAGIC_V2,
+            0,  # crc, filled below
+            self.attributes,
+            self._count - 1,
+            self._base_timestamp,
+            self._max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._count,
+        )
+        out[BATCH_HEADER_SIZE:] = payload
+        _UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+        return bytes(out)
+
+
+def build_control_batch(
+    marker: str,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """Build a transaction marker batch (``marker`` is ``"commit"`` or ``"abort"``).
+
+    Transactional + control attributes, one record with key ``(version 0, type)`` and value
+    ``(version 0, coordinator_epoch)``, as WriteTxnMarkers appends them (KIP-98).
+    """
+    if marker not in ("commit", "abort"):
+        raise ValueError(f"marker must be 'commit' or 'abort', not {marker!r}")
+    ctype = CONTROL_COMMIT if marker == "commit" else CONTROL_ABORT
+    builder = RecordBatchBuilder(
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+    builder.append(
+        timestamp, _CONTROL_KEY.pack(0, ctype), _CONTROL_VALUE.pack(0, coordinator_epoch)
+    )
+    return builder.build()
