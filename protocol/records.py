@@ -333,7 +333,9 @@ class RecordBatch:
 
     def compute_crc(self) -> int:
         """CRC-32C of the batch from ``attributes`` to its end."""
-        return crc32c.crc32c(self._buf[self._off + ATTRIBUTES_OFFSET : self._off + self.size_in_bytes])
+        return crc32c.crc32c(
+            self._buf[self._off + ATTRIBUTES_OFFSET : self._off + self.size_in_bytes]
+        )
 
     def is_valid(self) -> bool:
         return self.compute_crc() == self.crc
