@@ -1,0 +1,524 @@
+"""Typed broker configuration (``KafkaConfig``) read from a ``server.properties`` file.
+
+Usage::
+
+    config = KafkaConfig.from_file("config/server.properties", overrides=["broker.id=2"])
+    config.broker_id, config.listeners, config.log_dirs, config.log_retention_ms
+    config.get("group.max.size")          # any known key, parsed to its type
+    config.describe()                     # entries for DescribeConfigs
+
+Rules (Kafka's ``KafkaConfig``/``ConfigDef`` behaviour):
+
+- Keys, types, defaults and valid values: :mod:`broker.config_keys`.
+- Values are trimmed; booleans are ``true``/``false`` (any case); integers are decimal
+  within the type's width (INT 32-bit, SHORT 16-bit, LONG 64-bit); LIST values are
+  comma-separated. A value that does not parse or is out of range raises
+  :class:`ConfigError` naming the key, the value and what is allowed.
+- ``--override key=value`` entries are applied after the file, as ``kafka-server-start.sh``
+  does, and count as explicitly set (source STATIC_BROKER_CONFIG).
+- Unknown keys are logged once each as a warning and otherwise ignored.
+- Precedence: ``log.dirs`` over ``log.dir``; ``log.retention.ms`` over ``.minutes`` over
+  ``.hours`` (a negative result means unlimited: -1); ``log.roll.ms`` over ``log.roll.hours``;
+  ``log.flush.interval.ms`` falls back to ``log.flush.scheduler.interval.ms``;
+  ``zookeeper.connection.timeout.ms`` falls back to ``zookeeper.session.timeout.ms``;
+  ``advertised.listeners`` falls back to ``listeners``.
+- ``zookeeper.connect`` absent (or empty) means embedded single-node mode.
+- Only the PLAINTEXT security protocol is served; other listeners are a :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from broker.config_keys import BROKER_CONFIG_KEYS, ConfigKey, ConfigSource, ConfigType
+from broker.properties import PropertiesError, load_properties
+
+__all__ = [
+    "ConfigError",
+    "ConfigEntry",
+    "Endpoint",
+    "KafkaConfig",
+    "parse_override",
+    "parse_listeners",
+]
+
+log = logging.getLogger("broker.config")
+
+_TYPE_BOUNDS = {
+    ConfigType.SHORT: (-(2**15), 2**15 - 1),
+    ConfigType.INT: (-(2**31), 2**31 - 1),
+    ConfigType.LONG: (-(2**63), 2**63 - 1),
+}
+_TYPE_NAMES = {
+    ConfigType.BOOLEAN: "a boolean (true or false)",
+    ConfigType.SHORT: "a 16-bit integer",
+    ConfigType.INT: "a 32-bit integer",
+    ConfigType.LONG: "a 64-bit integer",
+    ConfigType.DOUBLE: "a number",
+    ConfigType.STRING: "a string",
+    ConfigType.LIST: "a comma-separated list",
+    ConfigType.PASSWORD: "a string",
+    ConfigType.CLASS: "a class name",
+}
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)://\[?(?P<host>[0-9A-Za-z\-%._:]*?)\]?:(?P<port>-?[0-9]+)$")
+_SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid. ``key``, ``value`` and ``allowed`` say which and why.
+
+    The message reads like Kafka's ``ConfigException``:
+    ``Invalid value abc for configuration num.partitions: allowed: a 32-bit integer in [1,...]``.
+    """
+
+    def __init__(self, key: str, value: Any, allowed: str, reason: str | None = None):
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        shown = "[hidden]" if _is_sensitive(key) else value
+        msg = f"Invalid value {shown!r} for configuration {key}"
+        if reason:
+            msg += f": {reason}"
+        msg += f" (allowed: {allowed})"
+        super().__init__(msg)
+
+
+def _is_sensitive(key: str) -> bool:
+    k = BROKER_CONFIG_KEYS.get(key)
+    return bool(k and k.sensitive)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One listener: ``listener_name://host:port`` with its security protocol.
+
+    ``host`` is ``""`` to bind all interfaces (Kafka's ``PLAINTEXT://:9092``); ``port`` 0
+    asks the OS for an ephemeral port.
+    """
+
+    listener_name: str
+    host: str
+    port: int
+    security_protocol: str
+
+    def connection_string(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One row of :meth:`KafkaConfig.describe` (DescribeConfigs ``DescribeConfigsResourceResult``).
+
+    ``value`` is the string form Kafka reports (``None`` for null and for sensitive keys).
+    """
+
+    name: str
+    value: str | None
+    type: ConfigType
+    source: ConfigSource
+    read_only: bool
+    is_sensitive: bool
+    is_default: bool
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """Split ``key=value`` (at the first ``=``); raise :class:`ConfigError` without one."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError("--override", text, "key=value")
+    return key, value
+
+
+def _parse_value(key: ConfigKey, raw: Any) -> Any:
+    """Parse ``raw`` (a string, or an already typed value) for ``key``; validate its range."""
+    if raw is None:
+        return None
+    t = key.type
+    allowed = _TYPE_NAMES[t] + (f" in {key.validator}" if key.validator else "")
+    if isinstance(raw, str):
+        s = raw.strip()
+        if t is ConfigType.BOOLEAN:
+            if s.lower() not in ("true", "false"):
+                raise ConfigError(key.name, raw, allowed, "expected true or false")
+            value: Any = s.lower() == "true"
+        elif t in _TYPE_BOUNDS:
+            if not _INT_RE.fullmatch(s):
+                raise ConfigError(key.name, raw, allowed, "not an integer")
+            value = int(s)
+        elif t is ConfigType.DOUBLE:
+            try:
+                value = float(s)
+            except ValueError:
+                raise ConfigError(key.name, raw, allowed, "not a number") from None
+        elif t is ConfigType.LIST:
+            value = [] if s == "" else [item.strip() for item in s.split(",")]
+        else:
+            value = s
+    else:
+        value = raw
+        if t is ConfigType.BOOLEAN and not isinstance(value, bool):
+            raise ConfigError(key.name, raw, allowed)
+        if t in _TYPE_BOUNDS and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(key.name, raw, allowed)
+        if t in (ConfigType.STRING, ConfigType.PASSWORD, ConfigType.CLASS) \
+                and not isinstance(value, str):
+            raise ConfigError(key.name, raw, allowed)
+        if t is ConfigType.DOUBLE and (isinstance(value, bool)
+                                       or not isinstance(value, int | float)):
+            raise ConfigError(key.name, raw, allowed)
+        if t is ConfigType.LIST:
+            if isinstance(value, str) or not isinstance(value, Iterable):
+                raise ConfigError(key.name, raw, allowed)
+            value = [str(v) for v in value]
+    if t in _TYPE_BOUNDS:
+        lo, hi = _TYPE_BOUNDS[t]
+        if not lo <= value <= hi:
+            raise ConfigError(key.name, raw, allowed, "out of range for the type")
+    if key.validator is not None and not key.validator.accepts(value):
+        raise ConfigError(key.name, raw, allowed)
+    return value
+
+
+def _to_string(key: ConfigKey, value: Any) -> str | None:
+    if value is None:
+        return None
+    if key.type is ConfigType.BOOLEAN:
+        return "true" if value else "false"
+    if key.type is ConfigType.LIST:
+        return ",".join(value)
+    return str(value)
+
+
+def parse_listeners(
+    key: str, text: str, protocol_map: Mapping[str, str], *, supported_only: bool = True
+) -> list[Endpoint]:
+    """Parse a ``listeners``-style value (``NAME://host:port,...``) into endpoints.
+
+    Raises :class:`ConfigError` (naming ``key``) for a malformed entry, a port outside
+    0..65535, a duplicate listener name, a name missing from
+    ``listener.security.protocol.map``, or (``supported_only``) a protocol other than PLAINTEXT.
+    """
+    endpoints: list[Endpoint] = []
+    seen: set[str] = set()
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        m = _LISTENER_RE.match(item)
+        if not m:
+            raise ConfigError(key, text, "NAME://host:port[,NAME://host:port...]",
+                              f"malformed listener {item!r}")
+        name, host, port = m["name"].upper(), m["host"], int(m["port"])
+        if not 0 <= port <= 65535:
+            raise ConfigError(key, text, "ports in 0..65535", f"bad port in {item!r}")
+        if name in seen:
+            raise ConfigError(key, text, "each listener name at most once",
+                              f"duplicate listener name {name}")
+        seen.add(name)
+        protocol = protocol_map.get(name)
+        if protocol is None:
+            raise ConfigError(key, text, "listener names from listener.security.protocol.map: "
+                              + ", ".join(protocol_map),
+                              f"no security protocol for listener {name}")
+        if supported_only and protocol not in _SUPPORTED_PROTOCOLS:
+            raise ConfigError(key, text, "listeners using " + ", ".join(_SUPPORTED_PROTOCOLS),
+                              f"security protocol {protocol} is not supported by Josef yet")
+        endpoints.append(Endpoint(name, host, port, protocol))
+    return endpoints
+
+
+def _parse_protocol_map(text: str) -> dict[str, str]:
+    key = "listener.security.protocol.map"
+    allowed = "NAME:PROTOCOL[,NAME:PROTOCOL...] with PROTOCOL one of " \
+        "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
+    result: dict[str, str] = {}
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not name.strip() or protocol not in (
+            "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
+        ):
+            raise ConfigError(key, text, allowed, f"bad entry {item!r}")
+        result[name.strip().upper()] = protocol
+    return result
+
+
+class KafkaConfig:
+    """Parsed, validated broker configuration. Immutable after construction.
+
+    ``KafkaConfig(props, overrides=())``: ``props`` maps Kafka key names to strings (or to
+    already typed values); ``overrides`` are ``"key=value"`` strings applied on top.
+    Raises :class:`ConfigError` on the first invalid value.
+    """
+
+    def __init__(self, props: Mapping[str, Any] | None = None, overrides: Iterable[str] = ()):
+        merged: dict[str, Any] = dict(props or {})
+        for text in overrides:
+            k, v = parse_override(text)
+            merged[k] = v
+        self._explicit: dict[str, Any] = {}
+        self.unknown_keys: list[str] = []
+        for name, raw in merged.items():
+            key = BROKER_CONFIG_KEYS.get(name)
+            if key is None:
+                self.unknown_keys.append(name)
+                continue
+            self._explicit[name] = _parse_value(key, raw)
+        for name in self.unknown_keys:
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+        self._values = {n: self._explicit.get(n, k.default) for n, k in BROKER_CONFIG_KEYS.items()}
+        self._validate()
+
+    # ----- construction -------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> KafkaConfig:
+        """Read ``path`` (Java properties syntax) and apply ``overrides``.
+
+        Raises :class:`ConfigError` for a missing/unreadable/malformed file or a bad value.
+        """
+        try:
+            props = load_properties(path)
+        except OSError as e:
+            raise ConfigError("config file", os.fspath(path), "a readable properties file",
+                              e.strerror or str(e)) from None
+        except PropertiesError as e:
+            raise ConfigError("config file", os.fspath(path), "Java properties syntax",
+                              str(e)) from None
+        return cls(props, overrides)
+
+    def _validate(self) -> None:
+        self.listener_security_protocol_map = _parse_protocol_map(
+            self._values["listener.security.protocol.map"])
+        self.listeners: list[Endpoint] = parse_listeners(
+            "listeners", self._values["listeners"], self.listener_security_protocol_map)
+        if not self.listeners:
+            raise ConfigError("listeners", self._values["listeners"], "at least one listener")
+        adv = self._values["advertised.listeners"]
+        if adv is None:
+            self.advertised_listeners = list(self.listeners)
+        else:
+            self.advertised_listeners = parse_listeners(
+                "advertised.listeners", adv, self.listener_security_protocol_map)
+            names = {e.listener_name for e in self.listeners}
+            for e in self.advertised_listeners:
+                if e.listener_name not in names:
+                    raise ConfigError("advertised.listeners", adv,
+                                      "listener names from listeners: " + ", ".join(sorted(names)),
+                                      f"{e.listener_name} is not a listener")
+                if e.host == "0.0.0.0":
+                    raise ConfigError("advertised.listeners", adv, "a routable host",
+                                      "cannot advertise the meta-address 0.0.0.0")
+        dirs_key = "log.dirs" if self._values["log.dirs"] is not None else "log.dir"
+        self.log_dirs: list[str] = [
+            d.strip() for d in self._values[dirs_key].split(",") if d.strip()
+        ]
+        if not self.log_dirs:
+            raise ConfigError(dirs_key, self._values[dirs_key], "one or more directories")
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise ConfigError(dirs_key, self._values[dirs_key], "distinct directories",
+                              "a directory is listed twice")
+        ibl = self._values["inter.broker.listener.name"]
+        if ibl is not None and ibl.upper() not in {e.listener_name for e in self.listeners}:
+            raise ConfigError("inter.broker.listener.name", ibl,
+                              "one of " + ", ".join(e.listener_name for e in self.listeners))
+        gmin = self._values["group.min.session.timeout.ms"]
+        gmax = self._values["group.max.session.timeout.ms"]
+        if gmin > gmax:
+            raise ConfigError("group.min.session.timeout.ms", gmin,
+                              f"at most group.max.session.timeout.ms ({gmax})")
+
+    def advertised_endpoints(self, bound_ports: Mapping[str, int] | None = None) -> list[Endpoint]:
+        """Endpoints to register/advertise: port 0 replaced by the bound port of that listener
+        (``bound_ports`` by listener name), an empty or 0.0.0.0 host by this machine's FQDN."""
+        out = []
+        for e in self.advertised_listeners:
+            host = e.host if e.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
+            port = e.port
+            if port == 0 and bound_ports and e.listener_name in bound_ports:
+                port = bound_ports[e.listener_name]
+            out.append(Endpoint(e.listener_name, host, port, e.security_protocol))
+        return out
+
+    # ----- generic access -----------------------------------------------------------------
+    def get(self, name: str) -> Any:
+        """The parsed value of a known key (``None`` for null); ``KeyError`` if unknown."""
+        return self._values[name]
+
+    def is_set(self, name: str) -> bool:
+        """Whether ``name`` was given explicitly (file or override)."""
+        return name in self._explicit
+
+    def source(self, name: str) -> ConfigSource:
+        if name not in BROKER_CONFIG_KEYS:
+            raise KeyError(name)
+        return ConfigSource.STATIC_BROKER_CONFIG if name in self._explicit \
+            else ConfigSource.DEFAULT_CONFIG
+
+    def originals(self) -> dict[str, Any]:
+        """The explicitly set known keys with their parsed values."""
+        return dict(self._explicit)
+
+    def describe(self, names: Iterable[str] | None = None) -> list[ConfigEntry]:
+        """Entries for DescribeConfigs (all known keys, or ``names``; unknown names skipped)."""
+        wanted = BROKER_CONFIG_KEYS if names is None else [n for n in names
+                                                            if n in BROKER_CONFIG_KEYS]
+        out = []
+        for name in wanted:
+            key = BROKER_CONFIG_KEYS[name]
+            value = None if key.sensitive else _to_string(key, self._values[name])
+            out.append(ConfigEntry(name, value, key.type, self.source(name), key.read_only,
+                                   key.sensitive, name not in self._explicit))
+        return out
+
+    def __repr__(self) -> str:
+        shown = {k: ("[hidden]" if BROKER_CONFIG_KEYS[k].sensitive else v)
+                 for k, v in self._explicit.items()}
+        return f"KafkaConfig({shown!r})"
+
+    # ----- typed accessors for what the broker uses -----------------------------------------
+    broker_id = property(lambda self: self._values["broker.id"])
+    broker_rack = property(lambda self: self._values["broker.rack"])
+    num_partitions = property(lambda self: self._values["num.partitions"])
+    default_replication_factor = property(lambda self: self._values["default.replication.factor"])
+    auto_create_topics_enable = property(lambda self: self._values["auto.create.topics.enable"])
+    delete_topic_enable = property(lambda self: self._values["delete.topic.enable"])
+    num_network_threads = property(lambda self: self._values["num.network.threads"])
+    num_io_threads = property(lambda self: self._values["num.io.threads"])
+    queued_max_requests = property(lambda self: self._values["queued.max.requests"])
+    socket_request_max_bytes = property(lambda self: self._values["socket.request.max.bytes"])
+    socket_send_buffer_bytes = property(lambda self: self._values["socket.send.buffer.bytes"])
+    socket_receive_buffer_bytes = property(
+        lambda self: self._values["socket.receive.buffer.bytes"])
+    connections_max_idle_ms = property(lambda self: self._values["connections.max.idle.ms"])
+    message_max_bytes = property(lambda self: self._values["message.max.bytes"])
+    log_segment_bytes = property(lambda self: self._values["log.segment.bytes"])
+    log_retention_bytes = property(lambda self: self._values["log.retention.bytes"])
+    log_retention_check_interval_ms = property(
+        lambda self: self._values["log.retention.check.interval.ms"])
+    log_index_size_max_bytes = property(lambda self: self._values["log.index.size.max.bytes"])
+    log_index_interval_bytes = property(lambda self: self._values["log.index.interval.bytes"])
+    log_flush_interval_messages = property(
+        lambda self: self._values["log.flush.interval.messages"])
+    log_flush_offset_checkpoint_interval_ms = property(
+        lambda self: self._values["log.flush.offset.checkpoint.interval.ms"])
+    log_message_timestamp_type = property(lambda self: self._values["log.message.timestamp.type"])
+    log_cleanup_policy = property(lambda self: list(self._values["log.cleanup.policy"]))
+    compression_type = property(lambda self: self._values["compression.type"])
+    fetch_max_bytes = property(lambda self: self._values["fetch.max.bytes"])
+    replica_fetch_max_bytes = property(lambda self: self._values["replica.fetch.max.bytes"])
+    replica_lag_time_max_ms = property(lambda self: self._values["replica.lag.time.max.ms"])
+    min_insync_replicas = property(lambda self: self._values["min.insync.replicas"])
+    unclean_leader_election_enable = property(
+        lambda self: self._values["unclean.leader.election.enable"])
+    controlled_shutdown_enable = property(lambda self: self._values["controlled.shutdown.enable"])
+    offsets_topic_num_partitions = property(
+        lambda self: self._values["offsets.topic.num.partitions"])
+    offsets_topic_replication_factor = property(
+        lambda self: self._values["offsets.topic.replication.factor"])
+    offsets_retention_minutes = property(lambda self: self._values["offsets.retention.minutes"])
+    group_initial_rebalance_delay_ms = property(
+        lambda self: self._values["group.initial.rebalance.delay.ms"])
+    group_min_session_timeout_ms = property(
+        lambda self: self._values["group.min.session.timeout.ms"])
+    group_max_session_timeout_ms = property(
+        lambda self: self._values["group.max.session.timeout.ms"])
+    group_max_size = property(lambda self: self._values["group.max.size"])
+    transaction_state_log_num_partitions = property(
+        lambda self: self._values["transaction.state.log.num.partitions"])
+    zookeeper_session_timeout_ms = property(
+        lambda self: self._values["zookeeper.session.timeout.ms"])
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        """The ZooKeeper connect string, or ``None`` in embedded mode (absent or empty)."""
+        return self._values["zookeeper.connect"] or None
+
+    @property
+    def embedded_mode(self) -> bool:
+        """True when ``zookeeper.connect`` is not set: single node, embedded metadata store."""
+        return self.zookeeper_connect is None
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        v = self._values["zookeeper.connection.timeout.ms"]
+        return self._values["zookeeper.session.timeout.ms"] if v is None else v
+
+    @property
+    def log_retention_ms(self) -> int:
+        """Effective retention time in ms: ``.ms`` > ``.minutes`` > ``.hours``; -1 = unlimited."""
+        v = self._values
+        if v["log.retention.ms"] is not None:
+            ms = v["log.retention.ms"]
+        elif v["log.retention.minutes"] is not None:
+            ms = v["log.retention.minutes"] * 60_000
+        else:
+            ms = v["log.retention.hours"] * 3_600_000
+        return -1 if ms < 0 else ms
+
+    @property
+    def log_roll_ms(self) -> int:
+        """Effective segment roll time in ms: ``log.roll.ms`` > ``log.roll.hours``."""
+        v = self._values
+        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
+
+    @property
+    def log_roll_jitter_ms(self) -> int:
+        v = self._values
+        if v["log.roll.jitter.ms"] is not None:
+            return v["log.roll.jitter.ms"]
+        return v["log.roll.jitter.hours"] * 3_600_000
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        """``log.flush.interval.ms``, falling back to ``log.flush.scheduler.interval.ms``."""
+        v = self._values["log.flush.interval.ms"]
+        return self._values["log.flush.scheduler.interval.ms"] if v is None else v
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self._values["offsets.retention.minutes"] * 60_000
+
+    def topic_config_defaults(self) -> dict[str, str]:
+        """Broker-level defaults for topic configs, keyed by topic-config name (string values).
+
+        This is the mapping Kafka applies (``log.segment.bytes`` -> ``segment.bytes``, ...);
+        ``storage.LogConfig`` and DescribeConfigs for topics build on it.
+        """
+        v = self._values
+        pairs: dict[str, Any] = {
+            "cleanup.policy": ",".join(v["log.cleanup.policy"]),
+            "compression.type": v["compression.type"],
+            "delete.retention.ms": v["log.cleaner.delete.retention.ms"],
+            "file.delete.delay.ms": v["log.segment.delete.delay.ms"],
+            "flush.messages": v["log.flush.interval.messages"],
+            "flush.ms": self.log_flush_interval_ms,
+            "index.interval.bytes": v["log.index.interval.bytes"],
+            "max.compaction.lag.ms": v["log.cleaner.max.compaction.lag.ms"],
+            "max.message.bytes": v["message.max.bytes"],
+            "message.downconversion.enable": v["log.message.downconversion.enable"],
+            "message.timestamp.after.max.ms": v["log.message.timestamp.after.max.ms"],
+            "message.timestamp.before.max.ms": v["log.message.timestamp.before.max.ms"],
+            "message.timestamp.type": v["log.message.timestamp.type"],
+            "min.cleanable.dirty.ratio": v["log.cleaner.min.cleanable.ratio"],
+            "min.compaction.lag.ms": v["log.cleaner.min.compaction.lag.ms"],
+            "min.insync.replicas": v["min.insync.replicas"],
+            "preallocate": v["log.preallocate"],
+            "retention.bytes": v["log.retention.bytes"],
+            "retention.ms": self.log_retention_ms,
+            "segment.bytes": v["log.segment.bytes"],
+            "segment.index.bytes": v["log.index.size.max.bytes"],
+            "segment.jitter.ms": self.log_roll_jitter_ms,
+            "segment.ms": self.log_roll_ms,
+            "unclean.leader.election.enable": v["unclean.leader.election.enable"],
+        }
+        return {k: (str(x).lower() if isinstance(x, bool) else str(x)) for k, x in pairs.items()}

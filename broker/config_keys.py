@@ -1,0 +1,265 @@
+"""The broker configuration keys Josef knows: Kafka's names, types, defaults and valid values.
+
+Names, types, defaults and ranges follow Kafka 3.9's "Broker Configs" documentation
+(``kafka.apache.org/documentation/#brokerconfigs``). ``read_only`` is what Kafka's
+DescribeConfigs reports: False for keys Kafka can update dynamically (per-broker or
+cluster-wide), True otherwise. ``sensitive`` keys (type PASSWORD) are never shown in
+DescribeConfigs or logs.
+
+Parsing and cross-key checks live in :mod:`broker.config`; this module is data.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ConfigType",
+    "ConfigSource",
+    "Range",
+    "OneOf",
+    "ConfigKey",
+    "BROKER_CONFIG_KEYS",
+    "LONG_MAX",
+    "INT_MAX",
+]
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class ConfigType(enum.IntEnum):
+    """Value types, numbered as DescribeConfigs (v3+) ``ConfigType`` reports them."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a value came from, numbered as DescribeConfigs (v1+) ``ConfigSource``."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+@dataclass(frozen=True)
+class Range:
+    """Inclusive numeric range; ``None`` means unbounded. Shown as Kafka shows it: ``[1,...]``."""
+
+    low: float | None = None
+    high: float | None = None
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return True
+        if self.low is not None and value < self.low:
+            return False
+        return self.high is None or value <= self.high
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"[{self.low},...]"
+        if self.low is None:
+            return f"[...,{self.high}]"
+        return f"[{self.low},...,{self.high}]"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Value (or, for LIST keys, every element) must be one of ``values``."""
+
+    values: tuple[str, ...]
+    case_insensitive: bool = False
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return True
+        items = value if isinstance(value, list) else [value]
+        if self.case_insensitive:
+            allowed = {v.lower() for v in self.values}
+            return all(str(i).lower() in allowed for i in items)
+        return all(i in self.values for i in items)
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(self.values) + "]"
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One broker configuration key. ``default`` is the parsed default (``None`` = null)."""
+
+    name: str
+    type: ConfigType
+    default: Any
+    validator: Range | OneOf | None = None
+    read_only: bool = True
+    sensitive: bool = False
+
+
+_T = ConfigType
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _k(name, type_, default, validator=None, *, dynamic=False):
+    return ConfigKey(name, type_, default, validator, read_only=not dynamic,
+                     sensitive=type_ is ConfigType.PASSWORD)
+
+
+_KEYS = [
+    # --- server basics ---
+    _k("broker.id", _T.INT, -1),
+    _k("broker.id.generation.enable", _T.BOOLEAN, True),
+    _k("reserved.broker.max.id", _T.INT, 1000, Range(0)),
+    _k("broker.rack", _T.STRING, None),
+    # --- socket server ---
+    _k("listeners", _T.STRING, "PLAINTEXT://:9092", dynamic=True),
+    _k("advertised.listeners", _T.STRING, None, dynamic=True),
+    _k("listener.security.protocol.map", _T.STRING,
+       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+       dynamic=True),
+    _k("inter.broker.listener.name", _T.STRING, None),
+    _k("security.inter.broker.protocol", _T.STRING, "PLAINTEXT", OneOf(_SECURITY_PROTOCOLS)),
+    _k("control.plane.listener.name", _T.STRING, None),
+    _k("num.network.threads", _T.INT, 3, Range(1), dynamic=True),
+    _k("num.io.threads", _T.INT, 8, Range(1), dynamic=True),
+    _k("background.threads", _T.INT, 10, Range(1), dynamic=True),
+    _k("queued.max.requests", _T.INT, 500, Range(1)),
+    _k("queued.max.request.bytes", _T.LONG, -1),
+    _k("socket.send.buffer.bytes", _T.INT, 102400),
+    _k("socket.receive.buffer.bytes", _T.INT, 102400),
+    _k("socket.request.max.bytes", _T.INT, 104857600, Range(1)),
+    _k("socket.listen.backlog.size", _T.INT, 50, Range(1)),
+    _k("connections.max.idle.ms", _T.LONG, 600000),
+    _k("max.connections", _T.INT, INT_MAX, Range(0), dynamic=True),
+    _k("max.connections.per.ip", _T.INT, INT_MAX, Range(0), dynamic=True),
+    # --- log basics ---
+    _k("log.dir", _T.STRING, "/tmp/kafka-logs"),
+    _k("log.dirs", _T.STRING, None),
+    _k("num.partitions", _T.INT, 1, Range(1)),
+    _k("default.replication.factor", _T.INT, 1),
+    _k("auto.create.topics.enable", _T.BOOLEAN, True),
+    _k("delete.topic.enable", _T.BOOLEAN, True),
+    _k("num.recovery.threads.per.data.dir", _T.INT, 1, Range(1), dynamic=True),
+    _k("message.max.bytes", _T.INT, 1048588, Range(0), dynamic=True),
+    _k("compression.type", _T.STRING, "producer",
+       OneOf(("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")), dynamic=True),
+    _k("compression.gzip.level", _T.INT, -1, dynamic=True),
+    _k("compression.lz4.level", _T.INT, 9, Range(1, 17), dynamic=True),
+    _k("compression.zstd.level", _T.INT, 3, Range(-131072, 22), dynamic=True),
+    # --- segments, roll, retention ---
+    _k("log.segment.bytes", _T.INT, 1073741824, Range(14), dynamic=True),
+    _k("log.roll.ms", _T.LONG, None, dynamic=True),
+    _k("log.roll.hours", _T.INT, 168, Range(1)),
+    _k("log.roll.jitter.ms", _T.LONG, None, dynamic=True),
+    _k("log.roll.jitter.hours", _T.INT, 0, Range(0)),
+    _k("log.retention.ms", _T.LONG, None, dynamic=True),
+    _k("log.retention.minutes", _T.INT, None),
+    _k("log.retention.hours", _T.INT, 168),
+    _k("log.retention.bytes", _T.LONG, -1, dynamic=True),
+    _k("log.retention.check.interval.ms", _T.LONG, 300000, Range(1)),
+    _k("log.segment.delete.delay.ms", _T.LONG, 60000, Range(0), dynamic=True),
+    _k("log.index.size.max.bytes", _T.INT, 10485760, Range(4), dynamic=True),
+    _k("log.index.interval.bytes", _T.INT, 4096, Range(0), dynamic=True),
+    _k("log.preallocate", _T.BOOLEAN, False, dynamic=True),
+    # --- flush and checkpoints ---
+    _k("log.flush.interval.messages", _T.LONG, LONG_MAX, Range(1), dynamic=True),
+    _k("log.flush.interval.ms", _T.LONG, None, dynamic=True),
+    _k("log.flush.scheduler.interval.ms", _T.LONG, LONG_MAX),
+    _k("log.flush.offset.checkpoint.interval.ms", _T.INT, 60000, Range(0)),
+    _k("log.flush.start.offset.checkpoint.interval.ms", _T.INT, 60000, Range(0)),
+    # --- message format ---
+    _k("log.message.timestamp.type", _T.STRING, "CreateTime",
+       OneOf(("CreateTime", "LogAppendTime")), dynamic=True),
+    _k("log.message.timestamp.difference.max.ms", _T.LONG, LONG_MAX, Range(0), dynamic=True),
+    _k("log.message.timestamp.before.max.ms", _T.LONG, LONG_MAX, Range(0), dynamic=True),
+    _k("log.message.timestamp.after.max.ms", _T.LONG, LONG_MAX, Range(0), dynamic=True),
+    _k("log.message.downconversion.enable", _T.BOOLEAN, True, dynamic=True),
+    # --- cleaner ---
+    _k("log.cleanup.policy", _T.LIST, ["delete"], OneOf(("compact", "delete")), dynamic=True),
+    _k("log.cleaner.enable", _T.BOOLEAN, True),
+    _k("log.cleaner.threads", _T.INT, 1, Range(0), dynamic=True),
+    _k("log.cleaner.backoff.ms", _T.LONG, 15000, Range(0), dynamic=True),
+    _k("log.cleaner.dedupe.buffer.size", _T.LONG, 134217728, dynamic=True),
+    _k("log.cleaner.delete.retention.ms", _T.LONG, 86400000, Range(0), dynamic=True),
+    _k("log.cleaner.min.compaction.lag.ms", _T.LONG, 0, Range(0), dynamic=True),
+    _k("log.cleaner.max.compaction.lag.ms", _T.LONG, LONG_MAX, Range(1), dynamic=True),
+    _k("log.cleaner.min.cleanable.ratio", _T.DOUBLE, 0.5, Range(0, 1), dynamic=True),
+    # --- replication ---
+    _k("min.insync.replicas", _T.INT, 1, Range(1), dynamic=True),
+    _k("unclean.leader.election.enable", _T.BOOLEAN, False, dynamic=True),
+    _k("replica.lag.time.max.ms", _T.LONG, 30000),
+    _k("replica.fetch.max.bytes", _T.INT, 1048576, Range(0)),
+    _k("replica.fetch.response.max.bytes", _T.INT, 10485760, Range(0)),
+    _k("replica.fetch.wait.max.ms", _T.INT, 500),
+    _k("replica.fetch.min.bytes", _T.INT, 1),
+    _k("replica.fetch.backoff.ms", _T.INT, 1000, Range(0)),
+    _k("replica.socket.timeout.ms", _T.INT, 30000),
+    _k("replica.socket.receive.buffer.bytes", _T.INT, 65536),
+    _k("replica.high.watermark.checkpoint.interval.ms", _T.LONG, 5000),
+    _k("num.replica.fetchers", _T.INT, 1, dynamic=True),
+    _k("auto.leader.rebalance.enable", _T.BOOLEAN, True),
+    _k("leader.imbalance.check.interval.seconds", _T.LONG, 300, Range(1)),
+    _k("leader.imbalance.per.broker.percentage", _T.INT, 10),
+    _k("controlled.shutdown.enable", _T.BOOLEAN, True),
+    _k("controlled.shutdown.max.retries", _T.INT, 3),
+    _k("controlled.shutdown.retry.backoff.ms", _T.LONG, 5000),
+    _k("controller.socket.timeout.ms", _T.INT, 30000),
+    # --- ZooKeeper (absent zookeeper.connect = Josef's embedded single-node mode) ---
+    _k("zookeeper.connect", _T.STRING, None),
+    _k("zookeeper.session.timeout.ms", _T.INT, 18000),
+    _k("zookeeper.connection.timeout.ms", _T.INT, None),
+    _k("zookeeper.max.in.flight.requests", _T.INT, 10, Range(1)),
+    _k("zookeeper.set.acl", _T.BOOLEAN, False),
+    # --- fetch and purgatories ---
+    _k("fetch.max.bytes", _T.INT, 57671680, Range(1024)),
+    _k("max.incremental.fetch.session.cache.slots", _T.INT, 1000, Range(0)),
+    _k("fetch.purgatory.purge.interval.requests", _T.INT, 1000),
+    _k("producer.purgatory.purge.interval.requests", _T.INT, 1000),
+    _k("delete.records.purgatory.purge.interval.requests", _T.INT, 1),
+    # --- group coordinator and __consumer_offsets ---
+    _k("group.initial.rebalance.delay.ms", _T.INT, 3000),
+    _k("group.min.session.timeout.ms", _T.INT, 6000),
+    _k("group.max.session.timeout.ms", _T.INT, 1800000),
+    _k("group.max.size", _T.INT, INT_MAX, Range(1)),
+    _k("offsets.topic.num.partitions", _T.INT, 50, Range(1)),
+    _k("offsets.topic.replication.factor", _T.SHORT, 3, Range(1)),
+    _k("offsets.topic.segment.bytes", _T.INT, 104857600, Range(1)),
+    _k("offsets.topic.compression.codec", _T.INT, 0),
+    _k("offsets.retention.minutes", _T.INT, 10080, Range(1)),
+    _k("offsets.retention.check.interval.ms", _T.LONG, 600000, Range(1)),
+    _k("offsets.commit.timeout.ms", _T.INT, 5000, Range(1)),
+    _k("offsets.load.buffer.size", _T.INT, 5242880, Range(1)),
+    _k("offset.metadata.max.bytes", _T.INT, 4096),
+    # --- transaction coordinator and producer ids ---
+    _k("transaction.state.log.num.partitions", _T.INT, 50, Range(1)),
+    _k("transaction.state.log.replication.factor", _T.SHORT, 3, Range(1)),
+    _k("transaction.state.log.min.isr", _T.INT, 2, Range(1)),
+    _k("transaction.state.log.segment.bytes", _T.INT, 104857600, Range(1)),
+    _k("transaction.max.timeout.ms", _T.INT, 900000, Range(1)),
+    _k("transactional.id.expiration.ms", _T.INT, 604800000, Range(1), dynamic=True),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10000, Range(1)),
+    _k("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, Range(1)),
+    _k("producer.id.expiration.ms", _T.INT, 86400000, Range(1), dynamic=True),
+    # --- TLS secrets: accepted (SSL listeners are not supported), never shown ---
+    _k("ssl.keystore.password", _T.PASSWORD, None, dynamic=True),
+    _k("ssl.key.password", _T.PASSWORD, None, dynamic=True),
+    _k("ssl.truststore.password", _T.PASSWORD, None, dynamic=True),
+]
+
+#: Every known key, by name, in documentation order.
+BROKER_CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}
