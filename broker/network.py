@@ -1,0 +1,510 @@
+"""The broker's network layer: SocketServer, Acceptor per listener, Processor per connection.
+
+The asyncio edition of Kafka's ``SocketServer`` (Kafka docs, "Network Layer"; broker configs
+``listeners``, ``socket.request.max.bytes``, ``num.io.threads``, ``connections.max.idle.ms``).
+Everything runs on one event loop; ``num.network.threads`` has no meaning here.
+
+* ``Acceptor``: one asyncio server per listener endpoint (``PLAINTEXT://host:port``; port 0
+  binds an ephemeral port, reported by ``Acceptor.port``); each accepted connection gets a
+  ``Processor``.
+* ``Processor``: an ``asyncio.BufferedProtocol`` with its own ``FrameDecoder``. Large frames are
+  received straight into their own buffer (no copy); each complete frame becomes a ``Request``
+  (header peeked: api_key, api_version, correlation_id) put on the ``RequestChannel``.
+* Ordering: requests of one connection are numbered; at most ``max_inflight_per_connection``
+  of them are in the handler at once (default 1, Kafka's "mute the channel": requests of a
+  connection are handled one after another in order, which idempotent produce relies on; a
+  handler that parks returns a Future and frees the slot). Responses leave strictly in request
+  order: a completed response waits until every earlier one has been sent (or skipped:
+  ``None``), so pipelining clients (up to 5 in flight) always see them in order.
+* Backpressure: reading pauses while a connection has ``max_queued_requests_per_connection``
+  unanswered requests, or more than ``max_buffered_bytes_per_connection`` bytes of received
+  frames and held responses, or the transport's write buffer is over its high-water mark
+  (client not reading); it resumes when those drain.
+* Malformed input closes that connection only: a size prefix < 0 or > socket.request.max.bytes
+  (before buffering it), or a frame too short for a request header (< 8 bytes).
+* Idle connections (no bytes in or out and nothing in progress for ``connections.max.idle.ms``)
+  are closed by one periodic sweep task.
+* Responses with file slices use ``loop.sendfile`` (os.sendfile, zero copy) when the transport
+  is a plain TCP socket, after the transport's write buffer has drained; otherwise the slices
+  are read with ``os.pread`` in the default executor and written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.request_channel import FileSlice, Handler, Request, RequestChannel, Response
+from protocol.errors import ProtocolError
+from protocol.frames import SIZE_PREFIX, FrameDecoder
+from protocol.headers import peek_request_header
+
+__all__ = ["Acceptor", "Endpoint", "Processor", "SocketServer", "parse_listeners"]
+
+log = logging.getLogger(__name__)
+
+REQUEST_HEADER_MIN = 8  # int16 api_key, int16 api_version, int32 correlation_id
+SMALL_WRITE_JOIN = 64 * 1024  # responses up to this size are joined into one write
+PREAD_CHUNK = 1024 * 1024  # fallback read size for file slices
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One ``listeners`` entry: ``NAME://host:port`` (empty host: all interfaces)."""
+
+    listener_name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
+
+
+def parse_listeners(value: str) -> list[Endpoint]:
+    """Parse Kafka's ``listeners`` value, e.g. ``PLAINTEXT://127.0.0.1:9092,INT://:9093``.
+
+    Raises ``ValueError`` naming the bad entry (duplicate listener names included).
+    """
+    endpoints: list[Endpoint] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        name, sep, rest = entry.partition("://")
+        host, colon, port_s = rest.rpartition(":")
+        if not sep or not name or not colon or not port_s.isdigit() or int(port_s) > 65535:
+            raise ValueError(f"listeners: bad entry {entry!r}, expected NAME://host:port")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if any(e.listener_name == name.upper() for e in endpoints):
+            raise ValueError(f"listeners: listener name {name!r} used twice")
+        endpoints.append(Endpoint(name.upper(), host, int(port_s)))
+    if not endpoints:
+        raise ValueError("listeners: no endpoint given")
+    return endpoints
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class _SendfileSource:
+    """The minimal file object ``loop.sendfile`` needs for a descriptor (binary, seekable)."""
+
+    __slots__ = ("_fd",)
+    mode = "rb"
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return offset  # we only send by offset; the position is not ours to move
+
+
+class Processor(asyncio.BufferedProtocol):
+    """One client connection: frame decoding, dispatch, in-order responses, backpressure."""
+
+    def __init__(self, server: SocketServer, listener: str) -> None:
+        self.server = server
+        self.listener = listener
+        self.connection_id = ""
+        self.client_address: Any = None
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.last_active_ms = server.clock()
+        self._decoder = FrameDecoder(server.socket_request_max_bytes)
+        self._next_seq = 0  # sequence of the next request received
+        self._next_send = 0  # sequence of the next response to send
+        self._pending: deque[Request] = deque()  # received, not yet given to the handler
+        self._in_handler = 0
+        self._ready: dict[int, Response | None] = {}  # completed, waiting for their turn
+        self._held_bytes = 0  # frames pending + responses held
+        self._sending = False  # an async send (file slices) owns the transport
+        self._reading = True
+        self._writing_paused = False
+        self._drained: asyncio.Future[None] | None = None
+        self._sendfile_ok = True
+
+    # ---- asyncio.BufferedProtocol -------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        local = transport.get_extra_info("sockname")
+        peer = transport.get_extra_info("peername")
+        self.client_address = peer
+        self.connection_id = f"{_addr(local)}-{_addr(peer)}-{self.server.next_connection_index()}"
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.register(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active_ms = self.server.clock()
+        try:
+            frames = self._decoder.buffer_updated(nbytes)
+        except ProtocolError as e:
+            log.info("closing %s: %s", self.connection_id, e)
+            self.server.malformed_closed += 1
+            self.close()
+            return
+        for frame in frames:
+            if not self._on_frame(frame):
+                return
+        self._dispatch()
+        self._update_reading()
+
+    def eof_received(self) -> bool:
+        return False  # half-closed by the client: close (Kafka does too)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._pending.clear()
+        self._ready.clear()
+        self._wake_drained()
+        self.server.unregister(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake_drained()
+        self._update_reading()
+
+    # ---- requests ------------------------------------------------------------------------
+    def _on_frame(self, frame: memoryview) -> bool:
+        if len(frame) < REQUEST_HEADER_MIN:
+            log.info("closing %s: %d-byte frame has no request header", self.connection_id,
+                     len(frame))
+            self.server.malformed_closed += 1
+            self.close()
+            return False
+        try:
+            api_key, api_version, correlation_id = peek_request_header(frame)
+        except Exception as e:  # contract says it cannot fail on >= 8 bytes; be safe
+            log.info("closing %s: unreadable request header: %s", self.connection_id, e)
+            self.server.malformed_closed += 1
+            self.close()
+            return False
+        request = Request(self.connection_id, self._next_seq, time.monotonic_ns(), api_key,
+                          api_version, correlation_id, frame, self.listener,
+                          self.client_address, self)
+        self._next_seq += 1
+        self._held_bytes += len(frame)
+        self._pending.append(request)
+        return True
+
+    def _dispatch(self) -> None:
+        limit = self.server.max_inflight_per_connection
+        channel = self.server.request_channel
+        while self._pending and self._in_handler < limit:
+            request = self._pending.popleft()
+            self._held_bytes -= len(request.frame)
+            self._in_handler += 1
+            channel.send_request(request)
+
+    def handler_done(self, request: Request) -> None:
+        """Called by an IO worker when the handler returned (response or parked future)."""
+        if self.closed:
+            return
+        self._in_handler -= 1
+        self._dispatch()
+
+    def response_ready(self, request: Request, response: Response | None) -> None:
+        """Called when the outcome of ``request`` is known; sends what is due, in order."""
+        if self.closed:
+            return
+        self._ready[request.sequence] = response
+        if response is not None:
+            self._held_bytes += response.size
+        self._flush()
+
+    @property
+    def unanswered(self) -> int:
+        """Requests received whose response has not been sent (or skipped) yet."""
+        return self._next_seq - self._next_send
+
+    # ---- responses -----------------------------------------------------------------------
+    def _flush(self) -> None:
+        if self._sending or self.closed:
+            return
+        transport = self.transport
+        assert transport is not None
+        while self._next_send in self._ready:
+            response = self._ready.pop(self._next_send)
+            self._next_send += 1
+            if response is None:
+                continue
+            self._held_bytes -= response.size
+            if response.close:
+                self.close()
+                return
+            self.last_active_ms = self.server.clock()
+            if response.has_file_parts:
+                self._sending = True
+                asyncio.get_running_loop().create_task(self._send_with_files(response))
+                return
+            prefix = SIZE_PREFIX.pack(response.size)
+            if response.size <= SMALL_WRITE_JOIN:
+                transport.write(b"".join([prefix, *response.parts]))
+            else:
+                transport.write(prefix)
+                for part in response.parts:
+                    transport.write(part)
+        self._update_reading()
+
+    async def _send_with_files(self, response: Response) -> None:
+        transport = self.transport
+        assert transport is not None
+        try:
+            transport.write(SIZE_PREFIX.pack(response.size))
+            for part in response.parts:
+                if self.closed:
+                    return
+                if isinstance(part, FileSlice):
+                    await self._send_slice(part)
+                else:
+                    transport.write(part)
+            self.last_active_ms = self.server.clock()
+        except Exception as e:
+            log.warning("closing %s: sending file data failed: %r", self.connection_id, e)
+            self.close()
+        finally:
+            self._sending = False
+            if not self.closed:
+                self._update_reading()
+                self._flush()
+
+    async def _send_slice(self, part: FileSlice) -> None:
+        if part.length == 0:
+            return
+        loop = asyncio.get_running_loop()
+        transport = self.transport
+        assert transport is not None
+        if self._sendfile_ok:
+            try:
+                sent = await loop.sendfile(transport, _SendfileSource(part.fileno()),
+                                           part.position, part.length, fallback=False)
+            except (asyncio.SendfileNotAvailableError, NotImplementedError):
+                self._sendfile_ok = False
+            except RuntimeError:
+                if transport.is_closing():
+                    raise ConnectionError("connection closed during sendfile") from None
+                self._sendfile_ok = False  # transport without native sendfile support
+            else:
+                if sent != part.length:
+                    raise OSError(f"file slice shorter than announced: {sent} of "
+                                  f"{part.length} bytes at {part.position}")
+                return
+        fd = part.fileno()
+        position, remaining = part.position, part.length
+        while remaining:
+            chunk = await loop.run_in_executor(None, os.pread, fd, min(remaining, PREAD_CHUNK),
+                                               position)
+            if not chunk:
+                raise OSError(f"file slice shorter than announced at {position}")
+            if self.closed:
+                return
+            transport.write(chunk)
+            position += len(chunk)
+            remaining -= len(chunk)
+            if self._writing_paused:
+                await self._wait_drained()
+
+    async def _wait_drained(self) -> None:
+        if self._drained is None or self._drained.done():
+            self._drained = asyncio.get_running_loop().create_future()
+        await self._drained
+
+    def _wake_drained(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    # ---- flow control and closing ----------------------------------------------------------
+    def _update_reading(self) -> None:
+        if self.closed or self._sending or self.transport is None:
+            return  # loop.sendfile pauses/resumes reading itself; re-applied afterwards
+        server = self.server
+        pause = (self._writing_paused
+                 or self.unanswered >= server.max_queued_requests_per_connection
+                 or self._held_bytes > server.max_buffered_bytes_per_connection)
+        if pause and self._reading:
+            self._reading = False
+            self.transport.pause_reading()
+        elif not pause and not self._reading:
+            self._reading = True
+            self.transport.resume_reading()
+
+    def is_idle(self, now_ms: float, max_idle_ms: float) -> bool:
+        return (not self.closed and self.unanswered == 0 and not self._sending
+                and now_ms - self.last_active_ms > max_idle_ms)
+
+    def close(self) -> None:
+        """Close the connection now; queued requests of it are dropped by the workers."""
+        if self.closed:
+            return
+        self.closed = True
+        self._pending.clear()
+        self._ready.clear()
+        self._wake_drained()
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _addr(addr: Any) -> str:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        return f"{addr[0]}:{addr[1]}"
+    return str(addr)
+
+
+class Acceptor:
+    """Listens on one endpoint and gives each accepted connection a ``Processor``."""
+
+    def __init__(self, server: SocketServer, endpoint: Endpoint, backlog: int = 50) -> None:
+        self.server = server
+        self.endpoint = endpoint
+        self.backlog = backlog  # socket.listen.backlog.size
+        self._aserver: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        name = self.endpoint.listener_name
+        self._aserver = await loop.create_server(
+            lambda: Processor(self.server, name), host=self.endpoint.host or None,
+            port=self.endpoint.port, backlog=self.backlog, reuse_address=True)
+
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when the endpoint asked for port 0)."""
+        assert self._aserver is not None and self._aserver.sockets
+        return self._aserver.sockets[0].getsockname()[1]
+
+    @property
+    def bound_endpoint(self) -> Endpoint:
+        return Endpoint(self.endpoint.listener_name, self.endpoint.host, self.port)
+
+    def close(self) -> None:
+        if self._aserver is not None:
+            self._aserver.close()
+
+
+class SocketServer:
+    """Acceptors, Processors and the RequestChannel with its IO workers, started and stopped
+    together.
+
+    ``handler`` is the API dispatcher (see ``broker.request_channel``). Sizes are in bytes,
+    times in ms. ``clock`` returns monotonic milliseconds (inject a manual one in tests).
+    """
+
+    def __init__(self, endpoints: list[Endpoint], handler: Handler, *,
+                 socket_request_max_bytes: int = 104857600, num_io_threads: int = 8,
+                 connections_max_idle_ms: int = 600000, max_inflight_per_connection: int = 1,
+                 max_queued_requests_per_connection: int = 16,
+                 max_buffered_bytes_per_connection: int = 16 * 1024 * 1024,
+                 listen_backlog: int = 50,
+                 clock: Callable[[], float] = _monotonic_ms) -> None:
+        if max_inflight_per_connection < 1 or max_queued_requests_per_connection < 1:
+            raise ValueError("per-connection request limits must be >= 1")
+        self.endpoints = list(endpoints)
+        self.socket_request_max_bytes = socket_request_max_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.max_inflight_per_connection = max_inflight_per_connection
+        self.max_queued_requests_per_connection = max_queued_requests_per_connection
+        self.max_buffered_bytes_per_connection = max_buffered_bytes_per_connection
+        self.clock = clock
+        self.request_channel = RequestChannel(handler, num_io_threads)
+        self.acceptors = [Acceptor(self, e, listen_backlog) for e in self.endpoints]
+        self.connections: dict[str, Processor] = {}
+        self.accepted_total = 0
+        self.malformed_closed = 0
+        self.idle_closed = 0
+        self._conn_index = 0
+        self._sweeper: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    @property
+    def connection_count(self) -> int:
+        return len(self.connections)
+
+    def next_connection_index(self) -> int:
+        self._conn_index += 1
+        return self._conn_index
+
+    def register(self, processor: Processor) -> None:
+        if self._stopped:
+            processor.close()
+            return
+        self.connections[processor.connection_id] = processor
+        self.accepted_total += 1
+
+    def unregister(self, processor: Processor) -> None:
+        self.connections.pop(processor.connection_id, None)
+
+    async def start(self) -> None:
+        """Start workers, then listeners, then the idle sweep."""
+        self.request_channel.start()
+        try:
+            for acceptor in self.acceptors:
+                await acceptor.start()
+        except BaseException:
+            await self.stop()
+            raise
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_loop(),
+                                                               name="idle-sweep")
+
+    @property
+    def bound_endpoints(self) -> list[Endpoint]:
+        return [a.bound_endpoint for a in self.acceptors]
+
+    def port(self, listener_name: str | None = None) -> int:
+        """Bound port of the named listener (default: the first)."""
+        for a in self.acceptors:
+            if listener_name is None or a.endpoint.listener_name == listener_name.upper():
+                return a.port
+        raise KeyError(listener_name)
+
+    def sweep_idle(self) -> int:
+        """Close connections idle longer than ``connections.max.idle.ms``; return how many."""
+        now = self.clock()
+        idle = [p for p in self.connections.values()
+                if p.is_idle(now, self.connections_max_idle_ms)]
+        for p in idle:
+            log.info("closing idle connection %s", p.connection_id)
+            p.close()
+        self.idle_closed += len(idle)
+        return len(idle)
+
+    async def _sweep_loop(self) -> None:
+        interval_s = min(max(self.connections_max_idle_ms / 4, 10), 10_000) / 1000.0
+        while True:
+            await asyncio.sleep(interval_s)
+            self.sweep_idle()
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting, close every connection, then wait for the IO workers."""
+        self._stopped = True
+        for acceptor in self.acceptors:
+            acceptor.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
+        for p in list(self.connections.values()):
+            p.close()
+        await self.request_channel.stop(timeout)
+        await asyncio.sleep(0)  # let transports run connection_lost

@@ -1,0 +1,244 @@
+"""Requests, responses and the RequestChannel served by the IO worker pool.
+
+The asyncio edition of Kafka's ``RequestChannel`` + ``KafkaRequestHandlerPool``: Processors
+(``broker.network``) put every complete request frame on one queue; ``num.io.threads`` IO
+worker tasks take requests off it and call the broker's API dispatcher, an injected
+
+    async def handler(request: Request) -> Response | None | asyncio.Future[Response | None]
+
+The result goes back to the request's connection, which sends responses in request order.
+
+* ``Response``: send it (the network layer writes the 4-byte size prefix).
+* ``None``: send nothing (acks=0 produce).
+* ``Response.close_connection()``: close the connection once every earlier response of that
+  connection has been sent (acks=0 produce failure, request that cannot be parsed).
+* an ``asyncio.Future`` resolving to one of the above: the handler parked the request (a
+  DelayedProduce/DelayedFetch in the purgatory); the worker is free at once and the response is
+  sent when the future completes. A future failing with an exception closes the connection.
+* raising an exception: logged, and the connection is closed (the dispatcher is expected to
+  turn Kafka errors into error responses itself; Kafka's ``getErrorResponse``).
+
+The handler may also be a plain function returning the same things.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from broker.network import Processor
+
+__all__ = ["FileSlice", "Handler", "Request", "RequestChannel", "Response"]
+
+log = logging.getLogger(__name__)
+
+MAX_RESPONSE_SIZE = 2**31 - 1  # int32 frame size
+
+
+class FileSlice(NamedTuple):
+    """``length`` bytes of an open file from byte ``position``; sent with ``sendfile``.
+
+    ``file`` is an int file descriptor or a file object with ``fileno()``. The network layer
+    reads it by offset only (``sendfile``/``pread``) and never closes it, but native sendfile may
+    move the descriptor's file position: storage must write with O_APPEND or ``pwrite`` and read
+    with ``pread``. The owner must keep the file open until the response has been sent.
+    """
+
+    file: int | IO[bytes]
+    position: int
+    length: int
+
+    def fileno(self) -> int:
+        return self.file if isinstance(self.file, int) else self.file.fileno()
+
+
+Part = bytes | bytearray | memoryview | FileSlice
+
+
+class Response:
+    """A response frame body as parts; the 4-byte size prefix is added when sending.
+
+    ``parts`` is one bytes-like object or an iterable whose items are bytes-like, a
+    ``(file, position, length)`` tuple (made a ``FileSlice``), or an object with a ``slices``
+    attribute listing such tuples (storage's ``FileRecords``; expanded in order). Bytes-like parts
+    are sent as they are: do not mutate them until the response is sent.
+    """
+
+    __slots__ = ("parts", "size", "close", "has_file_parts")
+
+    def __init__(self, parts: Part | Iterable[Any] = (), *, close: bool = False) -> None:
+        if isinstance(parts, (bytes, bytearray, memoryview)):
+            flat: list[Part] = [parts]
+        else:
+            flat = []
+            for p in parts:
+                if isinstance(p, (bytes, bytearray, memoryview, FileSlice)):
+                    flat.append(p)
+                elif isinstance(p, tuple) and len(p) == 3:
+                    flat.append(FileSlice(*p))
+                elif hasattr(p, "slices"):
+                    flat.extend(FileSlice(*s) for s in p.slices)
+                else:
+                    raise TypeError(f"unsupported response part {type(p).__name__}")
+        size = 0
+        files = False
+        for p in flat:
+            if isinstance(p, FileSlice):
+                if p.position < 0 or p.length < 0:
+                    raise ValueError(f"bad file slice {p}")
+                size += p.length
+                files = True
+            else:
+                size += p.nbytes if isinstance(p, memoryview) else len(p)
+        if size > MAX_RESPONSE_SIZE:
+            raise ValueError(f"response of {size} bytes does not fit an int32 frame size")
+        self.parts = flat
+        self.size = size
+        self.close = close
+        self.has_file_parts = files
+
+    @classmethod
+    def close_connection(cls) -> Response:
+        """A response that sends nothing and closes the connection at its turn."""
+        return cls((), close=True)
+
+    def __repr__(self) -> str:
+        kind = "close" if self.close else f"{self.size} bytes in {len(self.parts)} parts"
+        return f"Response({kind})"
+
+
+class Request:
+    """One request frame received on a connection, with its header peeked.
+
+    ``frame`` is the whole frame body after the 4-byte size: request header then request body,
+    in a writable buffer owned by this request (records may be patched in place).
+    ``received_ns`` is ``time.monotonic_ns()`` when the frame was complete. ``sequence`` numbers
+    the requests of one connection from 0; responses leave in that order.
+    """
+
+    __slots__ = ("connection_id", "sequence", "received_ns", "api_key", "api_version",
+                 "correlation_id", "frame", "listener", "client_address", "processor")
+
+    def __init__(self, connection_id: str, sequence: int, received_ns: int, api_key: int,
+                 api_version: int, correlation_id: int, frame: memoryview, listener: str,
+                 client_address: Any, processor: Processor | None = None) -> None:
+        self.connection_id = connection_id
+        self.sequence = sequence
+        self.received_ns = received_ns
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.frame = frame
+        self.listener = listener
+        self.client_address = client_address
+        self.processor = processor
+
+    def __repr__(self) -> str:
+        return (f"Request({self.connection_id} #{self.sequence} api_key={self.api_key} "
+                f"v{self.api_version} correlation_id={self.correlation_id} "
+                f"{self.frame.nbytes} bytes)")
+
+
+HandlerResult = Response | None | asyncio.Future[Response | None]
+Handler = Callable[[Request], Awaitable[HandlerResult] | HandlerResult]
+
+_STOP = object()
+
+
+class RequestChannel:
+    """The request queue and its pool of ``num_io_threads`` IO worker tasks.
+
+    Processors call ``send_request``; workers call the handler and hand the outcome back to the
+    request's processor (``Processor.handler_done`` / ``Processor.response_ready``).
+    """
+
+    def __init__(self, handler: Handler, num_io_threads: int = 8) -> None:
+        if num_io_threads < 1:
+            raise ValueError(f"num.io.threads must be >= 1, got {num_io_threads}")
+        self.handler = handler
+        self.num_io_threads = num_io_threads
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._workers: list[asyncio.Task[None]] = []
+        self._parked: set[asyncio.Future[Any]] = set()
+
+    @property
+    def size(self) -> int:
+        """Requests waiting for a worker."""
+        return self._queue.qsize()
+
+    def start(self) -> None:
+        if self._workers:
+            return
+        self._workers = [asyncio.get_running_loop().create_task(self._run_worker(i),
+                                                                name=f"io-worker-{i}")
+                         for i in range(self.num_io_threads)]
+
+    def send_request(self, request: Request) -> None:
+        self._queue.put_nowait(request)
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Let workers finish the request in hand (up to ``timeout`` s), then end them."""
+        for _ in self._workers:
+            self._queue.put_nowait(_STOP)
+        if self._workers:
+            _, pending = await asyncio.wait(self._workers, timeout=timeout)
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+        for fut in list(self._parked):
+            fut.cancel()
+
+    async def _run_worker(self, index: int) -> None:
+        queue = self._queue
+        handler = self.handler
+        while True:
+            request = await queue.get()
+            if request is _STOP:
+                return
+            processor = request.processor
+            if processor is not None and processor.closed:
+                continue  # connection gone while queued
+            try:
+                result = handler(request)
+                if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
+                    result = await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("handler failed on %r; closing the connection", request)
+                result = Response.close_connection()
+            if isinstance(result, asyncio.Future):
+                self._parked.add(result)
+                result.add_done_callback(lambda fut, r=request: self._parked_done(r, fut))
+                if processor is not None:
+                    processor.handler_done(request)
+                continue
+            if result is not None and not isinstance(result, Response):
+                log.error("handler returned %r for %r; closing the connection", result, request)
+                result = Response.close_connection()
+            if processor is not None:
+                processor.handler_done(request)
+                processor.response_ready(request, result)
+
+    def _parked_done(self, request: Request, fut: asyncio.Future[Any]) -> None:
+        self._parked.discard(fut)
+        processor = request.processor
+        if processor is None:
+            return
+        if fut.cancelled():
+            result: Response | None = Response.close_connection()
+        elif fut.exception() is not None:
+            log.error("parked response for %r failed; closing the connection", request,
+                      exc_info=fut.exception())
+            result = Response.close_connection()
+        else:
+            result = fut.result()
+            if result is not None and not isinstance(result, Response):
+                log.error("parked handler gave %r for %r; closing", result, request)
+                result = Response.close_connection()
+        processor.response_ready(request, result)
