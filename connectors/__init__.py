@@ -1,0 +1,1 @@
+"""Connectors that move data between Josef (or any Kafka-protocol cluster) and other systems."""
