@@ -190,15 +190,59 @@ def _lz4_decompress(data, max_size: int) -> bytes:
 
 
 def _zstd_decompress(data, max_size: int) -> bytes:
+    data = bytes(data)
+    _check_zstd_frames_complete(data)
     out = bytearray()
-    with _zstd_decompressor.stream_reader(io.BytesIO(bytes(data)), read_across_frames=True) as r:
+    with _zstd_decompressor.stream_reader(io.BytesIO(data), read_across_frames=True) as r:
         while True:
             chunk = r.read(min(_READ_CHUNK, max_size + 1 - len(out)))
             if not chunk:
                 break
             out += chunk
             _check_size(len(out), max_size, "zstd")
-    if data and not out and len(data) > 0:
-        # An empty result from a non-empty input is fine only for a valid empty frame.
-        _zstd_decompressor.decompressobj().decompress(bytes(data))
     return bytes(out)
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_UINT32_LE = struct.Struct("<I")
+
+
+def _check_zstd_frames_complete(data: bytes) -> None:
+    """Walk frame and block headers (RFC 8878 §3.1) so a truncated frame is an error: the
+    streaming decoder would otherwise return a silent prefix."""
+    pos, end = 0, len(data)
+    if end == 0:
+        raise _corrupt("empty zstd payload")
+    while pos < end:
+        if end - pos < 4:
+            raise _corrupt("truncated zstd frame magic")
+        (magic,) = _UINT32_LE.unpack_from(data, pos)
+        pos += 4
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
+            if end - pos < 4:
+                raise _corrupt("truncated zstd skippable frame")
+            pos += 4 + _UINT32_LE.unpack_from(data, pos)[0]
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise _corrupt("not a zstd frame")
+        if pos >= end:
+            raise _corrupt("truncated zstd frame header")
+        fhd = data[pos]
+        single_segment = fhd & 0x20
+        fcs_size = (0, 2, 4, 8)[fhd >> 6] or (1 if single_segment else 0)
+        pos += 1 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 0x03] + fcs_size
+        while True:
+            if end - pos < 3:
+                raise _corrupt("truncated zstd block header")
+            header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+            pos += 3
+            block_type = (header >> 1) & 0x03
+            if block_type == 3:
+                raise _corrupt("reserved zstd block type")
+            pos += 1 if block_type == 1 else header >> 3
+            if header & 1:
+                break
+        if fhd & 0x04:
+            pos += 4  # content checksum
+        if pos > end:
+            raise _corrupt("truncated zstd frame")
