@@ -46,7 +46,8 @@ from protocol.errors import ProtocolError
 from protocol.frames import SIZE_PREFIX, FrameDecoder
 from protocol.headers import peek_request_header
 
-__all__ = ["Acceptor", "Endpoint", "Processor", "SocketServer", "parse_listeners"]
+__all__ = ["Acceptor", "DataReceivedProcessor", "Endpoint", "Processor", "ProcessorBase",
+           "SocketServer", "parse_listeners"]
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +113,8 @@ class _SendfileSource:
         return offset  # we only send by offset; the position is not ours to move
 
 
-class Processor(asyncio.BufferedProtocol):
-    """One client connection: frame decoding, dispatch, in-order responses, backpressure."""
+class ProcessorBase:
+    """Everything a connection does except how bytes are received (see ``Processor``)."""
 
     def __init__(self, server: SocketServer, listener: str) -> None:
         self.server = server
@@ -134,9 +135,9 @@ class Processor(asyncio.BufferedProtocol):
         self._reading = True
         self._writing_paused = False
         self._drained: asyncio.Future[None] | None = None
-        self._sendfile_ok = True
+        self._sendfile_ok = server.use_sendfile
 
-    # ---- asyncio.BufferedProtocol -------------------------------------------------------
+    # ---- asyncio protocol callbacks --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
@@ -149,18 +150,13 @@ class Processor(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.register(self)
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._decoder.get_buffer()
+    def _decode_failed(self, e: ProtocolError) -> None:
+        log.info("closing %s: %s", self.connection_id, e)
+        self.server.malformed_closed += 1
+        self.close()
 
-    def buffer_updated(self, nbytes: int) -> None:
+    def _frames_received(self, frames: list[memoryview]) -> None:
         self.last_active_ms = self.server.clock()
-        try:
-            frames = self._decoder.buffer_updated(nbytes)
-        except ProtocolError as e:
-            log.info("closing %s: %s", self.connection_id, e)
-            self.server.malformed_closed += 1
-            self.close()
-            return
         for frame in frames:
             if not self._on_frame(frame):
                 return
@@ -366,6 +362,38 @@ class Processor(asyncio.BufferedProtocol):
             self.transport.close()
 
 
+class Processor(ProcessorBase, asyncio.BufferedProtocol):
+    """One client connection, receiving with ``asyncio.BufferedProtocol``.
+
+    The socket reads into ``FrameDecoder.get_buffer()``: a large frame's body lands in its own
+    buffer without a copy (``benchmarks/bench_network.py`` measures this against
+    ``data_received``).
+    """
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self._decoder.buffer_updated(nbytes)
+        except ProtocolError as e:
+            self._decode_failed(e)
+            return
+        self._frames_received(frames)
+
+
+class DataReceivedProcessor(ProcessorBase, asyncio.Protocol):
+    """The same connection logic receiving with ``data_received`` (one more copy per byte)."""
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolError as e:
+            self._decode_failed(e)
+            return
+        self._frames_received(frames)
+
+
 def _addr(addr: Any) -> str:
     if isinstance(addr, tuple) and len(addr) >= 2:
         return f"{addr[0]}:{addr[1]}"
@@ -384,8 +412,9 @@ class Acceptor:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         name = self.endpoint.listener_name
+        cls = self.server.processor_class
         self._aserver = await loop.create_server(
-            lambda: Processor(self.server, name), host=self.endpoint.host or None,
+            lambda: cls(self.server, name), host=self.endpoint.host or None,
             port=self.endpoint.port, backlog=self.backlog, reuse_address=True)
 
     @property
@@ -409,14 +438,17 @@ class SocketServer:
 
     ``handler`` is the API dispatcher (see ``broker.request_channel``). Sizes are in bytes,
     times in ms. ``clock`` returns monotonic milliseconds (inject a manual one in tests).
+    ``use_sendfile=False`` sends file slices with ``os.pread`` even on plain TCP.
     """
+
+    processor_class: type[ProcessorBase] = Processor
 
     def __init__(self, endpoints: list[Endpoint], handler: Handler, *,
                  socket_request_max_bytes: int = 104857600, num_io_threads: int = 8,
                  connections_max_idle_ms: int = 600000, max_inflight_per_connection: int = 1,
                  max_queued_requests_per_connection: int = 16,
                  max_buffered_bytes_per_connection: int = 16 * 1024 * 1024,
-                 listen_backlog: int = 50,
+                 listen_backlog: int = 50, use_sendfile: bool = True,
                  clock: Callable[[], float] = _monotonic_ms) -> None:
         if max_inflight_per_connection < 1 or max_queued_requests_per_connection < 1:
             raise ValueError("per-connection request limits must be >= 1")
@@ -427,9 +459,10 @@ class SocketServer:
         self.max_queued_requests_per_connection = max_queued_requests_per_connection
         self.max_buffered_bytes_per_connection = max_buffered_bytes_per_connection
         self.clock = clock
+        self.use_sendfile = use_sendfile
         self.request_channel = RequestChannel(handler, num_io_threads)
         self.acceptors = [Acceptor(self, e, listen_backlog) for e in self.endpoints]
-        self.connections: dict[str, Processor] = {}
+        self.connections: dict[str, ProcessorBase] = {}
         self.accepted_total = 0
         self.malformed_closed = 0
         self.idle_closed = 0
@@ -445,14 +478,14 @@ class SocketServer:
         self._conn_index += 1
         return self._conn_index
 
-    def register(self, processor: Processor) -> None:
+    def register(self, processor: ProcessorBase) -> None:
         if self._stopped:
             processor.close()
             return
         self.connections[processor.connection_id] = processor
         self.accepted_total += 1
 
-    def unregister(self, processor: Processor) -> None:
+    def unregister(self, processor: ProcessorBase) -> None:
         self.connections.pop(processor.connection_id, None)
 
     async def start(self) -> None:

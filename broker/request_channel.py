@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from broker.network import Processor
+    from broker.network import ProcessorBase
 
 __all__ = ["FileSlice", "Handler", "Request", "RequestChannel", "Response"]
 
@@ -125,7 +125,7 @@ class Request:
 
     def __init__(self, connection_id: str, sequence: int, received_ns: int, api_key: int,
                  api_version: int, correlation_id: int, frame: memoryview, listener: str,
-                 client_address: Any, processor: Processor | None = None) -> None:
+                 client_address: Any, processor: ProcessorBase | None = None) -> None:
         self.connection_id = connection_id
         self.sequence = sequence
         self.received_ns = received_ns

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from broker.network import Endpoint, SocketServer, parse_listeners
+from broker.network import DataReceivedProcessor, Endpoint, SocketServer, parse_listeners
 from broker.request_channel import FileSlice, Response
 from protocol.frames import encode_frame
 
@@ -49,9 +49,11 @@ async def basic_handler(request):
 async def make_server():
     servers = []
 
-    async def make(handler=basic_handler, **kw):
+    async def make(handler=basic_handler, processor_class=None, **kw):
         kw.setdefault("num_io_threads", 4)
         server = SocketServer([Endpoint("PLAINTEXT", "127.0.0.1", 0)], handler, **kw)
+        if processor_class is not None:
+            server.processor_class = processor_class
         await server.start()
         servers.append(server)
         return server
@@ -359,6 +361,19 @@ async def test_stop_closes_connections_and_refuses_new_ones(make_server, connect
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.1", port)
     writer.close()
+
+
+async def test_data_received_processor_same_behaviour(make_server, connect):
+    server = await make_server(processor_class=DataReceivedProcessor,
+                               socket_request_max_bytes=300_000)
+    reader, writer = await connect(server)
+    big = os.urandom(250_000)
+    writer.write(request_frame(ECHO, 1, big) + request_frame(NO_RESPONSE, 2) +
+                 request_frame(ECHO, 3, b"s"))
+    assert await read_response(reader) == (1, big)
+    assert await read_response(reader) == (3, b"s")
+    writer.write(struct.pack(">i", 300_001))
+    await assert_closed(reader)
 
 
 def test_parse_listeners():
