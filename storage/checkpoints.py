@@ -1,0 +1,165 @@
+"""Checkpoint files, `meta.properties` and the clean-shutdown marker, in Kafka's formats.
+
+Checkpoint text format (Kafka's CheckpointFile, version 0)::
+
+    0                 <- version line
+    2                 <- number of entries
+    topic 0 1234      <- offset checkpoints: "topic partition offset"
+    topic 1 99
+                         leader-epoch-checkpoint entries are "epoch startOffset"
+
+Files: per log dir `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+`replication-offset-checkpoint`; per partition dir `leader-epoch-checkpoint`.
+Writes are atomic: write `<name>.tmp`, fsync it, rename over `<name>`, fsync the directory.
+A malformed file raises `CheckpointError` (Kafka raises on a corrupt checkpoint too).
+These functions do blocking I/O: call them from an executor when on the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+
+CHECKPOINT_VERSION = 0
+
+
+class CheckpointError(Exception):
+    """A checkpoint or meta.properties file is malformed (path and line in the message)."""
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so a rename/create/delete inside it is durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str, data: bytes, sync: bool = True) -> None:
+    """Replace `path` by `data`: tmp file + fsync + rename + directory fsync."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def _format(entries: list[str]) -> bytes:
+    return ("\n".join([str(CHECKPOINT_VERSION), str(len(entries)), *entries]) + "\n").encode()
+
+
+def _parse(path: str, fields: int) -> list[list[str]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path}: not text: {e}") from e
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: missing version or count line")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CheckpointError(f"{path}: unrecognised version {lines[0]!r}")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CheckpointError(f"{path}: bad count line {lines[1]!r}") from None
+    body = [ln for ln in lines[2:] if ln.strip()]
+    if count != len(body):
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(body)}")
+    out = []
+    for i, ln in enumerate(body, start=3):
+        parts = ln.split()
+        if len(parts) != fields:
+            raise CheckpointError(f"{path}:{i}: expected {fields} fields: {ln!r}")
+        out.append(parts)
+    return out
+
+
+class OffsetCheckpointFile:
+    """`topic partition offset` checkpoint (recovery point, log start, replication offsets)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def write(self, offsets: dict[tuple[str, int], int], sync: bool = True) -> None:
+        lines = [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+        write_atomic(self.path, _format(lines), sync)
+
+    def read(self) -> dict[tuple[str, int], int]:
+        """Missing file -> {}. Malformed -> CheckpointError."""
+        out = {}
+        for topic, part, off in _parse(self.path, 3):
+            try:
+                out[(topic, int(part))] = int(off)
+            except ValueError:
+                raise CheckpointError(f"{self.path}: bad entry {topic} {part} {off}") from None
+        return out
+
+
+class LeaderEpochCheckpointFile:
+    """Per-partition `leader-epoch-checkpoint`: `epoch startOffset` lines, in epoch order."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def write(self, entries: Iterable[tuple[int, int]], sync: bool = True) -> None:
+        write_atomic(self.path, _format([f"{e} {o}" for e, o in entries]), sync)
+
+    def read(self) -> list[tuple[int, int]]:
+        try:
+            return [(int(e), int(o)) for e, o in _parse(self.path, 2)]
+        except ValueError:
+            raise CheckpointError(f"{self.path}: bad entry") from None
+
+
+def write_meta_properties(log_dir: str, broker_id: int, cluster_id: str | None,
+                          version: int = 0) -> None:
+    """Write `meta.properties` as Kafka's ZooKeeper-mode broker does (version=0,
+    broker.id, cluster.id; version=1 with node.id is KRaft's form)."""
+    lines = ["#", "#Josef", f"version={version}"]
+    if version == 0:
+        lines.append(f"broker.id={broker_id}")
+    else:
+        lines.append(f"node.id={broker_id}")
+    if cluster_id is not None:
+        lines.append(f"cluster.id={cluster_id}")
+    write_atomic(os.path.join(log_dir, META_PROPERTIES), ("\n".join(lines) + "\n").encode())
+
+
+def read_meta_properties(log_dir: str) -> dict[str, str] | None:
+    """Parse `meta.properties` (Java properties subset: key=value, # comments);
+    None when absent."""
+    path = os.path.join(log_dir, META_PROPERTIES)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    props = {}
+    for ln in text.splitlines():
+        ln = ln.strip()
+        if not ln or ln[0] in "#!":
+            continue
+        if "=" not in ln:
+            raise CheckpointError(f"{path}: bad line {ln!r}")
+        k, v = ln.split("=", 1)
+        props[k.strip()] = v.strip()
+    return props

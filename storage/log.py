@@ -1,0 +1,489 @@
+"""`Log`: one partition's segmented log (Kafka's UnifiedLog + LocalLog, minus compaction).
+
+Directory `<topic>-<partition>/` holds the segments (see storage.segment) and the
+`leader-epoch-checkpoint`. Offsets: `log_start_offset` (first readable), `log_end_offset`
+(LEO, next offset to assign), `high_watermark` (set by the ReplicaManager), `recovery_point`
+(everything below is known flushed; a crash only re-scans from here).
+
+Who calls what: the broker's partition code (one asyncio loop thread) calls append/read/
+truncate/retention; `flush()` may run in an executor thread (it only fsyncs and advances the
+recovery point). Loading (the constructor) does blocking I/O: run it in an executor.
+Errors: `protocol.errors.KafkaError` with Kafka's codes, documented per method.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import LOG_APPEND_TIME, CorruptRecordError, RecordBatch, iter_batches
+from storage.config import LogConfig
+from storage.epoch_cache import LeaderEpochFileCache
+from storage.index import CorruptIndexError
+from storage.loader import load_segments
+from storage.producer_state import ProducerStateManager
+from storage.segment import DELETED_SUFFIX, FileRecords, LogSegment
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclasses.dataclass
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+    log_append_time: int = -1  # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: int = 0
+    num_messages: int = 0
+    valid_bytes: int = 0
+    duplicate: bool = False  # idempotent retry: nothing written, original offsets returned
+
+
+@dataclasses.dataclass
+class FetchDataInfo:
+    fetch_offset: int  # base offset of the first batch returned (<= requested offset)
+    records: FileRecords
+
+
+class Log:
+    """A partition log. Construct with `Log(dir_path, config, ...)`; it loads/recovers."""
+
+    def __init__(self, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
+                 log_start_offset: int = 0, clean_shutdown: bool = False,
+                 time_ms: Callable[[], int] = wall_clock_ms,
+                 on_roll: Callable[[Log, int], None] | None = None,
+                 on_delete_segments: Callable[[list[LogSegment]], None] | None = None,
+                 topic_id: str | None = None):
+        self.dir = dir_path
+        self.config = config
+        self.time_ms = time_ms
+        self.topic_id = topic_id
+        self.on_roll = on_roll
+        self.on_delete_segments = on_delete_segments
+        self.topic, self.partition = parse_topic_partition(os.path.basename(dir_path))
+        os.makedirs(dir_path, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochFileCache(dir_path)
+        self.producer_state = ProducerStateManager()
+        self.high_watermark = 0
+        self.unflushed_messages = 0
+        self.last_flush_ms = time_ms()
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        result = load_segments(self, recovery_point, log_start_offset, clean_shutdown)
+        self.recovery_point = result.recovery_point
+        self.log_start_offset = result.log_start_offset
+        self.log_end_offset = self.active_segment.read_next_offset()
+        self.recovered_bytes_truncated = result.truncated_bytes
+        self.high_watermark = min(self.log_start_offset, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    # --- segment list ---------------------------------------------------------------------
+    def _new_segment(self, base_offset: int, active: bool = True) -> LogSegment:
+        return LogSegment(self.dir, base_offset,
+                          index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_size=self.config.segment_index_bytes,
+                          time_ms=self.time_ms, active=active)
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        i = bisect.bisect_left(self._bases, seg.base_offset)
+        if i < len(self._bases) and self._bases[i] == seg.base_offset:
+            self.segments[i] = seg
+        else:
+            self._bases.insert(i, seg.base_offset)
+            self.segments.insert(i, seg)
+
+    def _remove_segments(self, segs: list[LogSegment]) -> None:
+        gone = {id(s) for s in segs}
+        self.segments = [s for s in self.segments if id(s) not in gone]
+        self._bases = [s.base_offset for s in self.segments]
+
+    def _floor_segment(self, offset: int) -> int:
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self.segments)
+
+    # --- append -----------------------------------------------------------------------------
+    def append_as_leader(self, records, leader_epoch: int, origin: str = "client"
+                         ) -> LogAppendInfo:
+        """Validate, assign offsets, stamp `leader_epoch` and append v2 batches.
+
+        `records`: a bytearray or writable memoryview is patched in place (else copied once).
+        Raises CORRUPT_MESSAGE (torn batch, bad CRC, not magic 2), MESSAGE_TOO_LARGE (a batch
+        > max.message.bytes), RECORD_LIST_TOO_LARGE (the append > segment.bytes),
+        INVALID_RECORD (record count != lastOffsetDelta + 1, control batch from a client),
+        INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER (idempotence). A duplicate of
+        one of a producer's last 5 batches is not written: its original offsets come back
+        with `duplicate=True`.
+        """
+        buf = records if isinstance(records, bytearray) or (
+            isinstance(records, memoryview) and not records.readonly) else bytearray(records)
+        batches = self._analyze(buf)
+        pending: dict[int, tuple[int, int]] = {}
+        for b in batches:
+            if b.record_count != b.last_offset_delta + 1:
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 f"record count {b.record_count} does not match last offset "
+                                 f"delta {b.last_offset_delta}")
+            if b.is_control and origin == "client":
+                raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+            dup = self.producer_state.check(b, pending) if origin != "replication" else None
+            if dup is not None:
+                return LogAppendInfo(dup.first_offset, dup.last_offset, dup.max_timestamp,
+                                     dup.last_offset, -1, self.log_start_offset, 0, 0,
+                                     duplicate=True)
+        now = self.time_ms()
+        append_time = now if self.config.log_append_time else -1
+        next_offset = self.log_end_offset
+        for b in batches:
+            b.set_base_offset(next_offset)
+            b.set_partition_leader_epoch(leader_epoch)
+            if append_time >= 0:
+                b.set_max_timestamp(append_time, LOG_APPEND_TIME)
+            next_offset = b.last_offset + 1
+        info = self._append(buf, batches, leader_epoch_from_batches=False)
+        info.log_append_time = append_time
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
+        return info
+
+    def append_as_follower(self, records) -> LogAppendInfo:
+        """Append batches fetched from the leader, offsets kept. Raises CORRUPT_MESSAGE /
+        MESSAGE_TOO_LARGE as for the leader, and UNKNOWN_SERVER_ERROR when the first offset
+        is below the log end offset or offsets go backwards (Kafka's
+        OffsetsOutOfOrderException / UnexpectedAppendOffsetException)."""
+        buf = records if isinstance(records, bytearray | bytes) else bytes(records)
+        batches = self._analyze(buf, check_size=False)
+        expected = self.log_end_offset
+        for b in batches:
+            if b.base_offset < expected:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 f"follower append: offset {b.base_offset} < expected {expected}")
+            expected = b.last_offset + 1
+        for b in batches:
+            if b.partition_leader_epoch >= 0:
+                self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset)
+        return self._append(buf, batches, leader_epoch_from_batches=True)
+
+    def _analyze(self, buf, check_size: bool = True) -> list[RecordBatch]:
+        try:
+            batches = list(iter_batches(buf))
+            for b in batches:
+                b.validate()
+        except CorruptRecordError:
+            raise
+        except (ValueError, TypeError) as e:
+            raise CorruptRecordError(f"malformed record batch: {e}") from e
+        for b in batches:
+            if check_size and b.size_in_bytes > self.config.max_message_bytes:
+                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                                 f"batch of {b.size_in_bytes} bytes > max.message.bytes "
+                                 f"{self.config.max_message_bytes}")
+        if len(buf) > self.config.segment_bytes:
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                             f"{len(buf)} bytes > segment.bytes {self.config.segment_bytes}")
+        return batches
+
+    def _append(self, buf, batches: list[RecordBatch], leader_epoch_from_batches: bool
+                ) -> LogAppendInfo:
+        if not batches:
+            return LogAppendInfo(-1, -1, log_start_offset=self.log_start_offset)
+        first, last = batches[0].base_offset, batches[-1].last_offset
+        max_ts, off_max = -1, first
+        meta = []
+        messages = 0
+        for b in batches:
+            if b.max_timestamp > max_ts:
+                max_ts, off_max = b.max_timestamp, b.last_offset
+            meta.append((b.last_offset, b.max_timestamp, b.size_in_bytes))
+            messages += b.record_count
+        seg = self._maybe_roll(len(buf), max_ts, first, last)
+        seg.append(buf, meta)
+        for b in batches:
+            self.producer_state.update(b)
+        self.log_end_offset = last + 1
+        self.unflushed_messages += messages
+        if self.unflushed_messages >= self.config.flush_interval_messages:
+            self.flush()
+        return LogAppendInfo(first, last, max_ts, off_max, -1, self.log_start_offset,
+                             messages, len(buf))
+
+    # --- roll -------------------------------------------------------------------------------
+    def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int
+                    ) -> LogSegment:
+        """Roll when the append would overflow segment.bytes, segment.ms passed, an index is
+        full, or `last_offset` does not fit a 32-bit relative offset (Kafka's shouldRoll)."""
+        seg = self.active_segment
+        now = self.time_ms()
+        if seg.size > 0 and (
+            seg.size > self.config.segment_bytes - size
+            or seg.time_waited_for_roll(now, max_ts) > self.config.segment_ms
+            - self.config.segment_jitter_ms
+            or seg.offset_index.is_full or seg.time_index.is_full
+            or last_offset - seg.base_offset > 0x7FFFFFFF
+        ):
+            return self.roll(first_offset)
+        if seg.size == 0 and last_offset - seg.base_offset > 0x7FFFFFFF:
+            return self.roll(first_offset)
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Close the active segment (final time-index entry, trimmed indexes) and open a new
+        one at max(expected_next_offset, LEO). The old segments are then flushed via the
+        `on_roll` hook (LogManager: in an executor) or synchronously."""
+        new_base = max(expected_next_offset or 0, self.log_end_offset)
+        old = self.active_segment
+        if old.base_offset == new_base and old.size == 0:
+            return old
+        old.on_become_inactive()
+        seg = self._new_segment(new_base)
+        self._add_segment(seg)
+        if self.on_roll is not None:
+            self.on_roll(self, new_base)
+        else:
+            self.flush(new_base)
+        return seg
+
+    # --- read -------------------------------------------------------------------------------
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """File slices from the batch holding `start_offset` (which may begin before it),
+        at most `max_bytes` (but a whole first batch with `min_one_message`, KIP-74), never
+        reaching `max_offset` (exclusive: e.g. the high watermark).
+
+        Raises OFFSET_OUT_OF_RANGE unless log_start_offset <= start_offset <= LEO."""
+        leo = self.log_end_offset
+        if start_offset < self.log_start_offset or start_offset > leo:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {start_offset} not in [{self.log_start_offset}, {leo}] "
+                             f"of {self.topic}-{self.partition}")
+        if start_offset == leo or (max_offset is not None and start_offset >= max_offset):
+            return FetchDataInfo(start_offset, FileRecords())
+        segments = self.segments
+        i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+        while i < len(segments):
+            seg = segments[i]
+            max_position = None
+            if max_offset is not None and (i + 1 >= len(segments)
+                                           or max_offset < segments[i + 1].base_offset):
+                h = seg.translate_offset(max_offset)
+                max_position = h.position if h is not None else None
+            got = seg.read(start_offset, max_bytes, max_position, min_one_message)
+            if got is not None:
+                return FetchDataInfo(got[0], got[1])
+            i += 1
+        return FetchDataInfo(start_offset, FileRecords())
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (offset, timestamp) of the first record with timestamp >=
+        `timestamp`; -2 (earliest) -> (log start, -1); -1 (latest) -> (LEO, -1); -3 (max
+        timestamp, KIP-734) -> (offset of the batch with the largest timestamp, it). None if
+        no record is that recent."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
+            if best.max_timestamp_so_far < 0:
+                return None
+            return best.offset_of_max_timestamp_so_far, best.max_timestamp_so_far
+        for seg in self.segments:
+            if seg.max_timestamp_so_far >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # --- truncation -------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: remove batches at or after `offset` (a batch spanning it
+        stays whole). Returns True if anything was removed."""
+        if offset < 0:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"cannot truncate to {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        doomed = [s for s in self.segments if s.base_offset >= offset and s is not self.segments[0]]
+        if doomed:
+            self._remove_segments(doomed)
+            self._delete_segment_files(doomed)
+        active = self.active_segment
+        active.truncate_to(offset)
+        active.offset_index.resize(self.config.segment_index_bytes)
+        active.time_index.resize(self.config.segment_index_bytes)
+        self.log_end_offset = active.read_next_offset()
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._truncate_producer_state(self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        return True
+
+    def _truncate_producer_state(self, end_offset: int) -> None:
+        for pid, entry in list(self.producer_state.producers.items()):
+            while entry.batches and entry.batches[-1].last_offset >= end_offset:
+                entry.batches.pop()
+            if entry.current_txn_first_offset is not None and \
+                    entry.current_txn_first_offset >= end_offset:
+                entry.current_txn_first_offset = None
+            if not entry.batches and entry.current_txn_first_offset is None:
+                del self.producer_state.producers[pid]
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at `offset` (log start = LEO =
+        recovery point = HW = offset); clears the epoch cache and producer state."""
+        doomed = list(self.segments)
+        self.segments, self._bases = [], []
+        self._delete_segment_files(doomed)
+        self._add_segment(self._new_segment(offset))
+        self.log_start_offset = self.log_end_offset = offset
+        self.recovery_point = self.high_watermark = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.clear()
+
+    # --- retention / log start --------------------------------------------------------------
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset to `offset` (no-op if not larger) and
+        drop whole segments below it. Raises OFFSET_OUT_OF_RANGE if `offset` > high watermark.
+        Returns the new log start offset."""
+        if offset > self.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"cannot delete before {offset}: beyond high watermark "
+                             f"{self.high_watermark}")
+        if offset > self.log_start_offset:
+            self._set_log_start(offset)
+            self._delete_prefix(lambda seg, nxt: nxt is not None and nxt <= self.log_start_offset)
+        return self.log_start_offset
+
+    def _set_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+
+    def delete_old_segments(self) -> int:
+        """Apply retention.ms (segment's largest timestamp older than now - retention.ms),
+        retention.bytes (drop oldest while the rest still exceeds it) and log-start breaches.
+        Never deletes the active segment. Returns the number of segments deleted."""
+        now = self.time_ms()
+        n = 0
+        if self.config.retention_ms >= 0:
+            n += self._delete_prefix(
+                lambda seg, nxt: now - seg.largest_timestamp() > self.config.retention_ms)
+        if self.config.retention_bytes >= 0:
+            excess = [self.size_in_bytes - self.config.retention_bytes]
+
+            def over(seg, nxt):
+                if excess[0] - seg.size >= 0:
+                    excess[0] -= seg.size
+                    return True
+                return False
+            n += self._delete_prefix(over)
+        n += self._delete_prefix(lambda seg, nxt: nxt is not None and nxt <= self.log_start_offset)
+        return n
+
+    def _delete_prefix(self, predicate) -> int:
+        doomed = []
+        for i, seg in enumerate(self.segments[:-1]):
+            nxt = self.segments[i + 1].base_offset
+            if seg.base_offset >= self.high_watermark and nxt > self.high_watermark:
+                break  # never delete data not yet below the high watermark
+            if not predicate(seg, nxt):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        self._remove_segments(doomed)
+        new_start = self.segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self._set_log_start(new_start)
+            for pid, e in list(self.producer_state.producers.items()):
+                if e.last_offset < new_start and e.current_txn_first_offset is None:
+                    del self.producer_state.producers[pid]
+        self._delete_segment_files(doomed)
+        return len(doomed)
+
+    def _delete_segment_files(self, segs: list[LogSegment]) -> None:
+        """Rename to `.deleted` now; close and unlink later via the hook (in-flight reads
+        may still hold the files), or at once without a hook."""
+        for seg in segs:
+            try:
+                seg.change_suffix("", DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+        if self.on_delete_segments is not None:
+            self.on_delete_segments(segs)
+        else:
+            for seg in segs:
+                seg.delete_files()
+
+    # --- flush / close ------------------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsync segments holding offsets below `offset` (default: LEO), write the epoch
+        checkpoint, then advance the recovery point. Blocking: from the event loop use
+        `await loop.run_in_executor(None, log.flush)`."""
+        target = self.log_end_offset if offset is None else offset
+        if target <= self.recovery_point:
+            return
+        self.unflushed_messages = 0
+        self.last_flush_ms = self.time_ms()
+        for seg in list(self.segments):
+            if seg.base_offset < target:
+                seg.flush()
+        self.leader_epoch_cache.flush()
+        self.recovery_point = max(self.recovery_point, target)
+
+    def needs_time_flush(self) -> bool:
+        return self.unflushed_messages > 0 and \
+            self.time_ms() - self.last_flush_ms >= self.config.flush_interval_ms
+
+    def close(self) -> None:
+        """Trim the active indexes and close every file (clean shutdown, after `flush`)."""
+        self.leader_epoch_cache.flush()
+        for seg in self.segments:
+            if seg is self.active_segment and seg.max_timestamp_so_far >= 0:
+                seg.on_become_inactive()
+            seg.close()
+
+    def close_handlers(self) -> None:
+        for seg in self.segments:
+            seg.close_handlers()
+
+    def __repr__(self):
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self.segments)})")
+
+
+def parse_topic_partition(name: str) -> tuple[str, int]:
+    """`my-topic-3` -> ("my-topic", 3); also accepts `<tp>.<uuid>-delete` names."""
+    base = name.rsplit(".", 1)[0] if name.endswith("-delete") else name
+    topic, _, part = base.rpartition("-")
+    try:
+        return topic, int(part)
+    except ValueError:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"not a partition directory: {name}") \
+            from None
+
+
+__all__ = ["Log", "LogAppendInfo", "FetchDataInfo", "CorruptIndexError", "parse_topic_partition"]

@@ -1,0 +1,306 @@
+"""`LogManager`: every partition log of this broker over one or more `log.dirs`.
+
+Per log dir (Kafka's layout): `meta.properties`, `recovery-point-offset-checkpoint`,
+`log-start-offset-checkpoint`, `replication-offset-checkpoint`, `.kafka_cleanshutdown` (present
+only between a clean shutdown and the next start) and one directory per partition
+`<topic>-<partition>`. A new partition goes to the dir holding the fewest partitions. Deleting
+renames the directory to `<topic>-<partition>.<uuid hex>-delete` and removes it in the
+background after `file.delete.delay.ms`; such leftovers are removed at startup.
+
+Background work runs as asyncio tasks on the broker's loop; anything that fsyncs or unlinks
+runs in the default executor, so the loop never blocks on the disk:
+- retention every `log.retention.check.interval.ms` (300000),
+- flush of logs past `flush.ms`/`flush.messages` every `log.flush.scheduler.interval.ms`,
+- recovery-point checkpoint every `log.flush.offset.checkpoint.interval.ms` (60000),
+- log-start-offset checkpoint every `log.flush.start.offset.checkpoint.interval.ms` (60000).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.checkpoints import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    fsync_dir,
+    read_meta_properties,
+    write_meta_properties,
+)
+from storage.config import LogConfig
+from storage.log import Log, parse_topic_partition, wall_clock_ms
+from storage.segment import LogSegment
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], default_config: LogConfig, *,
+                 broker_id: int = 0, cluster_id: str | None = None,
+                 time_ms: Callable[[], int] = wall_clock_ms,
+                 retention_check_interval_ms: int = 300_000,
+                 flush_check_interval_ms: int = 1_000,
+                 recovery_point_checkpoint_interval_ms: int = 60_000,
+                 log_start_offset_checkpoint_interval_ms: int = 60_000):
+        if not log_dirs:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "log.dirs is empty")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.time_ms = time_ms
+        self.intervals = {
+            "retention": retention_check_interval_ms,
+            "flush": flush_check_interval_ms,
+            "recovery_point": recovery_point_checkpoint_interval_ms,
+            "log_start": log_start_offset_checkpoint_interval_ms,
+        }
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, str] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._pending: set[asyncio.Future] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.had_clean_shutdown: dict[str, bool] = {}
+
+    # --- startup / shutdown -----------------------------------------------------------------
+    async def startup(self, background: bool = True) -> None:
+        """Create/verify each log dir, load and recover every partition (in the executor),
+        then start the background tasks. Raises INCONSISTENT_CLUSTER_ID / KAFKA_STORAGE_ERROR
+        when `meta.properties` names another cluster/broker."""
+        self._loop = asyncio.get_running_loop()
+        await self._loop.run_in_executor(None, self.load_all)
+        if background:
+            for name, fn in (("retention", self.cleanup_logs), ("flush", self.flush_dirty_logs),
+                             ("recovery_point", self.checkpoint_recovery_points_async),
+                             ("log_start", self.checkpoint_log_start_offsets_async)):
+                self._tasks.append(asyncio.create_task(self._every(self.intervals[name], fn),
+                                                       name=f"log-manager-{name}"))
+
+    def load_all(self) -> None:
+        """Blocking load of every dir (used by `startup` through the executor, and by tools
+        and crash tests that run without an event loop)."""
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._check_meta(d)
+            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            clean = os.path.exists(marker)
+            self.had_clean_shutdown[d] = clean
+            recovery = OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).read()
+            starts = OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).read()
+            hws = OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).read()
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith("-delete"):
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                try:
+                    tp = parse_topic_partition(name)
+                except KafkaError:
+                    continue
+                log = Log(path, self.default_config, recovery_point=recovery.get(tp, 0),
+                          log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
+                          time_ms=self.time_ms, on_roll=self._on_roll,
+                          on_delete_segments=self._on_delete_segments)
+                log.high_watermark = max(log.log_start_offset,
+                                         min(hws.get(tp, 0), log.log_end_offset))
+                self._logs[tp] = log
+                self._log_dir_of[tp] = d
+            if clean:
+                os.unlink(marker)
+                fsync_dir(d)
+
+    def _check_meta(self, d: str) -> None:
+        props = read_meta_properties(d)
+        if props is None:
+            write_meta_properties(d, self.broker_id, self.cluster_id)
+            return
+        if self.cluster_id is not None and props.get("cluster.id") not in (None, self.cluster_id):
+            raise KafkaError(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                             f"{d}: cluster.id {props.get('cluster.id')} != {self.cluster_id}")
+        stored = props.get("broker.id", props.get("node.id"))
+        if stored is not None and int(stored) != self.broker_id:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{d}: broker.id {stored} != configured {self.broker_id}")
+        if self.cluster_id is not None and "cluster.id" not in props:
+            write_meta_properties(d, self.broker_id, self.cluster_id)
+
+    async def shutdown(self) -> None:
+        """Stop background tasks, flush and close every log, write the checkpoints and
+        `.kafka_cleanshutdown` in each dir (all disk work in the executor)."""
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._tasks.clear()
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        await asyncio.get_running_loop().run_in_executor(None, self.close_all)
+
+    def close_all(self) -> None:
+        """Blocking clean shutdown (see `shutdown`)."""
+        for log in self._logs.values():
+            log.flush()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_replication_offsets()
+        for log in self._logs.values():
+            log.close()
+        for d in self.log_dirs:
+            with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                os.fsync(f.fileno())
+            fsync_dir(d)
+        self._logs.clear()
+
+    # --- partitions -------------------------------------------------------------------------
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tuple(tp))
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        return self._log_dir_of.get(tuple(tp))
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None,
+                          topic_id: str | None = None) -> Log:
+        """The partition's log, created (in the dir with the fewest partitions) if absent.
+        Creating does small synchronous I/O (mkdir + empty files), as Kafka's does."""
+        tp = (tp[0], int(tp[1]))
+        log = self._logs.get(tp)
+        if log is not None:
+            if config is not None:
+                log.config = config
+            return log
+        if not tp[0] or "/" in tp[0] or tp[0] in (".", ".."):
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"bad topic name {tp[0]!r}")
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._log_dir_of.values():
+            counts[d] += 1
+        d = min(self.log_dirs, key=lambda x: counts[x])
+        path = os.path.join(d, f"{tp[0]}-{tp[1]}")
+        log = Log(path, config or self.default_config, clean_shutdown=True,
+                  time_ms=self.time_ms, on_roll=self._on_roll,
+                  on_delete_segments=self._on_delete_segments, topic_id=topic_id)
+        self._logs[tp] = log
+        self._log_dir_of[tp] = d
+        return log
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Remove the partition: close its files, rename its dir to
+        `<topic>-<n>.<uuid hex>-delete`, delete it in the background. False if unknown."""
+        tp = (tp[0], int(tp[1]))
+        log = self._logs.pop(tp, None)
+        d = self._log_dir_of.pop(tp, None)
+        if log is None or d is None:
+            return False
+        log.close_handlers()
+        target = f"{log.dir}.{uuid.uuid4().hex}-delete"
+        os.rename(log.dir, target)
+        delay = log.config.file_delete_delay_ms
+        if self._loop is not None and self._loop.is_running():
+            self._loop.call_later(delay / 1000, self._submit, shutil.rmtree, target, True)
+        else:
+            shutil.rmtree(target, ignore_errors=True)
+        return True
+
+    # --- hooks given to each Log --------------------------------------------------------------
+    def _running_loop(self) -> asyncio.AbstractEventLoop | None:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+
+    def _submit(self, fn, *args) -> None:
+        loop = self._loop
+        if loop is None:
+            fn(*args)
+            return
+        fut = loop.run_in_executor(None, fn, *args)
+        self._pending.add(fut)
+        fut.add_done_callback(self._pending.discard)
+
+    def _on_roll(self, log: Log, new_base: int) -> None:
+        if self._running_loop() is not None:
+            self._submit(log.flush, new_base)
+        else:
+            log.flush(new_base)
+
+    def _on_delete_segments(self, segs: list[LogSegment]) -> None:
+        loop = self._running_loop()
+        if loop is None:
+            for s in segs:
+                s.delete_files()
+            return
+        delay = self.default_config.file_delete_delay_ms
+        for s in segs:
+            loop.call_later(delay / 1000, self._submit, s.delete_files)
+
+    # --- background jobs ----------------------------------------------------------------------
+    async def _every(self, interval_ms: int, fn) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep the scheduler alive; errors surface in the log
+                import logging
+                logging.getLogger(__name__).exception("log manager task failed")
+
+    async def cleanup_logs(self) -> int:
+        """Retention pass over every log (renames on the loop, unlinks in the executor).
+        Returns the number of segments deleted."""
+        n = 0
+        for log in list(self._logs.values()):
+            if "delete" in log.config.cleanup_policy:
+                n += log.delete_old_segments()
+        return n
+
+    async def flush_dirty_logs(self) -> None:
+        """Flush logs whose unflushed data is older than their flush.ms (in the executor)."""
+        loop = asyncio.get_running_loop()
+        for log in list(self._logs.values()):
+            if log.needs_time_flush():
+                await loop.run_in_executor(None, log.flush)
+
+    async def checkpoint_recovery_points_async(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.checkpoint_recovery_points)
+
+    async def checkpoint_log_start_offsets_async(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.checkpoint_log_start_offsets)
+
+    def _checkpoint(self, name: str, value: Callable[[Log], int]) -> None:
+        for d in self.log_dirs:
+            entries = {tp: value(log) for tp, log in list(self._logs.items())
+                       if self._log_dir_of.get(tp) == d}
+            OffsetCheckpointFile(os.path.join(d, name)).write(entries)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write `recovery-point-offset-checkpoint` in every dir (blocking)."""
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write `log-start-offset-checkpoint` in every dir (blocking)."""
+        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+
+    def checkpoint_replication_offsets(self) -> None:
+        """Write `replication-offset-checkpoint` (high watermarks) in every dir (blocking);
+        the ReplicaManager calls this periodically."""
+        self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+
+    def read_replication_offsets(self) -> dict[TopicPartition, int]:
+        out: dict[TopicPartition, int] = {}
+        for d in self.log_dirs:
+            out.update(OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).read())
+        return out

@@ -1,0 +1,425 @@
+"""`LogSegment`: one `.log` file with its `.index` and `.timeindex`, and `FileRecords`.
+
+Files, named by the segment's base offset as 20 zero-padded digits (Kafka's layout)::
+
+    00000000000000000000.log        record batches exactly as appended (v2, offsets assigned)
+    00000000000000000000.index      OffsetIndex (see storage.index)
+    00000000000000000000.timeindex  TimeIndex
+
+Only the owning `Log` calls these methods (not thread-safe). Writes use `os.pwrite` at the
+segment's current size; reads return `FileRecords` slices of the `.log` file object so the
+network layer can `sendfile` them without copying record bytes into Python.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+from protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+from storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+_SCAN_CHUNK = 64 * 1024
+_RECOVER_CHUNK = 16 * 1024 * 1024
+
+
+def filename_prefix(offset: int) -> str:
+    """20-digit zero-padded decimal, as Kafka names segment files."""
+    return f"{offset:020d}"
+
+
+class BatchHeader(NamedTuple):
+    """Header fields of one batch in a `.log` file, read without the record bytes. Offers
+    the properties `ProducerStateManager.update` needs, like a RecordBatch."""
+
+    position: int
+    base_offset: int
+    size: int  # batch_length + 12
+    last_offset_delta: int
+    max_timestamp: int
+    attributes: int
+    partition_leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) % 0x80000000
+
+
+class FileRecords:
+    """A fetch result: slices of segment files, never copied into Python until asked.
+
+    `slices` is a list of `(file_object, position, length)`; `file_object.fileno()` is
+    suitable for `os.sendfile`. `len()` is the total bytes. `read_bytes()` copies them
+    (for transports without sendfile and for tests). A slice may end in a partial batch when
+    `max_bytes` cuts it (consumers skip a partial trailing batch, as with Kafka).
+    """
+
+    __slots__ = ("slices", "_size")
+
+    def __init__(self, slices: list | None = None):
+        self.slices: list[tuple[object, int, int]] = slices or []
+        self._size = sum(s[2] for s in self.slices)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bool__(self) -> bool:
+        return self._size > 0
+
+    def read_bytes(self) -> bytes:
+        parts = []
+        for f, pos, length in self.slices:
+            fd = f if isinstance(f, int) else f.fileno()
+            got = os.pread(fd, length, pos)
+            parts.append(got)
+        return b"".join(parts)
+
+    def __repr__(self):
+        return f"FileRecords({[(p, n) for _, p, n in self.slices]})"
+
+
+class LogSegment:
+    """One segment. `base_offset` is the first offset it may hold; `size` its byte length."""
+
+    def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int,
+                 max_index_size: int, time_ms: Callable[[], int], active: bool = True,
+                 file_suffix: str = ""):
+        self.dir = dir_path
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.time_ms = time_ms
+        prefix = os.path.join(dir_path, filename_prefix(base_offset))
+        self.log_path = prefix + LOG_SUFFIX + file_suffix
+        mode = "r+b" if os.path.exists(self.log_path) else "w+b"
+        self.log_file = open(self.log_path, mode, buffering=0)
+        self.fd = self.log_file.fileno()
+        self.size = os.fstat(self.fd).st_size
+        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + file_suffix, base_offset,
+                                        max_index_size, writable=active)
+        self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
+                                    max_index_size, writable=active)
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = base_offset
+        # segment.ms rolls are measured from the first batch's max timestamp (Kafka's
+        # rollingBasedTimestamp), else from when the segment was created
+        self.rolling_based_timestamp: int | None = None
+        self.created_ms = time_ms()
+        self.last_modified_ms = self.created_ms
+        self.next_offset_hint: int | None = None  # next offset if known (set by appends)
+        if self.time_index.entries:
+            ts, off = self.time_index.last_entry
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
+
+    # --- appends ----------------------------------------------------------------------------
+    def append(self, data, batches: list[tuple[int, int, int]]) -> None:
+        """Write `data` (one or more whole batches) at the end of the `.log`.
+
+        `batches`: per batch `(last_offset, max_timestamp, size_in_bytes)` in order, used for
+        the sparse index entries: an `.index` entry (batch last offset, batch position) and a
+        `.timeindex` entry (max timestamp so far, its batch's last offset) whenever more than
+        `index_interval_bytes` were written since the last entry.
+        """
+        view = memoryview(data)
+        pos = self.size
+        while view:
+            n = os.pwrite(self.fd, view, pos)
+            pos += n
+            view = view[n:]
+        position = self.size
+        for last_offset, max_ts, size in batches:
+            if max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = max_ts
+                self.offset_of_max_timestamp_so_far = last_offset
+            if self.rolling_based_timestamp is None:
+                self.rolling_based_timestamp = max_ts
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp_so_far,
+                                             self.offset_of_max_timestamp_so_far)
+                self.bytes_since_last_index_entry = 0
+            position += size
+            self.bytes_since_last_index_entry += size
+            self.next_offset_hint = last_offset + 1
+        self.size = position
+        self.last_modified_ms = self.time_ms()
+
+    # --- scanning ---------------------------------------------------------------------------
+    def iter_headers(self, start_position: int = 0, end_position: int | None = None
+                     ) -> Iterator[BatchHeader]:
+        """Batch headers from `start_position` (must be a batch boundary); stops at a partial
+        or malformed header (no CRC check here)."""
+        end = self.size if end_position is None else end_position
+        pos = start_position
+        buf, buf_pos = b"", pos
+        while pos + BATCH_HEADER_SIZE <= end:
+            rel = pos - buf_pos
+            if rel < 0 or rel + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf_pos, rel = pos, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            (base, length, ple, magic, _crc, attr, lod, _bts, max_ts, pid, pepoch, bseq,
+             _count) = BATCH_HEADER.unpack_from(buf, rel)
+            size = length + LOG_OVERHEAD
+            if magic != 2 or length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
+                return
+            yield BatchHeader(pos, base, size, lod, max_ts, attr, ple, pid, pepoch, bseq)
+            pos += size
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
+        """The first batch whose last offset >= `offset`, searching from the index entry at or
+        before `offset` (or `starting_position` if later); None if there is none."""
+        _, pos = self.offset_index.lookup(offset)
+        for h in self.iter_headers(max(pos, starting_position)):
+            if h.last_offset >= offset:
+                return h
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = False) -> tuple[int, FileRecords] | None:
+        """Slice from the batch holding `start_offset`: returns (batch base offset, records)
+        or None when the segment has nothing at or after `start_offset`.
+
+        At most `max_size` bytes and never past `max_position`; with `min_one_message` the
+        first batch is returned whole even if larger than `max_size` (KIP-74).
+        """
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        limit = self.size if max_position is None else min(max_position, self.size)
+        if first.position >= limit:
+            return first.base_offset, FileRecords()
+        size = max(max_size, first.size) if min_one_message else max_size
+        length = min(limit - first.position, size)
+        if length <= 0:
+            return first.base_offset, FileRecords()
+        return first.base_offset, FileRecords([(self.log_file, first.position, length)])
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch (base_offset when empty); scans from the last index
+        entry."""
+        if self.next_offset_hint is not None:
+            return self.next_offset_hint
+        _, pos = self.offset_index.lookup_position(self.size)
+        nxt = self.base_offset
+        for h in self.iter_headers(pos):
+            nxt = h.last_offset + 1
+        self.next_offset_hint = nxt
+        return nxt
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp` and offset >=
+        `start_offset`, or None (Kafka's LogSegment.findOffsetByTimestamp)."""
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(max(ts_offset, start_offset))
+        for h in self.iter_headers(pos):
+            if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
+                batch = RecordBatch(os.pread(self.fd, h.size, h.position))
+                for rec in batch:
+                    if rec.timestamp >= timestamp and rec.offset >= start_offset:
+                        return rec.offset, rec.timestamp
+        return None
+
+    # --- recovery ---------------------------------------------------------------------------
+    def recover(self, max_batch_size: int,
+                on_batch: Callable[[RecordBatch], None] | None = None) -> int:
+        """Re-read the whole `.log`: CRC-check every batch, rebuild both indexes, call
+        `on_batch` for each valid batch (producer state, leader epochs), and truncate at the
+        first torn/corrupt/non-monotonic batch. Returns the number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = -1, self.base_offset
+        self.rolling_based_timestamp = None
+        file_size = os.fstat(self.fd).st_size
+        valid = 0
+        last_offset = self.base_offset - 1
+        buf, buf_pos = b"", 0
+        while valid + BATCH_HEADER_SIZE <= file_size:
+            rel = valid - buf_pos
+            if rel + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, _RECOVER_CHUNK, valid)
+                buf_pos, rel = valid, 0
+            length = BATCH_HEADER.unpack_from(buf, rel)[1]
+            size = length + LOG_OVERHEAD
+            if length < BATCH_HEADER_SIZE - LOG_OVERHEAD or size > max_batch_size \
+                    or valid + size > file_size:
+                break
+            if rel + size > len(buf):
+                buf = os.pread(self.fd, max(_RECOVER_CHUNK, size), valid)
+                buf_pos, rel = valid, 0
+                if len(buf) < size:
+                    break
+            try:
+                batch = RecordBatch(buf, rel)
+                batch.validate()
+            except Exception:  # CorruptRecordError: bad magic, torn or bad CRC
+                break
+            if batch.base_offset <= last_offset or batch.base_offset < self.base_offset \
+                    or batch.last_offset - self.base_offset > 0x7FFFFFFF:
+                break
+            last_offset = batch.last_offset
+            self.size = valid
+            self._index_batch(batch.last_offset, batch.max_timestamp, size, valid)
+            if on_batch is not None:
+                on_batch(batch)
+            valid += size
+        del buf
+        truncated = file_size - valid
+        if truncated:
+            os.ftruncate(self.fd, valid)
+        self.size = valid
+        self.next_offset_hint = last_offset + 1 if last_offset >= self.base_offset \
+            else self.base_offset
+        return truncated
+
+    def _index_batch(self, last_offset: int, max_ts: int, size: int, position: int) -> None:
+        if max_ts > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_ts
+            self.offset_of_max_timestamp_so_far = last_offset
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = max_ts
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            if self.offset_index.is_full:
+                self.offset_index.resize(self.offset_index.max_entries * 8 + 8 * 1024)
+            if self.time_index.is_full:
+                self.time_index.resize(self.time_index.max_entries * 12 + 12 * 1024)
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far,
+                                         self.offset_of_max_timestamp_so_far)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if an index is missing or fails its check (clean start)."""
+        for idx in (self.offset_index, self.time_index):
+            if idx.entries == 0 and self.size > self.index_interval_bytes:
+                raise CorruptIndexError(f"{idx.path}: empty for a {self.size}-byte log")
+            idx.sanity_check(self.size)
+
+    def load_time_state(self) -> None:
+        """Restore max timestamp / rolling timestamp after a clean load from the indexes
+        and the batches after the last time-index entry."""
+        ts, off = self.time_index.last_entry
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
+        _, pos = self.offset_index.lookup(off)
+        for h in self.iter_headers(pos):
+            if h.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = h.max_timestamp
+                self.offset_of_max_timestamp_so_far = h.last_offset
+        first = next(self.iter_headers(0), None)
+        self.rolling_based_timestamp = first.max_timestamp if first else None
+        self.bytes_since_last_index_entry = 0
+
+    # --- truncation / roll / lifecycle --------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose base offset >= `offset` (a batch containing `offset`
+        stays whole unless it starts at it). Returns bytes removed."""
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        h = self.translate_offset(offset)
+        if h is None:
+            return 0
+        cut = h.position if h.base_offset >= offset else h.position + h.size
+        removed = self.size - cut
+        os.ftruncate(self.fd, cut)
+        self.size = cut
+        self.next_offset_hint = None
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+        self.load_time_state() if self.time_index.entries or cut else self._reset_time_state()
+        self.bytes_since_last_index_entry = 0
+        return removed
+
+    def _reset_time_state(self) -> None:
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = -1, self.base_offset
+        self.rolling_based_timestamp = None
+
+    def on_become_inactive(self) -> None:
+        """On roll: final time-index entry, then trim both indexes to their entries."""
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(self.max_timestamp_so_far,
+                                         self.offset_of_max_timestamp_so_far,
+                                         skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def largest_timestamp(self) -> int:
+        """Largest batch max timestamp, or last-modified time if none (retention.ms)."""
+        return self.max_timestamp_so_far if self.max_timestamp_so_far >= 0 \
+            else self.last_modified_ms
+
+    def time_waited_for_roll(self, now: int, max_ts_in_append: int) -> int:
+        """ms counted against segment.ms: the incoming batch's max timestamp minus the first
+        batch's (Kafka's rollingBasedTimestamp), or wall time since creation without one."""
+        base = self.rolling_based_timestamp
+        if base is not None and base >= 0:
+            return max_ts_in_append - base
+        return now - self.created_ms
+
+    def flush(self) -> None:
+        """fsync the `.log` and flush the index maps (blocking: run in an executor)."""
+        try:
+            os.fsync(self.fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+        except (OSError, ValueError):
+            if not self.log_file.closed:
+                raise
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        self.log_file.close()
+
+    def close_handlers(self) -> None:
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        self.log_file.close()
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename the three files (e.g. "" -> ".deleted")."""
+        for holder in (self.offset_index, self.time_index):
+            holder.rename_to(holder.path[: len(holder.path) - len(old)] + new)
+        new_log = self.log_path[: len(self.log_path) - len(old)] + new
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+
+    def delete_files(self) -> None:
+        if not self.log_file.closed:
+            self.close_handlers()
+        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self):
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
