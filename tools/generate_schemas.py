@@ -19,6 +19,7 @@ and each FIELD a tuple
      ignorable, map_key, flexible_versions, fields)
 
 Version ranges are (lo, hi) tuples with hi = 32767 for "N+", or None for "none"/absent.
+`flexible_versions` is None (inherit the message's), False ("none") or a range.
 `fields` is the nested struct's field tuple, or None. Defaults are kept as the JSON gives
 them (string or number) and interpreted by protocol.messages.
 """
@@ -91,6 +92,13 @@ def parse_versions(spec: str | None) -> tuple[int, int] | None:
     return (int(spec), int(spec))
 
 
+def _field_flexible(f: dict):
+    """None: inherit the message's flexibleVersions; False: never flexible; else (lo, hi)."""
+    if "flexibleVersions" not in f:
+        return None
+    return parse_versions(f["flexibleVersions"]) or False
+
+
 def convert_field(f: dict) -> tuple:
     versions = parse_versions(f.get("versions"))
     tagged = parse_versions(f.get("taggedVersions"))
@@ -109,7 +117,7 @@ def convert_field(f: dict) -> tuple:
         f.get("default"),
         bool(f.get("ignorable", False)),
         bool(f.get("mapKey", False)),
-        parse_versions(f["flexibleVersions"]) if "flexibleVersions" in f else None,
+        _field_flexible(f),
         nested,
     )
 

@@ -103,7 +103,7 @@ SCHEMAS = {
             ('RequestApiKey', 'int16', (0, 32767), None, None, None, None, False, False, None, None),
             ('RequestApiVersion', 'int16', (0, 32767), None, None, None, None, False, False, None, None),
             ('CorrelationId', 'int32', (0, 32767), None, None, None, None, False, False, None, None),
-            ('ClientId', 'string', (1, 32767), (1, 32767), None, None, None, True, False, None, None),
+            ('ClientId', 'string', (1, 32767), (1, 32767), None, None, None, True, False, False, None),
         ),
         'common': {},
     },
