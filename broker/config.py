@@ -41,6 +41,7 @@ from broker.properties import PropertiesError, load_properties
 
 __all__ = [
     "ConfigError",
+    "ConfigFileError",
     "ConfigEntry",
     "Endpoint",
     "KafkaConfig",
@@ -88,6 +89,16 @@ class ConfigError(ValueError):
             msg += f": {reason}"
         msg += f" (allowed: {allowed})"
         super().__init__(msg)
+
+
+class ConfigFileError(ConfigError):
+    """The properties file cannot be read or is not valid properties syntax."""
+
+    def __init__(self, path: str, reason: str):
+        ValueError.__init__(self, f"Cannot load config file {path}: {reason}")
+        self.key = "config file"
+        self.value = path
+        self.allowed = "a readable file in Java properties syntax"
 
 
 def _is_sensitive(key: str) -> bool:
@@ -289,11 +300,9 @@ class KafkaConfig:
         try:
             props = load_properties(path)
         except OSError as e:
-            raise ConfigError("config file", os.fspath(path), "a readable properties file",
-                              e.strerror or str(e)) from None
+            raise ConfigFileError(os.fspath(path), e.strerror or str(e)) from None
         except PropertiesError as e:
-            raise ConfigError("config file", os.fspath(path), "Java properties syntax",
-                              str(e)) from None
+            raise ConfigFileError(os.fspath(path), str(e)) from None
         return cls(props, overrides)
 
     def _validate(self) -> None:

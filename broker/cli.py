@@ -1,0 +1,213 @@
+"""The ``josef`` command line: ``josef server CONFIG [...]`` and pluggable tool sub-commands.
+
+Sub-commands come from a registry: the built-in ``server`` command, plus every module under
+:mod:`broker.tools` that defines the tool contract (see ``broker/tools/__init__.py``)::
+
+    COMMAND = "topics"                  # sub-command name
+    HELP = "Create, list, describe ..." # one line for ``josef --help``
+    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
+    def run(args: argparse.Namespace) -> int: ...   # exit code
+
+``josef server`` behaves like ``kafka-server-start.sh``: it reads the properties file,
+applies ``--override key=value`` entries, configures logging in Kafka's layout
+(``[2024-05-01 12:00:00,123] INFO message (logger)``) and runs
+``broker.server.run_server(config)`` until it returns (the server handles SIGTERM/SIGINT and
+shuts down cleanly). ``--daemon`` detaches first (double fork + ``setsid``, stdin from
+``/dev/null``, stdout/stderr appended to the log file, a pid file), as ``-daemon`` does.
+
+Exit codes: 0 clean shutdown; 1 the server failed; 2 bad usage or invalid configuration
+(the message names the key, the value and what is allowed); 130 interrupted before the
+server installed its own signal handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import pkgutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from broker.config import ConfigError, KafkaConfig
+
+__all__ = ["main", "Command", "discover_commands", "setup_logging", "KAFKA_LOG_FORMAT"]
+
+#: Kafka's log4j layout ``[%d] %p %m (%c)%n``; Python's default asctime is ``%Y-%m-%d %H:%M:%S,mmm``.
+KAFKA_LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+log = logging.getLogger("broker.cli")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``josef`` sub-command."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def setup_logging(level: str = "INFO", log_file: str | None = None) -> None:
+    """Route the root logger to stderr (or ``log_file``, appended) in Kafka's layout."""
+    handler: logging.Handler
+    if log_file:
+        os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(KAFKA_LOG_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+
+
+# ----- josef server ----------------------------------------------------------------------------
+
+def _server_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="server.properties file (Java properties syntax)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a config key, overriding the file (repeatable)")
+    p.add_argument("--daemon", action="store_true",
+                   help="detach from the terminal (double fork, setsid), like -daemon")
+    p.add_argument("--pid-file", metavar="PATH",
+                   help="write the server's pid here (default with --daemon: "
+                        "logs/josef-server.pid)")
+    p.add_argument("--log-file", metavar="PATH",
+                   help="append logs here (default with --daemon: logs/josef-server.out)")
+    p.add_argument("--log-level", default=os.environ.get("JOSEF_LOG_LEVEL", "INFO"),
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="root log level (default INFO, or $JOSEF_LOG_LEVEL)")
+
+
+def _run_server(args: argparse.Namespace) -> int:
+    from broker import daemon  # small, stdlib only
+
+    if args.daemon:
+        args.log_file = args.log_file or os.path.join("logs", "josef-server.out")
+        args.pid_file = args.pid_file or os.path.join("logs", "josef-server.pid")
+    config_path = os.path.abspath(args.config)
+    # Validate in the foreground so that mistakes reach the terminal and the exit code.
+    setup_logging(args.log_level, None if args.daemon else args.log_file)
+    try:
+        config = KafkaConfig.from_file(config_path, args.override)
+    except ConfigError as e:
+        print(f"josef: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.pid_file:
+        running = daemon.running_pid(args.pid_file)
+        if running is not None:
+            print(f"josef: a server is already running with pid {running} "
+                  f"(pid file {args.pid_file})", file=sys.stderr)
+            return EXIT_FAILURE
+    if args.daemon:
+        if not daemon.daemonize(args.log_file, args.pid_file):
+            return EXIT_OK  # the original process: the daemon is on its way
+        setup_logging(args.log_level, None)  # stderr now is the log file
+    elif args.pid_file:
+        daemon.write_pid_file(args.pid_file)
+    try:
+        return _serve(config)
+    finally:
+        if args.pid_file:
+            daemon.remove_pid_file(args.pid_file)
+
+
+def _serve(config: KafkaConfig) -> int:
+    try:
+        from broker.server import run_server
+    except ImportError as e:
+        log.error("The broker server is not available in this build: %s", e)
+        return EXIT_FAILURE
+    try:
+        asyncio.run(run_server(config))
+    except KeyboardInterrupt:
+        log.info("Interrupted")
+        return EXIT_INTERRUPTED
+    except ConfigError as e:
+        log.error("%s", e)
+        return EXIT_USAGE
+    except Exception:
+        log.exception("Fatal error during broker startup or run; shutting down")
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+SERVER_COMMAND = Command("server", "Run a broker on a server.properties file",
+                         _server_arguments, _run_server)
+
+
+# ----- registry ---------------------------------------------------------------------------------
+
+def discover_commands() -> dict[str, Command]:
+    """The built-in commands plus every tool module under :mod:`broker.tools`.
+
+    A tool module that fails to import, or lacks the contract, is reported on stderr and
+    skipped, so one broken tool never stops ``josef server``.
+    """
+    commands = {SERVER_COMMAND.name: SERVER_COMMAND}
+    try:
+        import broker.tools as tools_pkg
+    except ImportError:
+        return commands
+    for info in sorted(pkgutil.iter_modules(tools_pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        try:
+            mod = importlib.import_module(f"broker.tools.{info.name}")
+            cmd = Command(mod.COMMAND, mod.HELP, mod.add_arguments, mod.run)
+        except Exception as e:  # noqa: BLE001 - a tool's bug must not break the CLI
+            print(f"josef: ignoring tool module broker.tools.{info.name}: {e!r}",
+                  file=sys.stderr)
+            continue
+        if cmd.name in commands:
+            print(f"josef: ignoring duplicate command {cmd.name!r} from "
+                  f"broker.tools.{info.name}", file=sys.stderr)
+            continue
+        commands[cmd.name] = cmd
+    return commands
+
+
+def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="josef", description="Josef: a Kafka-compatible broker written in Python.")
+    parser.add_argument("--version", action="version", version=f"josef {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for cmd in commands.values():
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(p)
+        p.set_defaults(_command=cmd)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("josef")
+    except Exception:  # noqa: BLE001 - not installed (running from a checkout)
+        return "unknown"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``josef`` console script; returns the exit code."""
+    commands = discover_commands()
+    parser = build_parser(commands)
+    args = parser.parse_args(argv)
+    return args._command.run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

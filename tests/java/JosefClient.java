@@ -1,0 +1,231 @@
+// A small driver for the genuine Apache Kafka Java client (kafka-clients), used by the
+// integration tests. Compiled by tests/integration/harness.py with the machine's javac.
+//
+//   produce --bootstrap B --topic T --count N [--compression none|gzip|snappy|lz4|zstd]
+//           [--key-prefix P] [--headers] [--value-size S] [--null-values] [--idempotent]
+//           [--acks 0|1|all] [--partition P] [--linger-ms L] [--timeout-ms T]
+//     Sends N records; record i has key P+i (no key without --key-prefix), value of S bytes
+//     (default 16) where byte j is (i + j) % 256 (null with --null-values), and with
+//     --headers two headers: index=<i> and nothing=<null>. Prints one line per acknowledged
+//     record, "ack <partition> <offset>", then "produced <N>".
+//
+//   consume --bootstrap B --topic T --count N [--from-beginning] [--timeout-ms T]
+//           [--group G]
+//     Without --group, assigns every partition of T (no consumer group); with it, subscribes.
+//     Prints one line per record:
+//       <partition> <offset> <key|null> <value-length|-1> <crc32-hex|null> <headers>
+//     where headers are k=v joined by "," (v "null" for a null value, "-" for no headers);
+//     then "consumed <N>". Exits 2 if fewer than N records arrived within the timeout.
+//
+// Exit codes: 0 success, 1 client error (stack trace on stderr), 2 timeout, 64 bad usage.
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.Future;
+import java.util.zip.CRC32;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class JosefClient {
+    private JosefClient() {}
+
+    public static void main(String[] argv) {
+        if (argv.length < 1) {
+            usage("missing sub-command");
+        }
+        Map<String, String> opts = parseOptions(argv);
+        try {
+            int rc;
+            switch (argv[0]) {
+                case "produce": rc = produce(opts); break;
+                case "consume": rc = consume(opts); break;
+                default: usage("unknown sub-command " + argv[0]); return;
+            }
+            System.out.flush();
+            System.exit(rc);
+        } catch (Exception e) {
+            e.printStackTrace();
+            System.out.flush();
+            System.exit(1);
+        }
+    }
+
+    private static void usage(String why) {
+        System.err.println("JosefClient: " + why);
+        System.err.println("usage: JosefClient produce|consume --bootstrap B --topic T --count N ...");
+        System.exit(64);
+    }
+
+    private static Map<String, String> parseOptions(String[] argv) {
+        Map<String, String> opts = new HashMap<>();
+        for (int i = 1; i < argv.length; i++) {
+            String a = argv[i];
+            if (!a.startsWith("--")) {
+                usage("unexpected argument " + a);
+            }
+            String name = a.substring(2);
+            boolean flag = name.equals("headers") || name.equals("null-values")
+                || name.equals("idempotent") || name.equals("from-beginning");
+            if (flag) {
+                opts.put(name, "true");
+            } else if (i + 1 < argv.length) {
+                opts.put(name, argv[++i]);
+            } else {
+                usage("missing value for " + a);
+            }
+        }
+        for (String required : new String[] {"bootstrap", "topic", "count"}) {
+            if (!opts.containsKey(required)) {
+                usage("missing --" + required);
+            }
+        }
+        return opts;
+    }
+
+    static byte[] valueFor(int i, int size) {
+        byte[] v = new byte[size];
+        for (int j = 0; j < size; j++) {
+            v[j] = (byte) ((i + j) % 256);
+        }
+        return v;
+    }
+
+    private static int produce(Map<String, String> o) throws Exception {
+        int count = Integer.parseInt(o.get("count"));
+        int valueSize = Integer.parseInt(o.getOrDefault("value-size", "16"));
+        String keyPrefix = o.get("key-prefix");
+        boolean headers = o.containsKey("headers");
+        boolean nullValues = o.containsKey("null-values");
+        Integer partition = o.containsKey("partition") ? Integer.valueOf(o.get("partition")) : null;
+        int timeoutMs = Integer.parseInt(o.getOrDefault("timeout-ms", "30000"));
+
+        Properties p = new Properties();
+        p.put("bootstrap.servers", o.get("bootstrap"));
+        p.put("client.id", "josef-java-producer");
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        p.put("compression.type", o.getOrDefault("compression", "none"));
+        boolean idempotent = o.containsKey("idempotent");
+        p.put("enable.idempotence", Boolean.toString(idempotent));
+        p.put("acks", o.getOrDefault("acks", "all"));
+        p.put("linger.ms", o.getOrDefault("linger-ms", "5"));
+        p.put("max.request.size", Integer.toString(Math.max(1048576, valueSize + 65536)));
+        p.put("request.timeout.ms", Integer.toString(Math.max(1000, timeoutMs / 2)));
+        p.put("delivery.timeout.ms", Integer.toString(timeoutMs));
+        p.put("max.block.ms", Integer.toString(timeoutMs));
+
+        List<Future<RecordMetadata>> acks = new ArrayList<>(count);
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < count; i++) {
+                byte[] key = keyPrefix == null ? null
+                    : (keyPrefix + i).getBytes(StandardCharsets.UTF_8);
+                byte[] value = nullValues ? null : valueFor(i, valueSize);
+                RecordHeaders hs = new RecordHeaders();
+                if (headers) {
+                    hs.add("index", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
+                    hs.add("nothing", null);
+                }
+                acks.add(producer.send(new ProducerRecord<>(o.get("topic"), partition, null, key,
+                    value, hs)));
+            }
+            producer.flush();
+            for (Future<RecordMetadata> f : acks) {
+                RecordMetadata md = f.get();
+                System.out.println("ack " + md.partition() + " " + md.offset());
+            }
+        }
+        System.out.println("produced " + count);
+        return 0;
+    }
+
+    private static int consume(Map<String, String> o) {
+        int count = Integer.parseInt(o.get("count"));
+        long timeoutMs = Long.parseLong(o.getOrDefault("timeout-ms", "30000"));
+        boolean fromBeginning = o.containsKey("from-beginning");
+        String topic = o.get("topic");
+        String group = o.get("group");
+
+        Properties p = new Properties();
+        p.put("bootstrap.servers", o.get("bootstrap"));
+        p.put("client.id", "josef-java-consumer");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("auto.offset.reset", fromBeginning ? "earliest" : "latest");
+        p.put("max.partition.fetch.bytes", "2097152");
+        if (group != null) {
+            p.put("group.id", group);
+        } else {
+            p.put("enable.auto.commit", "false");
+        }
+
+        int got = 0;
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            if (group != null) {
+                consumer.subscribe(Collections.singletonList(topic));
+            } else {
+                List<TopicPartition> tps = new ArrayList<>();
+                for (PartitionInfo pi : consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs))) {
+                    tps.add(new TopicPartition(topic, pi.partition()));
+                }
+                consumer.assign(tps);
+                if (fromBeginning) {
+                    consumer.seekToBeginning(tps);
+                } else {
+                    consumer.seekToEnd(tps);
+                }
+            }
+            while (got < count && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    System.out.println(describe(r));
+                    got++;
+                }
+            }
+        }
+        System.out.println("consumed " + got);
+        if (got < count) {
+            System.err.println("timeout: got " + got + " of " + count + " records");
+            return 2;
+        }
+        return 0;
+    }
+
+    private static String describe(ConsumerRecord<byte[], byte[]> r) {
+        String key = r.key() == null ? "null" : new String(r.key(), StandardCharsets.UTF_8);
+        String len = r.value() == null ? "-1" : Integer.toString(r.value().length);
+        String crc = "null";
+        if (r.value() != null) {
+            CRC32 c = new CRC32();
+            c.update(r.value());
+            crc = String.format("%08x", c.getValue());
+        }
+        StringBuilder hs = new StringBuilder();
+        for (Header h : r.headers()) {
+            if (hs.length() > 0) {
+                hs.append(',');
+            }
+            hs.append(h.key()).append('=')
+              .append(h.value() == null ? "null" : new String(h.value(), StandardCharsets.UTF_8));
+        }
+        return r.partition() + " " + r.offset() + " " + key + " " + len + " " + crc + " "
+            + (hs.length() == 0 ? "-" : hs.toString());
+    }
+}
