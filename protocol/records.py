@@ -176,44 +176,59 @@ def encode_varint(value: int, out: bytearray) -> None:
     out.append(v)
 
 
-def _read_bytes(buf, pos: int) -> tuple[bytes | None, int]:
-    n, pos = read_varint(buf, pos, 5)
+def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    """Read a varint length (-1 = null) and that many bytes, not past ``end``."""
+    b = buf[pos]
+    if b < 0x80:
+        n = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        n, pos = read_varint(buf, pos, 5)
     if n < 0:
         if n != -1:
             raise CorruptRecordError(f"invalid length {n}")
         return None, pos
-    end = pos + n
-    if end > len(buf):
+    stop = pos + n
+    if stop > end:
         raise CorruptRecordError("record field runs past the end of the record")
-    return bytes(buf[pos:end]), end
+    return buf[pos:stop], stop
 
 
-def _decode_record(buf, pos: int, end: int, base_offset: int, base_ts: int, ts_override):
-    """Decode the record body in ``buf[pos:end]``."""
-    body = buf[pos:end]
-    p = 0
-    attributes = body[p]
-    p += 1
-    ts_delta, p = read_varint(body, p, 10)
-    offset_delta, p = read_varint(body, p, 5)
-    key, p = _read_bytes(body, p)
-    value, p = _read_bytes(body, p)
-    n_headers, p = read_varint(body, p, 5)
+def _decode_record(buf: bytes, p: int, end: int, base_offset: int, base_ts: int, ts_override):
+    """Decode the record body in ``buf[p:end]`` (``buf`` is bytes: fast indexing and
+    slicing). Reading past ``end`` is caught by the final position check; past the buffer
+    by the caller (IndexError)."""
+    attributes = buf[p]
+    ts_delta, p = read_varint(buf, p + 1, 10)
+    b = buf[p]
+    if b < 0x80:
+        offset_delta = (b >> 1) ^ -(b & 1)
+        p += 1
+    else:
+        offset_delta, p = read_varint(buf, p, 5)
+    key, p = _read_bytes(buf, p, end)
+    value, p = _read_bytes(buf, p, end)
+    n_headers = buf[p]
+    if n_headers < 0x80:
+        n_headers = (n_headers >> 1) ^ -(n_headers & 1)
+        p += 1
+    else:
+        n_headers, p = read_varint(buf, p, 5)
     if n_headers < 0:
         raise CorruptRecordError(f"invalid header count {n_headers}")
     headers = []
     for _ in range(n_headers):
-        hkey, p = _read_bytes(body, p)
+        hkey, p = _read_bytes(buf, p, end)
         if hkey is None:
             raise CorruptRecordError("null header key")
         try:
             hkey_str = hkey.decode("utf-8")
         except UnicodeDecodeError:
             raise CorruptRecordError("header key is not valid UTF-8") from None
-        hvalue, p = _read_bytes(body, p)
+        hvalue, p = _read_bytes(buf, p, end)
         headers.append((hkey_str, hvalue))
-    if p != len(body):
-        raise CorruptRecordError(f"record has {len(body) - p} unread bytes")
+    if p != end:
+        raise CorruptRecordError(f"record length does not match its fields ({end - p} bytes)")
     ts = base_ts + ts_delta if ts_override is None else ts_override
     return Record(base_offset + offset_delta, ts, key, value, headers, attributes)
 
@@ -400,9 +415,7 @@ class RecordBatch:
         that does not match ``recordsCount``."""
         if self.record_count < 0:
             raise CorruptRecordError(f"invalid record count {self.record_count}")
-        data = self.records_payload(max_decompressed_size)
-        if not isinstance(data, memoryview):
-            data = memoryview(data)
+        data = bytes(self.records_payload(max_decompressed_size))  # one copy; fast indexing
         ts_override = self.max_timestamp if self.timestamp_type == LOG_APPEND_TIME else None
         base_offset = self.base_offset
         base_ts = self.base_timestamp
