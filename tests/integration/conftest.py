@@ -1,0 +1,78 @@
+"""Fixtures for integration tests: live brokers on loopback, kcat, the Java client.
+
+- ``broker``: a fresh broker per test (function scope).
+- ``shared_broker``: one broker per test module (module scope); use distinct topic names.
+- ``broker_factory``: ``broker_factory(props=None, name=None) -> BrokerProcess`` started with
+  extra server.properties entries; every broker it made is stopped at teardown.
+- ``kcat``: path of kcat; ``java_client``: classpath for ``run_java_client`` (compiled once
+  per session into tests/java/build).
+
+While ``broker/server.py`` does not exist yet, broker fixtures skip with that reason.
+Brokers are always stopped by PID at teardown (SIGTERM, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.integration.harness import (
+    REPO_ROOT,
+    BrokerProcess,
+    build_java_client,
+    require_tool,
+)
+
+SERVER_MODULE = REPO_ROOT / "broker" / "server.py"
+
+
+def _require_server() -> None:
+    if not SERVER_MODULE.exists():
+        pytest.skip("broker/server.py does not exist yet")
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    _require_server()
+    made: list[BrokerProcess] = []
+
+    def make(props: dict[str, str] | None = None, name: str | None = None) -> BrokerProcess:
+        b = BrokerProcess(tmp_path / (name or f"broker{len(made)}"), props)
+        made.append(b)
+        return b.start()
+
+    yield make
+    for b in made:
+        b.stop()
+
+
+@pytest.fixture
+def broker(broker_factory) -> BrokerProcess:
+    return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    _require_server()
+    b = BrokerProcess(tmp_path_factory.mktemp("shared_broker"))
+    try:
+        b.start()
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="session")
+def kcat() -> str:
+    return require_tool("kcat")
+
+
+@pytest.fixture(scope="session")
+def java_client() -> str:
+    try:
+        return build_java_client()
+    except FileNotFoundError as e:
+        if os.environ.get("CI"):
+            pytest.fail(str(e))
+        pytest.skip(str(e))
