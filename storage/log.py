@@ -84,7 +84,7 @@ class Log:
         self.recovery_point = result.recovery_point
         self.log_start_offset = result.log_start_offset
         self.log_end_offset = self.active_segment.read_next_offset()
-        self.recovered_bytes_truncated = result.truncated_bytes
+        self.load_result = result  # recovery_point, truncated_bytes, recovered_segments
         self.high_watermark = min(self.log_start_offset, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)

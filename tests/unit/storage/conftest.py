@@ -59,3 +59,26 @@ def make_log(tmp_path, clock):
         for seg in log.segments:
             if not seg.log_file.closed:
                 seg.close_handlers()
+
+
+def check_indexes_against_scan(log):
+    """Every offset resolves through the indexes to the batch a linear scan finds, every
+    index entry points at a batch boundary, and the time index is increasing."""
+    for seg in log.segments:
+        headers = list(seg.iter_headers(0))
+        by_pos = {h.position: h for h in headers}
+        for i in range(seg.offset_index.entries):
+            off, pos = seg.offset_index.entry(i)
+            assert pos in by_pos and by_pos[pos].last_offset == off
+        prev = (-1, -1)
+        for i in range(seg.time_index.entries):
+            ts, off = seg.time_index.entry(i)
+            assert ts > prev[0] and off >= prev[1]
+            assert any(h.last_offset == off for h in headers)
+            prev = (ts, off)
+        for h in headers:
+            for o in (h.base_offset, h.last_offset):
+                found = seg.translate_offset(o)
+                assert found is not None and found.position == h.position
+        if headers:
+            assert seg.read_next_offset() == headers[-1].last_offset + 1
