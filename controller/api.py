@@ -1,0 +1,208 @@
+"""The controller boundary: what the broker may ask of a controller, and what it is told.
+
+Partition leadership and topic metadata reach the broker only as controller decisions shaped
+like Kafka's controller-to-broker requests, generated classes from ``protocol.messages``:
+
+- ``LeaderAndIsrRequest`` (v7 shape): become leader/follower for partitions (leader, leader
+  epoch, ISR, partition epoch, replicas, ``is_new``). ``type`` is FULL (2) for the first
+  decision after a controller starts (every partition this broker hosts; the broker may drop
+  local partitions not listed) and INCREMENTAL (1) afterwards (KIP-516).
+- ``UpdateMetadataRequest`` (v8 shape): live brokers and partition states for the
+  MetadataCache. A partition whose leader is ``LEADER_DURING_DELETE`` (-2) is being deleted
+  and must disappear from metadata.
+- ``StopReplicaRequest`` (v4 shape): stop serving partitions; ``delete_partition`` removes
+  the log; leader epoch -2 (``EPOCH_DURING_DELETE``) when the topic is deleted (KIP-570).
+
+The broker implements :class:`BrokerMetadataListener`; a :class:`ControllerChannel` carries
+decisions from a controller to brokers (in-process for the embedded controller, the network
+for the ZooKeeper one). Every broker-side admin handler (CreateTopics, DeleteTopics,
+CreatePartitions, AlterConfigs, IncrementalAlterConfigs, ElectLeaders, InitProducerId's id
+blocks) calls a :class:`Controller`; nothing in ``broker/`` reads the metadata store.
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.zk_data import ProducerIdBlock
+
+# AbstractControlRequest.Type (LeaderAndIsr v5+ ``type``, UpdateMetadata v8 ``type``).
+TYPE_UNKNOWN, TYPE_INCREMENTAL, TYPE_FULL = 0, 1, 2
+
+# ElectLeaders election types (KIP-460).
+ELECTION_PREFERRED, ELECTION_UNCLEAN = 0, 1
+
+# Size of a producer-id block (Kafka's ProducerIdsBlock size, KIP-730).
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+@dataclass
+class CreatableTopic:
+    """One topic of a CreateTopics request. ``-1`` partitions / replication factor mean the
+    broker defaults (``num.partitions``, ``default.replication.factor``; KIP-464).
+    ``replica_assignment`` maps partition -> broker ids; when given, both counts must be -1."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: dict[int, list[int]] | None = None
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class CreateTopicResult:
+    name: str
+    error_code: int
+    error_message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)  # the topic's overrides
+
+
+@dataclass
+class DeleteTopicResult:
+    """One entry per requested name or id, in request order."""
+
+    name: str | None
+    topic_id: uuid.UUID | None
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass
+class CreatePartitionsTopic:
+    """Grow ``name`` to ``count`` partitions; ``assignments`` (one broker list per new
+    partition) is optional."""
+
+    name: str
+    count: int
+    assignments: list[list[int]] | None = None
+
+
+@dataclass
+class TopicResult:
+    """Outcome for one topic (CreatePartitions, AlterConfigs)."""
+
+    name: str
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass
+class ElectLeadersResult:
+    topic: str
+    partition: int
+    error_code: int
+    error_message: str | None = None
+
+
+class BrokerMetadataListener(abc.ABC):
+    """Implemented by the broker (ReplicaManager + MetadataCache). Decisions carrying a
+    controller epoch older than the latest one applied must be ignored (Kafka answers
+    STALE_CONTROLLER_EPOCH). Calls arrive one at a time, in the controller's order."""
+
+    @abc.abstractmethod
+    async def on_leader_and_isr(self, decision: Any) -> None:
+        """Apply a ``LeaderAndIsrRequest``: create/open logs, become leader or follower."""
+
+    @abc.abstractmethod
+    async def on_update_metadata(self, decision: Any) -> None:
+        """Apply an ``UpdateMetadataRequest`` to the MetadataCache."""
+
+    @abc.abstractmethod
+    async def on_stop_replica(self, decision: Any) -> None:
+        """Apply a ``StopReplicaRequest``; delete logs where ``delete_partition``."""
+
+    @abc.abstractmethod
+    async def on_topic_config_change(self, topic: str, configs: dict[str, str]) -> None:
+        """The topic's config overrides are now ``configs`` (the full set, not a delta).
+        Sent before the first LeaderAndIsr of a topic that has overrides, and on every
+        change."""
+
+
+class ControllerChannel(abc.ABC):
+    """Carries decisions from the controller to brokers (Kafka's ControllerChannelManager).
+    ``send_*`` return once the broker has applied the decision; a broker failure is logged
+    by the channel and not raised to the controller."""
+
+    @abc.abstractmethod
+    async def send_leader_and_isr(self, broker_id: int, request: Any) -> None: ...
+
+    @abc.abstractmethod
+    async def send_update_metadata(self, broker_id: int, request: Any) -> None: ...
+
+    @abc.abstractmethod
+    async def send_stop_replica(self, broker_id: int, request: Any) -> None: ...
+
+    @abc.abstractmethod
+    async def send_topic_config_change(
+        self, broker_id: int, topic: str, configs: dict[str, str]
+    ) -> None: ...
+
+
+class Controller(abc.ABC):
+    """Operations the broker's admin handlers call. All results carry Kafka error codes
+    (``protocol.errors.ErrorCode``); per-topic failures never raise. Implementations
+    serialise all work on one queue, so results reflect a single order of events."""
+
+    @property
+    @abc.abstractmethod
+    def controller_id(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def cluster_id(self) -> str: ...
+
+    @property
+    @abc.abstractmethod
+    def controller_epoch(self) -> int: ...
+
+    @abc.abstractmethod
+    async def startup(self) -> None:
+        """Become controller (epoch + 1) and send the first FULL decisions."""
+
+    @abc.abstractmethod
+    async def shutdown(self) -> None: ...
+
+    @abc.abstractmethod
+    async def create_topics(
+        self, topics: list[CreatableTopic | tuple], validate_only: bool = False
+    ) -> list[CreateTopicResult]: ...
+
+    @abc.abstractmethod
+    async def delete_topics(
+        self, names: list[str] = (), topic_ids: list[uuid.UUID] = ()
+    ) -> list[DeleteTopicResult]: ...
+
+    @abc.abstractmethod
+    async def create_partitions(
+        self, topics: list[CreatePartitionsTopic | tuple], validate_only: bool = False
+    ) -> list[TopicResult]: ...
+
+    @abc.abstractmethod
+    async def alter_topic_configs(
+        self, name: str, configs: dict[str, str | None], validate_only: bool = False
+    ) -> TopicResult: ...
+
+    @abc.abstractmethod
+    async def incremental_alter_topic_configs(
+        self, name: str, ops: list[tuple[str, int, str | None]], validate_only: bool = False
+    ) -> TopicResult: ...
+
+    @abc.abstractmethod
+    async def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None
+    ) -> list[ElectLeadersResult]: ...
+
+    @abc.abstractmethod
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        """The topic's config overrides, or None for an unknown topic (Kafka's
+        ConfigRepository)."""
+
+    @abc.abstractmethod
+    async def allocate_producer_ids(self, broker_id: int) -> ProducerIdBlock:
+        """Reserve the next block of PRODUCER_ID_BLOCK_SIZE producer ids (KIP-730)."""

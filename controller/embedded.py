@@ -1,0 +1,663 @@
+"""EmbeddedController: the single-node controller used when ``zookeeper.connect`` is unset.
+
+It plays Kafka's ZooKeeper-mode controller for a cluster of one broker, over the embedded
+store (:mod:`controller.metadata_store`, same znode documents as ZooKeeper):
+
+- startup: increments ``/controller_epoch`` (conditional set; 1 on a fresh store), creates
+  ``/cluster/id`` once (22-char base64 UUID), registers ``/brokers/ids/<id>`` (the broker
+  epoch is that znode's czxid), gives topic IDs to topics without one, finishes pending
+  deletions (``/admin/delete_topics``), elects leaders where needed, then sends config
+  notifications, a FULL LeaderAndIsr for every partition hosted here and a FULL
+  UpdateMetadata.
+- leader epochs, as Kafka: a new partition starts at leader epoch 0 (partition epoch 0);
+  every leader election (offline leader replaced, preferred or unclean election, leader lost
+  -> NO_LEADER) bumps the leader epoch by one and rewrites the state znode (partition epoch
+  +1). A partition whose recorded leader is this live broker is *not* re-elected on restart,
+  so its leader epoch survives restarts unchanged.
+- admin operations (CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs,
+  ElectLeaders, producer-id blocks) with Kafka's error codes; each decision goes out through
+  the :class:`~controller.api.ControllerChannel` in Kafka's order (LeaderAndIsr, then
+  UpdateMetadata, then StopReplica).
+
+All work runs under one FIFO ``asyncio.Lock`` (the single event queue of Kafka's
+ControllerEventManager), so operations never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from controller import admin_validation as av
+from controller import decisions
+from controller.api import (
+    ELECTION_PREFERRED,
+    ELECTION_UNCLEAN,
+    PRODUCER_ID_BLOCK_SIZE,
+    TYPE_FULL,
+    TYPE_INCREMENTAL,
+    Controller,
+    ControllerChannel,
+    CreatableTopic,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    ElectLeadersResult,
+    TopicResult,
+)
+from controller.kafka_uuid import random_uuid, to_base64
+from controller.metadata_store import Create, Delete, EmbeddedMetadataStore, Op, SetData
+from controller.topic_config import apply_incremental, validate_topic_config
+from controller.zk_data import (
+    INITIAL_LEADER_EPOCH,
+    NO_LEADER,
+    PERSISTENT_ZK_PATHS,
+    BrokerIdZNode,
+    BrokerInfo,
+    ClusterIdZNode,
+    ConfigEntityZNode,
+    ControllerEpochZNode,
+    ControllerZNode,
+    DeleteTopicsTopicZNode,
+    DeleteTopicsZNode,
+    LeaderIsrAndControllerEpoch,
+    ProducerIdBlock,
+    ProducerIdBlockZNode,
+    ReplicaAssignment,
+    TopicAssignment,
+    TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicsZNode,
+    TopicZNode,
+)
+from protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_PARTITIONS_PER_TOPIC = 10_000
+
+
+@dataclass
+class _Topic:
+    name: str
+    topic_id: uuid.UUID
+    assignment: dict[int, ReplicaAssignment]
+    states: dict[int, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def _topic_config_path(topic: str) -> str:
+    return ConfigEntityZNode.path("topics", topic)
+
+
+class EmbeddedController(Controller):
+    """Single-node controller. ``broker`` is this broker's registration (id, advertised
+    endpoints, rack). ``default_num_partitions`` / ``default_replication_factor`` answer -1
+    in CreateTopics (``num.partitions``, ``default.replication.factor``)."""
+
+    def __init__(
+        self,
+        store: EmbeddedMetadataStore,
+        broker: BrokerInfo,
+        channel: ControllerChannel,
+        *,
+        default_num_partitions: int = 1,
+        default_replication_factor: int = 1,
+        max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._store = store
+        self._broker = broker
+        self._channel = channel
+        self._default_partitions = default_num_partitions
+        self._default_rf = default_replication_factor
+        self._max_partitions = max_partitions_per_topic
+        self._clock_ms = clock_ms
+        self._lock = asyncio.Lock()
+        self._topics: dict[str, _Topic] = {}
+        self._ids: dict[uuid.UUID, str] = {}
+        self._epoch = 0
+        self._epoch_version = -1
+        self._broker_epoch = -1
+        self._cluster_id = ""
+        self._started = False
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def controller_id(self) -> int:
+        return self._broker.id
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def controller_epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def broker_epoch(self) -> int:
+        return self._broker_epoch
+
+    def _live(self) -> list[BrokerInfo]:
+        return [self._broker]
+
+    def _live_ids(self) -> set[int]:
+        return {b.id for b in self._live()}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        async with self._lock:
+            await self._register()
+            self._load_topics()
+            await self._assign_missing_topic_ids()
+            await self._finish_pending_deletions()
+            await self._elect_on_startup()
+            self._started = True
+            for t in self._topics.values():
+                if t.configs:
+                    await self._channel.send_topic_config_change(self._broker.id, t.name,
+                                                                 dict(t.configs))
+            await self._send(self._all_partitions(), TYPE_FULL, is_new=False)
+
+    async def shutdown(self) -> None:
+        async with self._lock:
+            self._started = False
+
+    async def _register(self) -> None:
+        s = self._store
+        ops: list[Op] = [Create(p, make_parents=True) for p in PERSISTENT_ZK_PATHS
+                         if s.exists(p) is None]
+        if s.exists(ClusterIdZNode.path) is None:
+            ops.append(Create(ClusterIdZNode.path, ClusterIdZNode.encode(to_base64(random_uuid())),
+                              make_parents=True))
+        stat = s.exists(ControllerEpochZNode.path)
+        if stat is None:
+            epoch = 1
+            ops.append(Create(ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch)))
+        else:
+            epoch = ControllerEpochZNode.decode(s.get_data(ControllerEpochZNode.path)) + 1
+            ops.append(SetData(ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch),
+                               expected_version=stat.version))
+        now = self._clock_ms()
+        info = replace(self._broker, timestamp_ms=now)
+        broker_path = BrokerIdZNode.path(info.id)
+        ops += [
+            Delete(broker_path, must_exist=False),
+            Create(broker_path, BrokerIdZNode.encode(info)),
+            Delete(ControllerZNode.path, must_exist=False),
+            Create(ControllerZNode.path, ControllerZNode.encode(info.id, now)),
+        ]
+        await s.multi(ops)
+        self._broker = info
+        self._epoch = epoch
+        self._epoch_version = s.exists(ControllerEpochZNode.path).version
+        self._broker_epoch = s.exists(broker_path).czxid
+        self._cluster_id = ClusterIdZNode.decode(s.get_data(ClusterIdZNode.path))
+        log.info("embedded controller %d: controller epoch %d, cluster id %s",
+                 info.id, epoch, self._cluster_id)
+
+    def _load_topics(self) -> None:
+        s = self._store
+        self._topics.clear()
+        self._ids.clear()
+        for name in s.get_children(TopicsZNode.path):
+            data = s.get_data(TopicZNode.path(name))
+            assignment = TopicZNode.decode(name, data)
+            topic = _Topic(name, assignment.topic_id, dict(assignment.partitions))
+            for p in topic.assignment:
+                path = TopicPartitionStateZNode.path(name, p)
+                if s.exists(path) is not None:
+                    raw, stat = s.get(path)
+                    topic.states[p] = TopicPartitionStateZNode.decode(raw, stat.version)
+            topic.configs = ConfigEntityZNode.decode(s.get_data(_topic_config_path(name)))
+            self._topics[name] = topic
+            if topic.topic_id is not None:
+                self._ids[topic.topic_id] = name
+
+    async def _assign_missing_topic_ids(self) -> None:
+        ops: list[Op] = []
+        for t in self._topics.values():
+            if t.topic_id is None:
+                t.topic_id = random_uuid()
+                self._ids[t.topic_id] = t.name
+                ops.append(SetData(TopicZNode.path(t.name),
+                                   TopicZNode.encode(TopicAssignment(t.topic_id, t.assignment))))
+        if ops:
+            await self._store.multi(ops)
+
+    async def _finish_pending_deletions(self) -> None:
+        for name in self._store.get_children(DeleteTopicsZNode.path):
+            topic = self._topics.get(name)
+            if topic is None:
+                await self._store.multi([Delete(DeleteTopicsTopicZNode.path(name))])
+            else:
+                await self._delete_topic(topic)
+
+    # ------------------------------------------------------------------ elections
+
+    def _unclean_allowed(self, topic: _Topic) -> bool:
+        return topic.configs.get("unclean.leader.election.enable", "false").strip().lower() == "true"
+
+    def _offline_election(self, topic: _Topic, p: int, allow_unclean: bool
+                          ) -> LeaderIsrAndControllerEpoch | None:
+        """Kafka's OfflinePartitionLeaderElectionStrategy: first live replica (assignment
+        order) in the ISR; else, if unclean election is allowed, the first live replica with
+        ISR = [it]. None when no replica is eligible."""
+        live = self._live_ids()
+        replicas = topic.assignment[p].replicas
+        state = topic.states.get(p)
+        isr = state.isr if state is not None else tuple(replicas)
+        clean = [r for r in replicas if r in live and r in isr]
+        if clean:
+            leader, new_isr = clean[0], tuple(r for r in isr if r in live)
+        elif allow_unclean and any(r in live for r in replicas):
+            leader = next(r for r in replicas if r in live)
+            new_isr = (leader,)
+        else:
+            return None
+        return self._next_state(state, leader, new_isr)
+
+    def _next_state(self, state: LeaderIsrAndControllerEpoch | None, leader: int,
+                    isr: tuple[int, ...]) -> LeaderIsrAndControllerEpoch:
+        if state is None:
+            return LeaderIsrAndControllerEpoch(leader, INITIAL_LEADER_EPOCH, isr, self._epoch, 0)
+        return LeaderIsrAndControllerEpoch(leader, state.leader_epoch + 1, isr, self._epoch,
+                                           state.partition_epoch + 1)
+
+    async def _elect_on_startup(self) -> None:
+        live = self._live_ids()
+        ops: list[Op] = []
+        changed: list[tuple[_Topic, int, LeaderIsrAndControllerEpoch]] = []
+        for t in self._topics.values():
+            for p in t.assignment:
+                state = t.states.get(p)
+                if state is not None and state.leader in live:
+                    continue  # online partition with a live leader: no election
+                new = self._offline_election(t, p, self._unclean_allowed(t))
+                if new is None:
+                    if state is not None and state.leader == NO_LEADER:
+                        continue
+                    new = self._next_state(state, NO_LEADER, state.isr if state else ())
+                changed.append((t, p, new))
+                ops.append(self._state_op(t.name, p, state, new))
+        if ops:
+            await self._store.multi(ops)
+            for t, p, new in changed:
+                t.states[p] = new
+
+    @staticmethod
+    def _state_op(topic: str, p: int, old: LeaderIsrAndControllerEpoch | None,
+                  new: LeaderIsrAndControllerEpoch) -> Op:
+        path = TopicPartitionStateZNode.path(topic, p)
+        data = TopicPartitionStateZNode.encode(new)
+        if old is None:
+            return Create(path, data, make_parents=True)
+        return SetData(path, data, expected_version=old.partition_epoch)
+
+    # ------------------------------------------------------------------ decisions
+
+    def _views(self, topic: _Topic, partitions: Iterable[int] | None = None
+               ) -> list[decisions.PartitionView]:
+        ps = topic.assignment if partitions is None else partitions
+        return [decisions.PartitionView(topic.name, topic.topic_id, p, topic.assignment[p],
+                                        topic.states[p])
+                for p in ps if p in topic.states]
+
+    def _all_partitions(self) -> list[decisions.PartitionView]:
+        return [v for t in self._topics.values() for v in self._views(t)]
+
+    async def _send(self, views: list[decisions.PartitionView], request_type: int,
+                    is_new: bool) -> None:
+        """LeaderAndIsr for partitions hosted here, then UpdateMetadata for all of them."""
+        me = self._broker.id
+        hosted = [v for v in views if me in v.assignment.replicas]
+        if hosted or request_type == TYPE_FULL:
+            await self._channel.send_leader_and_isr(me, decisions.leader_and_isr(
+                me, self._epoch, self._broker_epoch, request_type, hosted, self._live(), is_new))
+        await self._channel.send_update_metadata(me, decisions.update_metadata(
+            me, self._epoch, self._broker_epoch, request_type, views, self._live()))
+
+    # ------------------------------------------------------------------ CreateTopics
+
+    async def create_topics(self, topics, validate_only: bool = False) -> list[CreateTopicResult]:
+        """One result per requested topic, in order. Error codes: INVALID_REQUEST
+        (duplicate name in the request; counts given together with an assignment),
+        INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
+        INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG."""
+        reqs = [t if isinstance(t, CreatableTopic) else CreatableTopic(*t) for t in topics]
+        counts: dict[str, int] = {}
+        for r in reqs:
+            counts[r.name] = counts.get(r.name, 0) + 1
+        async with self._lock:
+            results: list[CreateTopicResult] = []
+            created: list[_Topic] = []
+            ops: list[Op] = []
+            for r in reqs:
+                try:
+                    if counts[r.name] > 1:
+                        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                         f"Create topics request contains duplicate topic {r.name}")
+                    topic = self._new_topic(r, [c.name for c in created])
+                except KafkaError as e:
+                    results.append(CreateTopicResult(r.name, int(e.code), e.message))
+                    continue
+                rf = len(next(iter(topic.assignment.values())).replicas)
+                results.append(CreateTopicResult(
+                    r.name, int(ErrorCode.NONE), None, topic.topic_id, len(topic.assignment), rf,
+                    dict(topic.configs)))
+                if not validate_only:
+                    created.append(topic)
+                    ops += self._create_ops(topic)
+            if created:
+                await self._store.multi(ops)
+                views = []
+                for t in created:
+                    self._topics[t.name] = t
+                    self._ids[t.topic_id] = t.name
+                    if t.configs:
+                        await self._channel.send_topic_config_change(self._broker.id, t.name,
+                                                                     dict(t.configs))
+                    views += self._views(t)
+                await self._send(views, TYPE_INCREMENTAL, is_new=True)
+            return results
+
+    def _new_topic(self, r: CreatableTopic, pending: list[str]) -> _Topic:
+        av.validate_topic_name(r.name)
+        if r.name in self._topics or r.name in pending:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{r.name}' already exists.")
+        av.check_collision(r.name, list(self._topics) + pending)
+        live = self._live_ids()
+        if r.replica_assignment:
+            if r.num_partitions != -1 or r.replication_factor != -1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or "
+                                 "replicationFactor and replicasAssignment were set. Both "
+                                 "cannot be used at the same time.")
+            if len(r.replica_assignment) > self._max_partitions:
+                av.check_counts(len(r.replica_assignment), 1, 1, self._max_partitions)
+            av.check_assignment(r.replica_assignment, 0, live)
+            assignment = {p: ReplicaAssignment(tuple(rs))
+                          for p, rs in sorted(r.replica_assignment.items())}
+        else:
+            n = self._default_partitions if r.num_partitions == -1 else r.num_partitions
+            rf = self._default_rf if r.replication_factor == -1 else r.replication_factor
+            av.check_counts(n, rf, len(live), self._max_partitions)
+            assignment = self._assign(range(n), rf)
+        configs = r.configs if isinstance(r.configs, dict) else dict(r.configs)
+        configs = validate_topic_config(configs)
+        topic = _Topic(r.name, random_uuid(), assignment, configs=configs)
+        for p, a in assignment.items():
+            topic.states[p] = self._initial_state(a)
+        return topic
+
+    def _assign(self, partitions: Iterable[int], rf: int) -> dict[int, ReplicaAssignment]:
+        """Round-robin over live brokers in id order (one broker here: always [self])."""
+        ids = sorted(self._live_ids())
+        return {p: ReplicaAssignment(tuple(ids[(p + i) % len(ids)] for i in range(rf)))
+                for p in partitions}
+
+    def _initial_state(self, a: ReplicaAssignment) -> LeaderIsrAndControllerEpoch:
+        live = [r for r in a.replicas if r in self._live_ids()]
+        leader = live[0] if live else NO_LEADER
+        return LeaderIsrAndControllerEpoch(leader, INITIAL_LEADER_EPOCH, tuple(live), self._epoch, 0)
+
+    def _create_ops(self, t: _Topic) -> list[Op]:
+        ops: list[Op] = [
+            Delete(_topic_config_path(t.name), must_exist=False),  # left by an old deletion
+            Create(_topic_config_path(t.name), ConfigEntityZNode.encode(t.configs), make_parents=True),
+            Create(TopicZNode.path(t.name), TopicZNode.encode(TopicAssignment(t.topic_id, t.assignment)),
+                   make_parents=True),
+            Create(TopicPartitionsZNode.path(t.name)),
+        ]
+        for p, state in t.states.items():
+            ops.append(self._state_op(t.name, p, None, state))
+        return ops
+
+    # ------------------------------------------------------------------ DeleteTopics
+
+    async def delete_topics(self, names: Iterable[str] = (), topic_ids: Iterable[uuid.UUID] = ()
+                            ) -> list[DeleteTopicResult]:
+        """Results for ``names`` then ``topic_ids``, in order. UNKNOWN_TOPIC_OR_PARTITION for
+        an unknown name, UNKNOWN_TOPIC_ID for an unknown id. Returns after the broker applied
+        UpdateMetadata (leader -2) and StopReplica(delete) and the znodes are gone."""
+        async with self._lock:
+            results: list[DeleteTopicResult] = []
+            doomed: dict[str, _Topic] = {}
+            for name in names:
+                t = self._topics.get(name)
+                if t is None:
+                    results.append(DeleteTopicResult(
+                        name, None, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                        "This server does not host this topic-partition."))
+                else:
+                    doomed[name] = t
+                    results.append(DeleteTopicResult(name, t.topic_id, int(ErrorCode.NONE)))
+            for tid in topic_ids:
+                name = self._ids.get(tid)
+                if name is None:
+                    results.append(DeleteTopicResult(None, tid, int(ErrorCode.UNKNOWN_TOPIC_ID),
+                                                     "This server does not host this topic ID."))
+                else:
+                    doomed[name] = self._topics[name]
+                    results.append(DeleteTopicResult(name, tid, int(ErrorCode.NONE)))
+            if doomed:
+                await self._store.multi([Create(DeleteTopicsTopicZNode.path(n), make_parents=True)
+                                         for n in doomed
+                                         if self._store.exists(DeleteTopicsTopicZNode.path(n)) is None])
+                for t in doomed.values():
+                    await self._delete_topic(t)
+            return results
+
+    async def _delete_topic(self, t: _Topic) -> None:
+        """Kafka's TopicDeletionManager, one broker: UpdateMetadata with leader -2, then
+        StopReplica(delete=True), then remove the topic's znodes."""
+        me = self._broker.id
+        views = self._views(t)
+        if views:
+            await self._channel.send_update_metadata(me, decisions.update_metadata(
+                me, self._epoch, self._broker_epoch, TYPE_INCREMENTAL, views, self._live(),
+                deleting=True))
+        hosted = [(t.name, p, t.states[p].leader_epoch if p in t.states else -1)
+                  for p, a in t.assignment.items() if me in a.replicas]
+        if hosted:
+            await self._channel.send_stop_replica(me, decisions.stop_replica(
+                me, self._epoch, self._broker_epoch, hosted, delete=True))
+        await self._store.multi([
+            Delete(TopicZNode.path(t.name), recursive=True, must_exist=False),
+            Delete(_topic_config_path(t.name), must_exist=False),
+            Delete(DeleteTopicsTopicZNode.path(t.name), must_exist=False),
+        ])
+        self._topics.pop(t.name, None)
+        if t.topic_id is not None:
+            self._ids.pop(t.topic_id, None)
+
+    # ------------------------------------------------------------------ CreatePartitions
+
+    async def create_partitions(self, topics, validate_only: bool = False) -> list[TopicResult]:
+        """Increase partition counts. INVALID_REQUEST (duplicate topic), UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_PARTITIONS (count not above the current one, or above the limit),
+        INVALID_REPLICA_ASSIGNMENT (wrong number of assignments, unknown brokers, duplicates,
+        replication factor differing from the topic's), INVALID_REPLICATION_FACTOR (the
+        topic's replication factor exceeds the live brokers)."""
+        reqs = [t if isinstance(t, CreatePartitionsTopic) else CreatePartitionsTopic(*t)
+                for t in topics]
+        counts: dict[str, int] = {}
+        for r in reqs:
+            counts[r.name] = counts.get(r.name, 0) + 1
+        async with self._lock:
+            results = []
+            for r in reqs:
+                try:
+                    if counts[r.name] > 1:
+                        raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                    await self._grow(r, validate_only)
+                    results.append(TopicResult(r.name, int(ErrorCode.NONE)))
+                except KafkaError as e:
+                    results.append(TopicResult(r.name, int(e.code), e.message))
+            return results
+
+    async def _grow(self, r: CreatePartitionsTopic, validate_only: bool) -> None:
+        t = self._topics.get(r.name)
+        if t is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{r.name}' does not exist.")
+        current = len(t.assignment)
+        if r.count < current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} "
+                             f"partitions, which is higher than the requested {r.count}.")
+        if r.count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic already has {current} partitions.")
+        if r.count > self._max_partitions:
+            av.check_counts(r.count, 1, 1, self._max_partitions)
+        rf = len(t.assignment[0].replicas) if 0 in t.assignment else 1
+        new_ids = range(current, r.count)
+        if r.assignments is not None:
+            if len(r.assignments) != len(new_ids):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Increasing the number of partitions by {len(new_ids)} but "
+                                 f"{len(r.assignments)} assignments provided.")
+            given = dict(zip(new_ids, r.assignments, strict=True))
+            av.check_assignment(given, current, self._live_ids(), expected_rf=rf)
+            added = {p: ReplicaAssignment(tuple(rs)) for p, rs in given.items()}
+        else:
+            if rf > len(self._live_ids()):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor: {rf} larger than available brokers: "
+                                 f"{len(self._live_ids())}.")
+            added = self._assign(new_ids, rf)
+        if validate_only:
+            return
+        states = {p: self._initial_state(a) for p, a in added.items()}
+        assignment = {**t.assignment, **added}
+        topic_stat = self._store.exists(TopicZNode.path(t.name))
+        ops: list[Op] = [SetData(TopicZNode.path(t.name),
+                                 TopicZNode.encode(TopicAssignment(t.topic_id, assignment)),
+                                 expected_version=topic_stat.version if topic_stat else -1)]
+        ops += [self._state_op(t.name, p, None, s) for p, s in states.items()]
+        await self._store.multi(ops)
+        t.assignment = assignment
+        t.states.update(states)
+        await self._send(self._views(t, sorted(added)), TYPE_INCREMENTAL, is_new=True)
+
+    # ------------------------------------------------------------------ configs
+
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        t = self._topics.get(name)
+        return None if t is None else dict(t.configs)
+
+    async def alter_topic_configs(self, name: str, configs, validate_only: bool = False
+                                  ) -> TopicResult:
+        """Replace the topic's overrides (AlterConfigs). UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_CONFIG."""
+        return await self._alter(name, lambda _current: validate_topic_config(dict(configs)),
+                                 validate_only)
+
+    async def incremental_alter_topic_configs(self, name: str, ops, validate_only: bool = False
+                                              ) -> TopicResult:
+        """IncrementalAlterConfigs on one topic (see topic_config.apply_incremental)."""
+        return await self._alter(name, lambda current: apply_incremental(current, ops),
+                                 validate_only)
+
+    async def _alter(self, name: str, compute, validate_only: bool) -> TopicResult:
+        async with self._lock:
+            t = self._topics.get(name)
+            try:
+                if t is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"Topic {name} does not exist.")
+                new = compute(dict(t.configs))
+            except KafkaError as e:
+                return TopicResult(name, int(e.code), e.message)
+            if not validate_only and new != t.configs:
+                await self._store.multi([SetData(_topic_config_path(name),
+                                                 ConfigEntityZNode.encode(new))])
+                t.configs = new
+                await self._channel.send_topic_config_change(self._broker.id, name, dict(new))
+            return TopicResult(name, int(ErrorCode.NONE))
+
+    # ------------------------------------------------------------------ ElectLeaders
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> list[ElectLeadersResult]:
+        """KIP-460. Per partition: UNKNOWN_TOPIC_OR_PARTITION; ELECTION_NOT_NEEDED (preferred:
+        the preferred replica already leads; unclean: a live leader exists);
+        PREFERRED_LEADER_NOT_AVAILABLE (preferred replica not live or not in the ISR);
+        ELIGIBLE_LEADERS_NOT_AVAILABLE (unclean: no live replica); INVALID_REQUEST (unknown
+        election type). ``partitions=None`` means every partition, and then only partitions
+        where an election ran or failed are reported."""
+        async with self._lock:
+            everything = partitions is None
+            if everything:
+                partitions = [(t.name, p) for t in self._topics.values() for p in t.assignment]
+            results: list[ElectLeadersResult] = []
+            ops: list[Op] = []
+            elected: list[tuple[_Topic, int, LeaderIsrAndControllerEpoch]] = []
+            live = self._live_ids()
+            for topic, p in partitions:
+                t = self._topics.get(topic)
+                code, msg, new = ErrorCode.NONE, None, None
+                if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
+                    code, msg = ErrorCode.INVALID_REQUEST, f"Unknown election type {election_type}"
+                elif t is None or p not in t.assignment:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    msg = f"The partition {topic}-{p} does not exist."
+                elif election_type == ELECTION_PREFERRED:
+                    preferred = t.assignment[p].replicas[0]
+                    state = t.states.get(p)
+                    if state is not None and state.leader == preferred:
+                        code, msg = ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed"
+                    elif preferred not in live or state is None or preferred not in state.isr:
+                        code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                        msg = f"Failed to elect leader for partition {topic}-{p} under strategy " \
+                              "PreferredReplicaPartitionLeaderElectionStrategy"
+                    else:
+                        new = self._next_state(state, preferred, state.isr)
+                else:
+                    state = t.states.get(p)
+                    if state is not None and state.leader in live:
+                        code, msg = ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed"
+                    else:
+                        new = self._offline_election(t, p, allow_unclean=True)
+                        if new is None:
+                            code = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                            msg = f"Failed to elect leader for partition {topic}-{p} under " \
+                                  "strategy OfflinePartitionLeaderElectionStrategy"
+                if new is not None:
+                    elected.append((t, p, new))
+                    ops.append(self._state_op(topic, p, t.states.get(p), new))
+                if not (everything and code == ErrorCode.ELECTION_NOT_NEEDED):
+                    results.append(ElectLeadersResult(topic, p, int(code), msg))
+            if ops:
+                await self._store.multi(ops)
+                views = []
+                for t, p, new in elected:
+                    t.states[p] = new
+                    views += self._views(t, [p])
+                await self._send(views, TYPE_INCREMENTAL, is_new=False)
+            return results
+
+    # ------------------------------------------------------------------ producer ids
+
+    async def allocate_producer_ids(self, broker_id: int) -> ProducerIdBlock:
+        """Next block after ``/latest_producer_id_block`` (first block starts at 0)."""
+        async with self._lock:
+            s = self._store
+            stat = s.exists(ProducerIdBlockZNode.path)
+            data = s.get_data(ProducerIdBlockZNode.path)
+            start = 0 if not data else ProducerIdBlockZNode.decode(data).block_end + 1
+            if start > (1 << 63) - 1 - PRODUCER_ID_BLOCK_SIZE:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "Exhausted all producer ids")
+            block = ProducerIdBlock(broker_id, start, start + PRODUCER_ID_BLOCK_SIZE - 1)
+            data = ProducerIdBlockZNode.encode(block)
+            if stat is None:
+                await s.multi([Create(ProducerIdBlockZNode.path, data)])
+            else:
+                await s.multi([SetData(ProducerIdBlockZNode.path, data, stat.version)])
+            return block
