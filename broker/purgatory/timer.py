@@ -80,8 +80,9 @@ class _WheelTimer:
             task.cancel()
         if self._closed:
             raise RuntimeError("timer is shut down")
-        task.expiration_ms = self.now_ms() + task.delay_ms
-        if not self._wheel.add(task):
+        delay = task.delay_ms
+        task.expiration_ms = self.now_ms() + delay
+        if delay <= 0 or not self._wheel.add(task):
             self._expired_on_add(task)
 
     def _reinsert(self, task: TimerTask) -> None:
@@ -100,6 +101,10 @@ class _WheelTimer:
             wheel.advance_clock(bucket.expiration_ms)
             bucket.flush(self._reinsert)
             bucket = queue.poll_expired(now_ms)
+        if not len(queue):
+            # Nothing is scheduled, so no bucket holds a task: catch the wheel up with the
+            # clock so that the next timers do not start on a stale, coarser level.
+            wheel.advance_clock(now_ms)
         return True
 
     @property
