@@ -1,0 +1,300 @@
+"""MetadataCache: what the controller's UpdateMetadata decisions told this broker.
+
+Pure in-memory, no I/O, no awaits: the broker's BrokerMetadataListener calls
+:meth:`MetadataCache.update_metadata` with an ``UpdateMetadataRequest`` (v8 shape; older
+shapes with ``ungrouped_partition_states`` / ``v0_host`` are read too), and the Metadata,
+DescribeCluster, FindCoordinator, Produce/Fetch handlers query it. Follows Kafka's
+ZkMetadataCache:
+
+- live brokers are replaced by each request's ``live_brokers`` list;
+- partition states are merged (INCREMENTAL) or replace the whole set (``type`` FULL = 2);
+- a partition whose leader is -2 (``LeaderDuringDelete``) is removed, and a topic with no
+  partitions left is removed with its topic id;
+- a request whose ``controller_epoch`` is older than the newest applied one raises
+  ``KafkaError(STALE_CONTROLLER_EPOCH)`` and changes nothing.
+
+Metadata answers (:meth:`get_topic_metadata`) use Kafka's per-partition errors: the leader
+is not a live broker -> LEADER_NOT_AVAILABLE with leader id -1; the leader lacks the
+requested listener -> LEADER_NOT_AVAILABLE (LISTENER_NOT_FOUND when
+``error_unavailable_listeners``); with ``error_unavailable_endpoints`` (Metadata v0) replicas
+without an endpoint are filtered out and REPLICA_NOT_AVAILABLE reported.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaError
+
+LEADER_DURING_DELETE = -2
+NO_LEADER_ID = -1
+TYPE_FULL = 2
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    listener: str
+    security_protocol: int
+
+
+@dataclass(frozen=True)
+class Node:
+    """A broker as Metadata/FindCoordinator/DescribeCluster report it, for one listener."""
+
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class Broker:
+    id: int
+    endpoints: dict[str, Endpoint]
+    rack: str | None
+
+    def node(self, listener: str) -> Node | None:
+        e = self.endpoints.get(listener)
+        return None if e is None else Node(self.id, e.host, e.port, self.rack)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass
+class PartitionMetadata:
+    partition: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    offline_replicas: list[int]
+
+
+@dataclass
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID | None
+    error_code: int
+    is_internal: bool
+    partitions: list[PartitionMetadata] = field(default_factory=list)
+
+
+class MetadataCache:
+    """The broker's view of the cluster. ``cluster_id`` comes from the controller at
+    startup (UpdateMetadata does not carry it)."""
+
+    def __init__(self, broker_id: int, cluster_id: str | None = None) -> None:
+        self.broker_id = broker_id
+        self._cluster_id = cluster_id
+        self._controller_id: int | None = None
+        self._controller_epoch = -1
+        self._brokers: dict[int, Broker] = {}
+        self._partitions: dict[str, dict[int, PartitionState]] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topic_names: dict[uuid.UUID, str] = {}
+
+    # ------------------------------------------------------------------ updates
+
+    def set_cluster_id(self, cluster_id: str) -> None:
+        self._cluster_id = cluster_id
+
+    def update_metadata(self, request: Any) -> list[tuple[str, int]]:
+        """Apply an UpdateMetadata decision; returns the partitions it deleted."""
+        if request.controller_epoch < self._controller_epoch:
+            raise KafkaError(
+                ErrorCode.STALE_CONTROLLER_EPOCH,
+                f"UpdateMetadata with controller epoch {request.controller_epoch} is older "
+                f"than {self._controller_epoch}",
+            )
+        brokers = {b.id: self._broker(b) for b in request.live_brokers}
+        states: list[tuple[uuid.UUID | None, PartitionState]] = []
+        for ts in getattr(request, "topic_states", None) or []:
+            tid = ts.topic_id if getattr(ts, "topic_id", None) else None
+            for ps in ts.partition_states:
+                states.append((tid, self._state(ts.topic_name, ps)))
+        for ps in getattr(request, "ungrouped_partition_states", None) or []:
+            states.append((None, self._state(ps.topic_name, ps)))
+
+        deleted: list[tuple[str, int]] = []
+        if getattr(request, "type", 0) == TYPE_FULL:
+            keep = {(s.topic, s.partition) for _, s in states}
+            for topic, parts in list(self._partitions.items()):
+                for p in list(parts):
+                    if (topic, p) not in keep:
+                        deleted.append((topic, p))
+                        self._remove(topic, p)
+        for tid, s in states:
+            if s.leader == LEADER_DURING_DELETE:
+                if self._remove(s.topic, s.partition):
+                    deleted.append((s.topic, s.partition))
+                continue
+            self._partitions.setdefault(s.topic, {})[s.partition] = s
+            if tid is not None and tid.int != 0:
+                old = self._topic_ids.get(s.topic)
+                if old is not None and old != tid:
+                    self._topic_names.pop(old, None)
+                self._topic_ids[s.topic] = tid
+                self._topic_names[tid] = s.topic
+        self._brokers = brokers
+        self._controller_id = request.controller_id
+        self._controller_epoch = request.controller_epoch
+        return deleted
+
+    @staticmethod
+    def _broker(b: Any) -> Broker:
+        endpoints: dict[str, Endpoint] = {}
+        for e in getattr(b, "endpoints", None) or []:
+            listener = e.listener or _PROTOCOL_NAMES.get(e.security_protocol, "PLAINTEXT")
+            endpoints[listener] = Endpoint(e.host, e.port, listener, e.security_protocol)
+        if not endpoints and getattr(b, "v0_host", ""):
+            endpoints["PLAINTEXT"] = Endpoint(b.v0_host, b.v0_port, "PLAINTEXT", 0)
+        return Broker(b.id, endpoints, getattr(b, "rack", None))
+
+    @staticmethod
+    def _state(topic: str, ps: Any) -> PartitionState:
+        return PartitionState(
+            topic=topic,
+            partition=ps.partition_index,
+            controller_epoch=ps.controller_epoch,
+            leader=ps.leader,
+            leader_epoch=ps.leader_epoch,
+            isr=tuple(ps.isr),
+            zk_version=ps.zk_version,
+            replicas=tuple(ps.replicas),
+            offline_replicas=tuple(getattr(ps, "offline_replicas", None) or ()),
+        )
+
+    def _remove(self, topic: str, partition: int) -> bool:
+        parts = self._partitions.get(topic)
+        if parts is None or parts.pop(partition, None) is None:
+            return False
+        if not parts:
+            del self._partitions[topic]
+            tid = self._topic_ids.pop(topic, None)
+            if tid is not None:
+                self._topic_names.pop(tid, None)
+        return True
+
+    # ------------------------------------------------------------------ cluster queries
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self._cluster_id
+
+    @property
+    def controller_id(self) -> int | None:
+        """The controller's broker id, or None before the first UpdateMetadata."""
+        return self._controller_id
+
+    @property
+    def controller_epoch(self) -> int:
+        return self._controller_epoch
+
+    def alive_brokers(self) -> list[Broker]:
+        return [self._brokers[i] for i in sorted(self._brokers)]
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self._brokers
+
+    def alive_broker_node(self, broker_id: int, listener: str) -> Node | None:
+        b = self._brokers.get(broker_id)
+        return None if b is None else b.node(listener)
+
+    def alive_broker_nodes(self, listener: str) -> list[Node]:
+        """Live brokers that have ``listener``, by id."""
+        return [n for b in self.alive_brokers() if (n := b.node(listener)) is not None]
+
+    # ------------------------------------------------------------------ topic queries
+
+    def contains_topic(self, name: str) -> bool:
+        return name in self._partitions
+
+    def contains_partition(self, topic: str, partition: int) -> bool:
+        return partition in self._partitions.get(topic, {})
+
+    def all_topics(self) -> list[str]:
+        return sorted(self._partitions)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        return self._topic_ids.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._topic_names.get(topic_id)
+
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        return dict(self._topic_ids)
+
+    def num_partitions(self, name: str) -> int | None:
+        parts = self._partitions.get(name)
+        return None if parts is None else len(parts)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self._partitions.get(topic, {}).get(partition)
+
+    def partition_leader_node(self, topic: str, partition: int, listener: str) -> Node | None:
+        """The leader's node for ``listener``; None if unknown partition or no live leader."""
+        s = self.partition_state(topic, partition)
+        return None if s is None else self.alive_broker_node(s.leader, listener)
+
+    def get_topic_metadata(
+        self,
+        topics: Iterable[str] | None,
+        listener: str,
+        error_unavailable_endpoints: bool = False,
+        error_unavailable_listeners: bool = False,
+    ) -> list[TopicMetadata]:
+        """Metadata for the known topics among ``topics`` (all topics when None), in
+        request order (sorted for None). Unknown names are left out: the Metadata handler
+        decides between auto-creation and UNKNOWN_TOPIC_OR_PARTITION."""
+        names = self.all_topics() if topics is None else list(dict.fromkeys(topics))
+        out = []
+        for name in names:
+            parts = self._partitions.get(name)
+            if parts is None:
+                continue
+            tm = TopicMetadata(name, self._topic_ids.get(name), int(ErrorCode.NONE),
+                               name in INTERNAL_TOPICS)
+            for p in sorted(parts):
+                tm.partitions.append(self._partition_metadata(
+                    parts[p], listener, error_unavailable_endpoints, error_unavailable_listeners))
+            out.append(tm)
+        return out
+
+    def _partition_metadata(self, s: PartitionState, listener: str, error_endpoints: bool,
+                            error_listeners: bool) -> PartitionMetadata:
+        def has_endpoint(b: int) -> bool:
+            return self.alive_broker_node(b, listener) is not None
+
+        replicas = [r for r in s.replicas if has_endpoint(r)] if error_endpoints else list(s.replicas)
+        isr = [r for r in s.isr if has_endpoint(r)] if error_endpoints else list(s.isr)
+        offline = list(s.offline_replicas)
+        if self.alive_broker_node(s.leader, listener) is None:
+            code = ErrorCode.LEADER_NOT_AVAILABLE
+            if error_listeners and self.is_alive(s.leader):
+                code = ErrorCode.LISTENER_NOT_FOUND
+            return PartitionMetadata(s.partition, int(code), NO_LEADER_ID, s.leader_epoch,
+                                     replicas, isr, offline)
+        code = ErrorCode.NONE
+        if error_endpoints and (len(replicas) < len(s.replicas) or len(isr) < len(s.isr)):
+            code = ErrorCode.REPLICA_NOT_AVAILABLE
+        return PartitionMetadata(s.partition, int(code), s.leader, s.leader_epoch, replicas, isr,
+                                 offline)
