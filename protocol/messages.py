@@ -218,7 +218,7 @@ def _finish_class(schema: StructSchema) -> None:
     cls = schema.cls
     cls.__init__ = ns["__init__"]
     attrs = [f.attr for f in schema.fields] + ["unknown_tagged_fields"]
-    cls._key = operator.attrgetter(*attrs) if len(attrs) > 1 else (lambda o: (o.unknown_tagged_fields,))
+    cls._key = operator.attrgetter(*attrs) if len(attrs) > 1 else staticmethod(lambda o: (o.unknown_tagged_fields,))
 
 
 def _build_message(spec: dict) -> type:
