@@ -244,3 +244,17 @@ def test_shipped_config_files_parse_without_unknown_keys():
     ids = {KafkaConfig.from_file(p).broker_id
            for p in (REPO / "config" / "cluster").glob("broker-*.properties")}
     assert ids == {1, 2, 3}
+
+
+def test_readme_config_table_matches_defaults():
+    """Every backticked default in the README's config table is KafkaConfig's default."""
+    import re
+
+    defaults = KafkaConfig()
+    rows = re.findall(r"^\| `([a-z0-9.]+)` \| `([^`]*)` \|", (REPO / "README.md").read_text(),
+                      re.MULTILINE)
+    assert len(rows) >= 30
+    entries = {e.name: e.value for e in defaults.describe()}
+    for key, default in rows:
+        assert key in BROKER_CONFIG_KEYS, key
+        assert entries[key] == default, (key, default, entries[key])
