@@ -40,6 +40,7 @@ from controller.api import (
     PRODUCER_ID_BLOCK_SIZE,
     TYPE_FULL,
     TYPE_INCREMENTAL,
+    BrokerMetadataListener,
     Controller,
     ControllerChannel,
     CreatableTopic,
@@ -49,6 +50,7 @@ from controller.api import (
     ElectLeadersResult,
     TopicResult,
 )
+from controller.channel import LocalControllerChannel
 from controller.kafka_uuid import random_uuid, to_base64
 from controller.metadata_store import Create, Delete, EmbeddedMetadataStore, Op, SetData
 from controller.topic_config import apply_incremental, validate_topic_config
@@ -125,6 +127,16 @@ class EmbeddedController(Controller):
         self._broker_epoch = -1
         self._cluster_id = ""
         self._started = False
+
+    @classmethod
+    async def open(cls, log_dir: str, broker: BrokerInfo, listener: BrokerMetadataListener,
+                   **kwargs) -> EmbeddedController:
+        """Open (or create) the store under ``log_dir`` (the first of ``log.dirs``) and
+        return a controller wired to ``listener`` through a LocalControllerChannel. Call
+        ``await startup()`` next. Raises MetadataStoreCorruptError for an unreadable store."""
+        store = EmbeddedMetadataStore(log_dir)
+        await store.open()
+        return cls(store, broker, LocalControllerChannel(broker.id, listener), **kwargs)
 
     # ------------------------------------------------------------------ properties
 

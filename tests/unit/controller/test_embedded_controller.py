@@ -368,3 +368,16 @@ async def test_listener_failure_is_counted_not_raised(tmp_path):
     assert channel.failures == 1 and listener.kinds() == ["um"]
     with pytest.raises(ValueError):
         await channel.send_update_metadata(2, None)
+
+
+async def test_open_factory_and_serialised_concurrent_creates(tmp_path):
+    import asyncio
+
+    listener = RecordingBroker()
+    ctl = await EmbeddedController.open(str(tmp_path / "logs"), BROKER, listener)
+    await ctl.startup()
+    assert (tmp_path / "logs" / "josef-metadata.json").exists()
+    results = await asyncio.gather(*[ctl.create_topics([CreatableTopic("same", 1, 1)])
+                                     for _ in range(5)])
+    codes = sorted(r[0].error_code for r in results)
+    assert codes == [0] + [ErrorCode.TOPIC_ALREADY_EXISTS] * 4
