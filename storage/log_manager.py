@@ -67,6 +67,7 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._tasks: list[asyncio.Task] = []
         self._pending: set[asyncio.Future] = set()
+        self._doomed: set[LogSegment] = set()  # renamed .deleted, unlinked after a delay
         self._loop: asyncio.AbstractEventLoop | None = None
         self.had_clean_shutdown: dict[str, bool] = {}
 
@@ -149,6 +150,9 @@ class LogManager:
 
     def close_all(self) -> None:
         """Blocking clean shutdown (see `shutdown`)."""
+        for seg in list(self._doomed):
+            self._doomed.discard(seg)
+            seg.delete_files()
         for log in self._logs.values():
             log.flush()
         self.checkpoint_recovery_points()
@@ -244,7 +248,13 @@ class LogManager:
             return
         delay = self.default_config.file_delete_delay_ms
         for s in segs:
-            loop.call_later(delay / 1000, self._submit, s.delete_files)
+            self._doomed.add(s)
+            loop.call_later(delay / 1000, self._delete_doomed, s)
+
+    def _delete_doomed(self, seg: LogSegment) -> None:
+        if seg in self._doomed:
+            self._doomed.discard(seg)
+            self._submit(seg.delete_files)
 
     # --- background jobs ----------------------------------------------------------------------
     async def _every(self, interval_ms: int, fn) -> None:

@@ -1,0 +1,117 @@
+import asyncio
+import dataclasses
+import os
+
+import pytest
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.checkpoints import OffsetCheckpointFile
+from storage.config import LogConfig
+from storage.log_manager import LogManager
+
+from .conftest import build_batch
+
+CFG = LogConfig(segment_bytes=3000, index_interval_bytes=300, segment_index_bytes=4096,
+                file_delete_delay_ms=10)
+
+
+async def test_placement_checkpoints_and_clean_restart(tmp_path, clock):
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    mgr = LogManager(dirs, CFG, broker_id=1, cluster_id="c1", time_ms=clock)
+    await mgr.startup(background=False)
+    for d in dirs:
+        with open(os.path.join(d, "meta.properties")) as f:
+            assert "broker.id=1" in f.read()
+    logs = {p: mgr.get_or_create_log(("orders", p)) for p in range(4)}
+    assert mgr.get_or_create_log(("orders", 0)) is logs[0]
+    placed = [mgr.log_dir_of(("orders", p)) for p in range(4)]
+    assert placed.count(dirs[0]) == 2 and placed.count(dirs[1]) == 2
+    for p, log in logs.items():
+        for _ in range(10 * (p + 1)):
+            log.append_as_leader(build_batch(n=2), 0)
+        log.high_watermark = log.log_end_offset - 1
+    await mgr.shutdown()
+    for d in dirs:
+        assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+        rp = OffsetCheckpointFile(os.path.join(d, "recovery-point-offset-checkpoint")).read()
+        hw = OffsetCheckpointFile(os.path.join(d, "replication-offset-checkpoint")).read()
+        for (t, p), off in rp.items():
+            assert t == "orders" and off == 20 * (p + 1) and hw[(t, p)] == off - 1
+    mgr = LogManager(dirs, CFG, broker_id=1, cluster_id="c1", time_ms=clock)
+    await mgr.startup(background=False)
+    assert all(mgr.had_clean_shutdown.values())
+    assert not any(os.path.exists(os.path.join(d, ".kafka_cleanshutdown")) for d in dirs)
+    assert {tp: lg.log_end_offset for tp, lg in mgr.all_logs().items()} == {
+        ("orders", p): 20 * (p + 1) for p in range(4)}
+    assert mgr.get_log(("orders", 3)).high_watermark == 79
+    await mgr.shutdown()
+
+
+async def test_meta_properties_mismatch(tmp_path):
+    mgr = LogManager([str(tmp_path)], CFG, broker_id=1, cluster_id="c1")
+    await mgr.startup(background=False)
+    await mgr.shutdown()
+    with pytest.raises(KafkaError) as e:
+        await LogManager([str(tmp_path)], CFG, broker_id=1, cluster_id="other").startup()
+    assert e.value.code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    with pytest.raises(KafkaError):
+        await LogManager([str(tmp_path)], CFG, broker_id=2, cluster_id="c1").startup()
+
+
+async def test_delete_renames_then_removes(tmp_path):
+    mgr = LogManager([str(tmp_path)], CFG)
+    await mgr.startup(background=False)
+    log = mgr.get_or_create_log(("my.topic", 2))
+    log.append_as_leader(build_batch(), 0)
+    assert mgr.delete_log(("my.topic", 2))
+    assert not mgr.delete_log(("my.topic", 2))
+    assert mgr.get_log(("my.topic", 2)) is None
+    left = [n for n in os.listdir(tmp_path) if n.startswith("my.topic-2")]
+    assert len(left) == 1 and left[0].endswith("-delete") and len(left[0]) == len(
+        "my.topic-2.") + 32 + len("-delete")
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if not os.path.exists(tmp_path / left[0]):
+            break
+    assert not os.path.exists(tmp_path / left[0])
+    await mgr.shutdown()
+
+
+async def test_roll_flushes_in_executor_and_retention_runs_on_loop(tmp_path, clock):
+    cfg = dataclasses.replace(CFG, retention_ms=60_000)
+    mgr = LogManager([str(tmp_path)], cfg, time_ms=clock)
+    await mgr.startup(background=False)
+    log = mgr.get_or_create_log(("t", 0), cfg)
+    for i in range(60):
+        log.append_as_leader(build_batch(n=2, ts=clock.now + i), 0)
+    assert log.num_segments > 3
+    await asyncio.gather(*list(mgr._pending))
+    assert log.recovery_point == log.active_segment.base_offset  # flushed up to the roll
+    log.high_watermark = log.log_end_offset
+    assert await mgr.cleanup_logs() == 0
+    clock.advance(120_000)
+    deleted = await mgr.cleanup_logs()
+    assert deleted > 0 and log.num_segments == 1
+    assert log.log_start_offset == log.active_segment.base_offset
+    await mgr.shutdown()
+    starts = OffsetCheckpointFile(str(tmp_path / "log-start-offset-checkpoint")).read()
+    assert starts[("t", 0)] == log.log_start_offset
+
+
+async def test_background_tasks_flush_by_time(tmp_path, clock):
+    cfg = dataclasses.replace(CFG, flush_interval_ms=1000)
+    mgr = LogManager([str(tmp_path)], cfg, time_ms=clock, flush_check_interval_ms=5,
+                     recovery_point_checkpoint_interval_ms=5)
+    await mgr.startup()
+    log = mgr.get_or_create_log(("t", 0), cfg)
+    log.append_as_leader(build_batch(), 0)
+    await asyncio.sleep(0.05)
+    assert log.recovery_point == 0  # flush.ms not reached yet (manual clock)
+    clock.advance(1000)
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        cp = OffsetCheckpointFile(str(tmp_path / "recovery-point-offset-checkpoint")).read()
+        if cp.get(("t", 0)) == 3:
+            break
+    assert log.recovery_point == 3 and cp[("t", 0)] == 3
+    await mgr.shutdown()
