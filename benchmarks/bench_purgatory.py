@@ -239,8 +239,11 @@ async def main(sizes: list[int], repeat: int) -> str:
             b2 = await measure(base, delays, 1)
             b = max(b1, b2)
             rows.append((workload, n, o, b))
-            print(f"{workload:20s} {n:>9,d}  ours {o:>12,.0f}/s  call_later {b:>12,.0f}/s"
-                  f"  x{o / b:.2f}", flush=True)
+            print(
+                f"{workload:20s} {n:>9,d}  ours {o:>12,.0f}/s  call_later {b:>12,.0f}/s"
+                f"  x{o / b:.2f}",
+                flush=True,
+            )
     lines = [
         "# Purgatory benchmark",
         "",

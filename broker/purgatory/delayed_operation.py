@@ -391,4 +391,3 @@ class DelayedOperationPurgatory:
             f"DelayedOperationPurgatory({self.name!r}, watched={self._watched}, "
             f"delayed={self._pending}, keys={len(self._watchers)})"
         )
-

@@ -133,8 +133,7 @@ def test_worked_example_450ms_hops_down_three_levels():
 
 @pytest.mark.parametrize(
     "delay",
-    [1, 2, 19, 20, 21, 399, 400, 401, 7_999, 8_000, 8_001, 159_999, 160_000, 3_599_999,
-     3_600_000],
+    [1, 2, 19, 20, 21, 399, 400, 401, 7_999, 8_000, 8_001, 159_999, 160_000, 3_599_999, 3_600_000],
 )
 def test_overflow_wheels_fire_on_time_from_1ms_to_1h(delay):
     timer = MockTimer(MockTime(start_ms=1_234_567))  # start not aligned on any tick
