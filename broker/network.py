@@ -132,10 +132,14 @@ class ProcessorBase:
         self._ready: dict[int, Response | None] = {}  # completed, waiting for their turn
         self._held_bytes = 0  # frames pending + responses held
         self._sending = False  # an async send (file slices) owns the transport
+        self._out: list[bytes | bytearray | memoryview] = []  # corked small responses
+        self._out_bytes = 0
+        self._out_scheduled = False
         self._reading = True
         self._writing_paused = False
         self._drained: asyncio.Future[None] | None = None
         self._sendfile_ok = server.use_sendfile
+        self._sock_fd: int | None = None
 
     # ---- asyncio protocol callbacks --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -148,6 +152,8 @@ class ProcessorBase:
         self.connection_id = f"{_addr(local)}-{_addr(peer)}-{self.server.next_connection_index()}"
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock is not None and transport.get_extra_info("sslcontext") is None:
+            self._sock_fd = sock.fileno()  # plain socket: os.sendfile may write to it
         self.server.register(self)
 
     def _decode_failed(self, e: ProtocolError) -> None:
@@ -214,12 +220,24 @@ class ProcessorBase:
             self._in_handler += 1
             channel.send_request(request)
 
-    def handler_done(self, request: Request) -> None:
-        """Called by an IO worker when the handler returned (response or parked future)."""
+    def handler_done(self, request: Request) -> Request | None:
+        """Called by an IO worker when the handler returned (response or parked future).
+
+        Returns the connection's next pending request for the same worker to run at once
+        (saving a queue hop, so pipelined requests are handled in one loop iteration and their
+        responses leave in one write), or None.
+        """
         if self.closed:
-            return
+            return None
         self._in_handler -= 1
+        following = None
+        if self._pending:
+            following = self._pending.popleft()
+            self._held_bytes -= len(following.frame)
+            self._in_handler += 1
         self._dispatch()
+        self._update_reading()
+        return following
 
     def response_ready(self, request: Request, response: Response | None) -> None:
         """Called when the outcome of ``request`` is known; sends what is due, in order."""
@@ -255,19 +273,44 @@ class ProcessorBase:
                 self._sending = True
                 asyncio.get_running_loop().create_task(self._send_with_files(response))
                 return
-            prefix = SIZE_PREFIX.pack(response.size)
-            if response.size <= SMALL_WRITE_JOIN:
-                transport.write(b"".join([prefix, *response.parts]))
-            else:
-                transport.write(prefix)
-                for part in response.parts:
-                    transport.write(part)
+            self._out.append(SIZE_PREFIX.pack(response.size))
+            self._out.extend(response.parts)  # type: ignore[arg-type]  # no file parts here
+            self._out_bytes += 4 + response.size
+            if self._out_bytes > SMALL_WRITE_JOIN:
+                self._write_out()
+            elif not self._out_scheduled:
+                # cork: responses completed in this loop iteration leave in one send
+                self._out_scheduled = True
+                asyncio.get_running_loop().call_soon(self._write_out)
         self._update_reading()
+
+    def _write_out(self) -> None:
+        self._out_scheduled = False
+        out = self._out
+        if not out or self.transport is None:
+            return
+        if self._out_bytes <= SMALL_WRITE_JOIN:
+            self.transport.write(b"".join(out))
+        else:
+            small: list[Any] = []
+            for part in out:  # join small pieces, write large ones as they are
+                if len(part) < 4096:
+                    small.append(part)
+                    continue
+                if small:
+                    self.transport.write(b"".join(small))
+                    small = []
+                self.transport.write(part)
+            if small:
+                self.transport.write(b"".join(small))
+        self._out = []
+        self._out_bytes = 0
 
     async def _send_with_files(self, response: Response) -> None:
         transport = self.transport
         assert transport is not None
         try:
+            self._write_out()
             transport.write(SIZE_PREFIX.pack(response.size))
             for part in response.parts:
                 if self.closed:
@@ -292,10 +335,25 @@ class ProcessorBase:
         loop = asyncio.get_running_loop()
         transport = self.transport
         assert transport is not None
+        position, remaining = part.position, part.length
         if self._sendfile_ok:
-            try:
+            if self._sock_fd is not None and transport.get_write_buffer_size() == 0:
+                # Fast path: nothing is buffered in the transport, so bytes sent straight to
+                # the socket keep their place in the stream; go until the socket is full.
+                try:
+                    while remaining:
+                        n = os.sendfile(self._sock_fd, part.fileno(), position, remaining)
+                        if n == 0:
+                            raise OSError(f"file slice shorter than announced at {position}")
+                        position += n
+                        remaining -= n
+                except (BlockingIOError, InterruptedError):
+                    pass
+                if not remaining:
+                    return
+            try:  # the socket is full: let asyncio wait for writability between sendfiles
                 sent = await loop.sendfile(transport, _SendfileSource(part.fileno()),
-                                           part.position, part.length, fallback=False)
+                                           position, remaining, fallback=False)
             except (asyncio.SendfileNotAvailableError, NotImplementedError):
                 self._sendfile_ok = False
             except RuntimeError:
@@ -303,13 +361,12 @@ class ProcessorBase:
                     raise ConnectionError("connection closed during sendfile") from None
                 self._sendfile_ok = False  # transport without native sendfile support
             else:
-                if sent != part.length:
+                if sent != remaining:
                     raise OSError(f"file slice shorter than announced: {sent} of "
-                                  f"{part.length} bytes at {part.position}")
+                                  f"{remaining} bytes at {position}")
                 return
         fd = part.fileno()
-        position, remaining = part.position, part.length
-        while remaining:
+        while remaining:  # pread fallback, from wherever sendfile stopped
             chunk = await loop.run_in_executor(None, os.pread, fd, min(remaining, PREAD_CHUNK),
                                                position)
             if not chunk:
@@ -354,6 +411,8 @@ class ProcessorBase:
         """Close the connection now; queued requests of it are dropped by the workers."""
         if self.closed:
             return
+        if self._out and self.transport is not None:
+            self._write_out()  # responses due before a close-connection response
         self.closed = True
         self._pending.clear()
         self._ready.clear()

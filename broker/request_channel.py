@@ -196,12 +196,15 @@ class RequestChannel:
     async def _run_worker(self, index: int) -> None:
         queue = self._queue
         handler = self.handler
+        request = None
         while True:
-            request = await queue.get()
-            if request is _STOP:
-                return
+            if request is None:
+                request = await queue.get()
+                if request is _STOP:
+                    return
             processor = request.processor
             if processor is not None and processor.closed:
+                request = None
                 continue  # connection gone while queued
             try:
                 result = handler(request)
@@ -215,15 +218,16 @@ class RequestChannel:
             if isinstance(result, asyncio.Future):
                 self._parked.add(result)
                 result.add_done_callback(lambda fut, r=request: self._parked_done(r, fut))
-                if processor is not None:
-                    processor.handler_done(request)
+                request = processor.handler_done(request) if processor is not None else None
                 continue
             if result is not None and not isinstance(result, Response):
                 log.error("handler returned %r for %r; closing the connection", result, request)
                 result = Response.close_connection()
-            if processor is not None:
-                processor.handler_done(request)
-                processor.response_ready(request, result)
+            if processor is None:
+                request = None
+                continue
+            processor.response_ready(request, result)
+            request = processor.handler_done(request)
 
     def _parked_done(self, request: Request, fut: asyncio.Future[Any]) -> None:
         self._parked.discard(fut)

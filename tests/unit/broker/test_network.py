@@ -290,7 +290,7 @@ class _Records:  # shaped like storage's FileRecords
         return sum(s[2] for s in self.slices)
 
 
-async def _file_slice_round_trip(make_server, connect, data_file):
+async def _file_slice_round_trip(make_server, connect, data_file, **kw):
     path, data = data_file
     f = open(path, "rb")  # noqa: SIM115 - closed below
     fd = os.open(path, os.O_RDONLY)
@@ -301,7 +301,7 @@ async def _file_slice_round_trip(make_server, connect, data_file):
                              _Records([(fd, 2_500_000, len(data) - 2_500_000), (f, 0, 0)]),
                              b">"])
 
-        server = await make_server(handler)
+        server = await make_server(handler, **kw)
         reader, writer = await connect(server)
         writer.write(request_frame(ECHO, 1) + request_frame(ECHO, 2))
         expect = (b"<" + data[1000:2_001_000] + b"|" + data[5:15] + data[2_500_000:] + b">")
@@ -317,13 +317,18 @@ async def test_file_slices_sent_with_sendfile_arrive_intact(make_server, connect
     await _file_slice_round_trip(make_server, connect, data_file)
 
 
-async def test_file_slices_fallback_without_sendfile(make_server, connect, data_file, monkeypatch):
+async def test_file_slices_with_pread_only(make_server, connect, data_file):
+    await _file_slice_round_trip(make_server, connect, data_file, use_sendfile=False)
+
+
+async def test_file_slices_fallback_midway(make_server, connect, data_file, monkeypatch):
     loop = asyncio.get_running_loop()
 
     async def no_sendfile(*args, **kw):
         raise asyncio.SendfileNotAvailableError("forced for the test")
 
-    monkeypatch.setattr(loop, "sendfile", no_sendfile)  # as on an SSL transport
+    # direct os.sendfile until the socket is full, then loop.sendfile refuses: pread the rest
+    monkeypatch.setattr(loop, "sendfile", no_sendfile)
     await _file_slice_round_trip(make_server, connect, data_file)
 
 
