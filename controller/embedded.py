@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from controller import admin_validation as av
-from controller import decisions
+from controller import decisions, elections
 from controller.api import (
     ELECTION_PREFERRED,
     ELECTION_UNCLEAN,
@@ -257,32 +257,6 @@ class EmbeddedController(Controller):
     def _unclean_allowed(self, topic: _Topic) -> bool:
         return topic.configs.get("unclean.leader.election.enable", "false").strip().lower() == "true"
 
-    def _offline_election(self, topic: _Topic, p: int, allow_unclean: bool
-                          ) -> LeaderIsrAndControllerEpoch | None:
-        """Kafka's OfflinePartitionLeaderElectionStrategy: first live replica (assignment
-        order) in the ISR; else, if unclean election is allowed, the first live replica with
-        ISR = [it]. None when no replica is eligible."""
-        live = self._live_ids()
-        replicas = topic.assignment[p].replicas
-        state = topic.states.get(p)
-        isr = state.isr if state is not None else tuple(replicas)
-        clean = [r for r in replicas if r in live and r in isr]
-        if clean:
-            leader, new_isr = clean[0], tuple(r for r in isr if r in live)
-        elif allow_unclean and any(r in live for r in replicas):
-            leader = next(r for r in replicas if r in live)
-            new_isr = (leader,)
-        else:
-            return None
-        return self._next_state(state, leader, new_isr)
-
-    def _next_state(self, state: LeaderIsrAndControllerEpoch | None, leader: int,
-                    isr: tuple[int, ...]) -> LeaderIsrAndControllerEpoch:
-        if state is None:
-            return LeaderIsrAndControllerEpoch(leader, INITIAL_LEADER_EPOCH, isr, self._epoch, 0)
-        return LeaderIsrAndControllerEpoch(leader, state.leader_epoch + 1, isr, self._epoch,
-                                           state.partition_epoch + 1)
-
     async def _elect_on_startup(self) -> None:
         live = self._live_ids()
         ops: list[Op] = []
@@ -292,11 +266,13 @@ class EmbeddedController(Controller):
                 state = t.states.get(p)
                 if state is not None and state.leader in live:
                     continue  # online partition with a live leader: no election
-                new = self._offline_election(t, p, self._unclean_allowed(t))
+                new = elections.offline_election(t.assignment[p].replicas, state, live,
+                                                 self._unclean_allowed(t), self._epoch)
                 if new is None:
                     if state is not None and state.leader == NO_LEADER:
                         continue
-                    new = self._next_state(state, NO_LEADER, state.isr if state else ())
+                    new = elections.next_state(state, NO_LEADER, state.isr if state else (),
+                                               self._epoch)
                 changed.append((t, p, new))
                 ops.append(self._state_op(t.name, p, state, new))
         if ops:
@@ -621,22 +597,20 @@ class EmbeddedController(Controller):
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     msg = f"The partition {topic}-{p} does not exist."
                 elif election_type == ELECTION_PREFERRED:
-                    preferred = t.assignment[p].replicas[0]
-                    state = t.states.get(p)
-                    if state is not None and state.leader == preferred:
-                        code, msg = ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed"
-                    elif preferred not in live or state is None or preferred not in state.isr:
-                        code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                    code, new = elections.preferred_election(
+                        t.assignment[p].replicas, t.states.get(p), live, self._epoch)
+                    if code == ErrorCode.ELECTION_NOT_NEEDED:
+                        msg = "Leader election not needed"
+                    elif code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE:
                         msg = f"Failed to elect leader for partition {topic}-{p} under strategy " \
                               "PreferredReplicaPartitionLeaderElectionStrategy"
-                    else:
-                        new = self._next_state(state, preferred, state.isr)
                 else:
                     state = t.states.get(p)
                     if state is not None and state.leader in live:
                         code, msg = ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed"
                     else:
-                        new = self._offline_election(t, p, allow_unclean=True)
+                        new = elections.offline_election(t.assignment[p].replicas, state, live,
+                                                         True, self._epoch)
                         if new is None:
                             code = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                             msg = f"Failed to elect leader for partition {topic}-{p} under " \
