@@ -1,0 +1,29 @@
+"""One module per API family; importing a module registers its handlers (see registry)."""
+
+from __future__ import annotations
+
+import importlib
+
+# Modules listed here are imported by load_all(); each registers its API keys.
+HANDLER_MODULES = [
+    "api_versions",
+    "metadata",
+    "topics",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "producer_id",
+    "telemetry",
+    "cluster",
+]
+
+
+def load_all() -> None:
+    """Import every handler module (idempotent). Missing modules are skipped while the
+    broker is being built up; the registry then simply does not advertise those APIs."""
+    for name in HANDLER_MODULES:
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
