@@ -44,8 +44,8 @@ SOURCE_OPTIONS = {
     "kafkaconsumer.polltimeoutms",
 }
 SINK_OPTIONS = {"topic"}
-# Options Spark itself may add to every data source's option map.
-SPARK_INTERNAL_OPTIONS = {"path", "paths"}
+# Options Spark itself may add to a data source's option map (query options included).
+SPARK_INTERNAL_OPTIONS = {"path", "paths", "checkpointlocation", "queryname"}
 
 # Java client properties that have no librdkafka counterpart and no meaning here: ignored.
 _JAVA_ONLY_PROPERTIES = {"max.poll.records", "key.deserializer", "value.deserializer",
