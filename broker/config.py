@@ -306,6 +306,11 @@ class KafkaConfig:
         return cls(props, overrides)
 
     def _validate(self) -> None:
+        bid, max_id = self._values["broker.id"], self._values["reserved.broker.max.id"]
+        lowest = -1 if self._values["broker.id.generation.enable"] else 0
+        if not lowest <= bid <= max_id:
+            raise ConfigError("broker.id", bid, f"an integer in [{lowest},...,{max_id}] "
+                              "(reserved.broker.max.id; -1 only with broker.id.generation.enable)")
         self.listener_security_protocol_map = _parse_protocol_map(
             self._values["listener.security.protocol.map"])
         self.listeners: list[Endpoint] = parse_listeners(
