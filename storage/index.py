@@ -65,8 +65,9 @@ class AbstractIndex:
         self._capacity = size // self.entry_size
 
     def _unmap(self) -> None:
+        # no msync here: unmapping keeps the dirty pages in the page cache; durability is
+        # `flush()`'s job (called from Log.flush in an executor)
         if self._mm is not None:
-            self._mm.flush()
             self._mm.close()
             self._mm = None
 

@@ -27,7 +27,7 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
-_SCAN_CHUNK = 64 * 1024
+_SCAN_CHUNK = 8 * 1024  # a few index intervals of headers per pread
 _RECOVER_CHUNK = 16 * 1024 * 1024
 
 
