@@ -1,7 +1,7 @@
 """A stand-in broker for testing the harness itself: answers every request with ApiVersions v0.
 
 Usage: ``python fake_broker.py server.properties [--fail-bind-once MARKER]``. Reads the port
-from ``listeners``, prints "started", exits 0 on SIGTERM. With ``--fail-bind-once MARKER`` it
+from ``listeners`` (0 = any), logs the bound port as Kafka's Acceptor does, exits 0 on SIGTERM. With ``--fail-bind-once MARKER`` it
 prints an "Address already in use" error and exits 1 if MARKER does not exist yet (creating it).
 """
 
@@ -41,7 +41,8 @@ async def main() -> int:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     server = await asyncio.start_server(handle, "127.0.0.1", port)
-    print("started", flush=True)
+    bound = server.sockets[0].getsockname()[1]
+    print(f"started; Awaiting socket connections on 127.0.0.1:{bound}.", flush=True)
     async with server:
         await stop.wait()
     print("stopped cleanly", flush=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import signal
 import socket
@@ -32,6 +33,10 @@ JAVA_SRC = REPO_ROOT / "tests" / "java" / "JosefClient.java"
 JAVA_BUILD = REPO_ROOT / "tests" / "java" / "build"
 JAVA_JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar",
              "slf4j-api.jar")
+
+#: The line Kafka's Acceptor logs once a listener is bound ("Awaiting socket connections on
+#: host:port."); with ``port_from_log=True`` the harness reads the OS-chosen port from it.
+BOUND_PORT_RE = re.compile(rb"Awaiting socket connections on \[?[^\s\]]*\]?:(\d+)")
 
 _LIVE: dict[int, subprocess.Popen] = {}
 
@@ -104,13 +109,16 @@ class BrokerProcess:
 
     ``props`` are extra/overriding server.properties entries (Kafka key names). The port is
     picked on the first ``start()`` (retrying with a new port if the broker cannot bind) and
-    kept across restarts. ``command`` replaces ``python -m broker`` (the properties path and
+    kept across restarts. With ``port_from_log`` the first start uses
+    ``listeners=PLAINTEXT://127.0.0.1:0`` and reads the bound port from the broker's log
+    (:data:`BOUND_PORT_RE`) instead of picking one. ``command`` replaces ``python -m broker`` (the properties path and
     ``extra_args`` follow it).
     """
 
     def __init__(self, directory: Path, props: Mapping[str, str] | None = None, *,
                  startup_timeout: float = 20.0, broker_id: int = 0,
-                 extra_args: Sequence[str] = (), command: Sequence[str] | None = None):
+                 extra_args: Sequence[str] = (), command: Sequence[str] | None = None,
+                 port_from_log: bool = False):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = self.dir / "kafka-logs"
@@ -121,10 +129,12 @@ class BrokerProcess:
         self.broker_id = broker_id
         self.extra_args = list(extra_args)
         self.command = list(command or [sys.executable, "-m", "broker"])
+        self.port_from_log = port_from_log
         self.host = "127.0.0.1"
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self._log_offset = 0
 
     # ----- properties -----
     @property
@@ -173,10 +183,13 @@ class BrokerProcess:
         attempts = 3 if first else 1
         for attempt in range(attempts):
             if first:
-                self.port = free_port(self.host)
+                self.port = 0 if self.port_from_log else free_port(self.host)
             self._spawn()
             try:
-                self.wait_ready(self.startup_timeout)
+                deadline = time.monotonic() + self.startup_timeout
+                if self.port == 0:
+                    self.port = self._wait_bound_port(deadline)
+                self.wait_ready(max(0.0, deadline - time.monotonic()))
                 return self
             except BrokerStartError:
                 exited = self.proc is not None and self.proc.poll() is not None
@@ -194,6 +207,7 @@ class BrokerProcess:
         env["PYTHONUNBUFFERED"] = "1"
         self.starts += 1
         with open(self.out_path, "ab") as out:
+            self._log_offset = out.tell()
             out.write(f"----- harness: start #{self.starts} on port {self.port} -----\n".encode())
             out.flush()
             self.proc = subprocess.Popen(
@@ -202,6 +216,22 @@ class BrokerProcess:
                 env=env, start_new_session=True,
             )
         _LIVE[self.proc.pid] = self.proc
+
+    def _wait_bound_port(self, deadline: float) -> int:
+        offset = self._log_offset
+        while time.monotonic() < deadline:
+            with open(self.out_path, "rb") as f:
+                f.seek(offset)
+                m = BOUND_PORT_RE.search(f.read())
+            if m:
+                return int(m.group(1))
+            if self.proc is None or self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        rc = None if self.proc is None else self.proc.poll()
+        raise BrokerStartError(
+            f"no 'Awaiting socket connections on host:port' line in the log (exit code {rc}); "
+            f"log {self.out_path}:\n" + self.log_tail())
 
     def wait_ready(self, timeout: float) -> None:
         """Wait until the port answers an ApiVersions round trip; else ``BrokerStartError``."""

@@ -71,6 +71,29 @@ def test_bind_failure_retries_with_a_new_port(tmp_path):
         b.stop()
 
 
+def test_port_from_log(tmp_path):
+    b = BrokerProcess(tmp_path / "b", command=FAKE, port_from_log=True)
+    b.start()
+    try:
+        assert b.port and b.port > 0
+        api_versions_probe(b.host, b.port)
+        port = b.port
+        b.restart(hard=True)
+        assert b.port == port
+        assert f"listeners=PLAINTEXT://127.0.0.1:{port}" in b.properties_path.read_text()
+        api_versions_probe(b.host, b.port)
+    finally:
+        b.stop()
+
+
+def test_port_from_log_without_the_line_fails_clearly(tmp_path):
+    b = BrokerProcess(tmp_path / "b", port_from_log=True, startup_timeout=2.0,
+                      command=[sys.executable, "-c", "import time; time.sleep(60)"])
+    with pytest.raises(BrokerStartError, match="Awaiting socket connections"):
+        b.start()
+    assert not b.is_running()
+
+
 def test_java_value_pattern():
     assert java_value(3, 4) == bytes([3, 4, 5, 6])
     assert java_value(255, 2) == bytes([255, 0])
