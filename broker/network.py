@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 REQUEST_HEADER_MIN = 8  # int16 api_key, int16 api_version, int32 correlation_id
 SMALL_WRITE_JOIN = 64 * 1024  # responses up to this size are joined into one write
 PREAD_CHUNK = 1024 * 1024  # fallback read size for file slices
+SENDFILE_BURST = 4 * 1024 * 1024  # most bytes sent with os.sendfile before yielding
 
 
 @dataclass(frozen=True)
@@ -337,20 +338,27 @@ class ProcessorBase:
         assert transport is not None
         position, remaining = part.position, part.length
         if self._sendfile_ok:
-            if self._sock_fd is not None and transport.get_write_buffer_size() == 0:
+            full = False
+            while (remaining and not full and self._sock_fd is not None and not self.closed
+                   and transport.get_write_buffer_size() == 0):
                 # Fast path: nothing is buffered in the transport, so bytes sent straight to
-                # the socket keep their place in the stream; go until the socket is full.
+                # the socket keep their place in the stream. Up to SENDFILE_BURST bytes per
+                # loop turn, until the socket is full.
+                burst = min(remaining, SENDFILE_BURST)
                 try:
-                    while remaining:
-                        n = os.sendfile(self._sock_fd, part.fileno(), position, remaining)
+                    while burst:
+                        n = os.sendfile(self._sock_fd, part.fileno(), position, burst)
                         if n == 0:
                             raise OSError(f"file slice shorter than announced at {position}")
                         position += n
                         remaining -= n
+                        burst -= n
                 except (BlockingIOError, InterruptedError):
-                    pass
-                if not remaining:
-                    return
+                    full = True
+                if remaining and not full:
+                    await asyncio.sleep(0)  # let other connections run
+            if not remaining or self.closed:
+                return
             try:  # the socket is full: let asyncio wait for writability between sendfiles
                 sent = await loop.sendfile(transport, _SendfileSource(part.fileno()),
                                            position, remaining, fallback=False)
@@ -490,6 +498,10 @@ class Acceptor:
         if self._aserver is not None:
             self._aserver.close()
 
+    async def wait_closed(self) -> None:
+        if self._aserver is not None:
+            await self._aserver.wait_closed()
+
 
 class SocketServer:
     """Acceptors, Processors and the RequestChannel with its IO workers, started and stopped
@@ -600,3 +612,8 @@ class SocketServer:
             p.close()
         await self.request_channel.stop(timeout)
         await asyncio.sleep(0)  # let transports run connection_lost
+        for acceptor in self.acceptors:
+            try:
+                await asyncio.wait_for(acceptor.wait_closed(), timeout)
+            except TimeoutError:
+                log.warning("listener %s did not close in %.1f s", acceptor.endpoint, timeout)

@@ -368,6 +368,68 @@ async def test_stop_closes_connections_and_refuses_new_ones(make_server, connect
     writer.close()
 
 
+async def test_client_gone_before_its_response(make_server, connect):
+    release = asyncio.Event()
+    started = asyncio.Event()
+
+    async def handler(request):
+        started.set()
+        await release.wait()
+        return echo_response(request)
+
+    server = await make_server(handler)
+    reader, writer = await connect(server)
+    writer.write(request_frame(ECHO, 1))
+    await asyncio.wait_for(started.wait(), 5)
+    writer.close()
+    for _ in range(200):
+        if server.connection_count == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert server.connection_count == 0
+    release.set()  # the response has nowhere to go: dropped quietly
+    await asyncio.sleep(0.05)
+    r2, w2 = await connect(server)
+    w2.write(request_frame(ECHO, 2))
+    assert (await read_response(r2))[0] == 2
+
+
+async def test_failed_parked_future_closes_connection(make_server, connect):
+    loop = asyncio.get_running_loop()
+
+    def handler(request):
+        fut = loop.create_future()
+        if request.correlation_id == 1:
+            fut.set_result(echo_response(request))
+        else:
+            loop.call_later(0.01, fut.set_exception, RuntimeError("purgatory bug"))
+        return fut
+
+    server = await make_server(handler)
+    reader, writer = await connect(server)
+    writer.write(request_frame(ECHO, 1) + request_frame(ECHO, 2))
+    assert (await read_response(reader))[0] == 1
+    await assert_closed(reader)
+
+
+async def test_config_endpoints_are_accepted(make_server, connect):
+    from broker.config import KafkaConfig
+
+    config = KafkaConfig({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    server = SocketServer(config.listeners, basic_handler,
+                          socket_request_max_bytes=config.socket_request_max_bytes,
+                          num_io_threads=config.num_io_threads,
+                          connections_max_idle_ms=config.connections_max_idle_ms)
+    await server.start()
+    try:
+        assert server.bound_endpoints[0].port == server.port("plaintext") > 0
+        reader, writer = await connect(server)
+        writer.write(request_frame(ECHO, 3))
+        assert (await read_response(reader))[0] == 3
+    finally:
+        await server.stop()
+
+
 async def test_data_received_processor_same_behaviour(make_server, connect):
     server = await make_server(processor_class=DataReceivedProcessor,
                                socket_request_max_bytes=300_000)
