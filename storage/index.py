@@ -166,8 +166,14 @@ class AbstractIndex:
 
     # --- lifecycle -------------------------------------------------------------------------
     def flush(self) -> None:
-        if self._mm is not None:
-            self._mm.flush()
+        """msync the map (blocking; may run in an executor while the loop thread remaps on
+        roll: a map closed meanwhile is skipped, its successor is flushed next time)."""
+        mm = self._mm
+        if mm is not None:
+            try:
+                mm.flush()
+            except ValueError:  # closed concurrently by resize/close
+                pass
 
     def close(self) -> None:
         """Trim to valid size and close."""

@@ -131,7 +131,9 @@ class LogSegment:
         # rollingBasedTimestamp), else from when the segment was created
         self.rolling_based_timestamp: int | None = None
         self.created_ms = time_ms()
-        self.last_modified_ms = self.created_ms
+        # like Kafka, an existing file's mtime stands in when no batch carries a timestamp
+        self.last_modified_ms = int(os.fstat(self.fd).st_mtime * 1000) if self.size \
+            else self.created_ms
         self.next_offset_hint: int | None = None  # next offset if known (set by appends)
         if self.time_index.entries:
             ts, off = self.time_index.last_entry
