@@ -1,0 +1,425 @@
+"""`ReplicaManager`: the partitions this broker hosts, and the data path (Kafka's ReplicaManager).
+
+Applies controller decisions (LeaderAndIsr -> `become_leader_or_follower`, StopReplica ->
+`stop_replicas`, topic config changes), appends produced batches (`append_records`, Kafka's
+appendRecords) and serves fetches (`fetch_messages`, Kafka's fetchMessages). Parks acks=-1
+produces in the Produce purgatory (DelayedProduce) and fetches short of `min_bytes` in the
+Fetch purgatory (DelayedFetch); both are woken through `TopicPartitionKey`s:
+
+- after an append: Fetch (followers read to the LEO; consumers when the HW moved) and
+  Produce (when the HW moved);
+- after a follower fetch moved the HW: Produce and Fetch;
+- on a leader change, a StopReplica or a deletion: both (the operations answer with the
+  partition's new error).
+
+Everything runs on the event loop; no disk flush happens here (the LogManager flushes in its
+executor). Results are `ProducePartitionResult` / `FetchPartitionData` keyed by
+(topic, partition); when an operation parks, an `asyncio.Future` of that dict is returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+
+from broker.partition import READ_UNCOMMITTED, Partition
+from broker.purgatory.delayed_fetch import (
+    DelayedFetch,
+    FetchParams,
+    FetchPartitionData,
+    FetchPartitionStatus,
+    PartitionFetchInfo,
+)
+from broker.purgatory.delayed_operation import DelayedOperationPurgatory, TopicPartitionKey
+from broker.purgatory.delayed_produce import (
+    DelayedProduce,
+    ProducePartitionResult,
+    ProducePartitionStatus,
+)
+from protocol.errors import ErrorCode, KafkaError
+from storage.config import LogConfig
+
+__all__ = ["ReplicaManager", "FetchParams", "PartitionFetchInfo", "FetchPartitionData",
+           "ProducePartitionResult"]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+LEADER_DURING_DELETE = -2
+EPOCH_DURING_DELETE = -2
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _config_value(config, name: str, default):
+    if config is None:
+        return default
+    try:
+        value = config.get(name)
+    except (KeyError, AttributeError):
+        return default
+    return default if value is None else value
+
+
+class ReplicaManager:
+    """See the module docstring. `config` is the broker's KafkaConfig (None in tests: Kafka
+    defaults), `timer` the purgatories' Timer, `time_ms` the wall clock in ms."""
+
+    def __init__(self, config, broker_id: int, log_manager, metadata_cache, timer,
+                 time_ms: Callable[[], int] = _now_ms) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
+        self.timer = timer
+        self.time_ms = time_ms
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.topic_configs: dict[str, LogConfig] = {}
+        self.topic_min_isr: dict[str, int] = {}
+        self.default_min_isr = int(_config_value(config, "min.insync.replicas", 1))
+        purge = int(_config_value(config, "fetch.purgatory.purge.interval.requests", 1000))
+        self.delayed_fetch_purgatory = DelayedOperationPurgatory("Fetch", timer, max(purge, 1))
+        purge = int(_config_value(config, "producer.purgatory.purge.interval.requests", 1000))
+        self.delayed_produce_purgatory = DelayedOperationPurgatory("Produce", timer,
+                                                                   max(purge, 1))
+        self.controller_epoch = -1
+        self.expired_fetches = 0
+        self._shutdown = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def startup(self) -> None:
+        """Nothing to start yet (ISR expiration and replica fetchers come with replication)."""
+
+    async def shutdown(self) -> None:
+        """Shut both purgatories (parked requests are dropped: their connections close with
+        the server); the LogManager closes the logs."""
+        self._shutdown = True
+        self.delayed_fetch_purgatory.shutdown()
+        self.delayed_produce_purgatory.shutdown()
+
+    # --- lookups ------------------------------------------------------------------------------
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def get_partition_or_error(self, topic: str, partition: int) -> Partition:
+        """The hosted partition, or KafkaError: NOT_LEADER_OR_FOLLOWER if the topic exists
+        in the metadata (another broker hosts it), else UNKNOWN_TOPIC_OR_PARTITION."""
+        p = self.partitions.get((topic, partition))
+        if p is not None:
+            return p
+        cache = self.metadata_cache
+        if cache is not None and cache.contains_partition(topic, partition):
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {self.broker_id} does not host {topic}-{partition}")
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"unknown topic or partition {topic}-{partition}")
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        cfg = self.topic_configs.get(topic)
+        return cfg if cfg is not None else self.log_manager.default_config
+
+    # --- controller decisions ------------------------------------------------------------------
+    def on_topic_config_change(self, topic: str, configs: Mapping[str, str]) -> None:
+        """A topic's full set of config overrides (sent before its first LeaderAndIsr and on
+        every change): rebuild its LogConfig over the broker defaults and apply it live."""
+        try:
+            cfg = LogConfig.from_props(dict(configs), base=self.log_manager.default_config)
+        except KafkaError as e:
+            log.warning("ignoring invalid config for topic %s: %s", topic, e)
+            return
+        self.topic_configs[topic] = cfg
+        min_isr = configs.get("min.insync.replicas")
+        try:
+            self.topic_min_isr[topic] = int(min_isr) if min_isr is not None \
+                else self.default_min_isr
+        except ValueError:
+            self.topic_min_isr[topic] = self.default_min_isr
+        for (t, _), p in self.partitions.items():
+            if t == topic:
+                p.log.config = cfg
+                p.min_insync_replicas = self.topic_min_isr[topic]
+
+    async def become_leader_or_follower(self, request) -> dict[TopicPartition, int]:
+        """Apply a LeaderAndIsr decision (v7 shape). Creates/loads logs with the topic's
+        LogConfig, applies leader/epoch/ISR/replicas. Stale controller epoch ->
+        KafkaError(STALE_CONTROLLER_EPOCH); a partition whose leader epoch is older than the
+        one applied answers STALE_CONTROLLER_EPOCH in the result (Kafka's per-partition
+        check). FULL requests drop hosted partitions they do not list. Returns
+        (topic, partition) -> error code."""
+        if request.controller_epoch < self.controller_epoch:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                             f"controller epoch {request.controller_epoch} < "
+                             f"{self.controller_epoch}")
+        self.controller_epoch = request.controller_epoch
+        results: dict[TopicPartition, int] = {}
+        listed: set[TopicPartition] = set()
+        changed: list[TopicPartition] = []
+        for ts in request.topic_states:
+            topic = ts.topic_name
+            topic_id = ts.topic_id if ts.topic_id not in (None, ZERO_UUID) else None
+            for ps in ts.partition_states:
+                tp = (topic, ps.partition_index)
+                listed.add(tp)
+                part = self.partitions.get(tp)
+                if part is not None and ps.leader_epoch < part.leader_epoch:
+                    results[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                    continue
+                if part is None:
+                    part = self._create_partition(topic, ps.partition_index, topic_id)
+                if ps.leader == self.broker_id:
+                    moved = part.make_leader(ps, topic_id)
+                else:
+                    moved = part.make_follower(ps, topic_id)
+                if moved:
+                    changed.append(tp)
+                results[tp] = ErrorCode.NONE
+        if getattr(request, "type", 0) == 2:  # TYPE_FULL: drop what the controller forgot
+            for tp in [tp for tp in self.partitions if tp not in listed]:
+                self._remove_partition(tp, delete=False)
+        for tp in changed:
+            self._wake(tp)
+        return results
+
+    def _create_partition(self, topic: str, index: int, topic_id) -> Partition:
+        tp = (topic, index)
+        config = self.log_config_for(topic)
+        plog = self.log_manager.get_or_create_log(
+            tp, config, str(topic_id) if topic_id is not None else None)
+        part = Partition(topic, index, self.broker_id, plog, topic_id, self.time_ms)
+        part.min_insync_replicas = self.topic_min_isr.get(topic, self.default_min_isr)
+        self.partitions[tp] = part
+        return part
+
+    async def stop_replicas(self, request) -> dict[TopicPartition, int]:
+        """Apply a StopReplica decision (v4 shape): stop hosting each partition; delete its
+        log when `delete_partition` (or leader epoch -2). Parked operations on it complete
+        (UNKNOWN_TOPIC_OR_PARTITION). Stale controller epoch -> STALE_CONTROLLER_EPOCH."""
+        if request.controller_epoch < self.controller_epoch:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                             f"controller epoch {request.controller_epoch} < "
+                             f"{self.controller_epoch}")
+        self.controller_epoch = request.controller_epoch
+        results: dict[TopicPartition, int] = {}
+        for ts in request.topic_states:
+            for ps in ts.partition_states:
+                tp = (ts.topic_name, ps.partition_index)
+                delete = bool(ps.delete_partition) or ps.leader_epoch == EPOCH_DURING_DELETE
+                part = self.partitions.get(tp)
+                if part is not None and ps.leader_epoch >= 0 and \
+                        ps.leader_epoch < part.leader_epoch:
+                    results[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                    continue
+                self._remove_partition(tp, delete)
+                results[tp] = ErrorCode.NONE
+        return results
+
+    def partitions_deleted(self, tps: Iterable[TopicPartition]) -> None:
+        """UpdateMetadata removed these partitions (topic deletion in progress): complete the
+        operations parked on them. Logs are deleted by the StopReplica that follows."""
+        for tp in tps:
+            part = self.partitions.get(tuple(tp))
+            if part is not None:
+                part.leader_id = -1
+            self._wake(tuple(tp))
+
+    def _remove_partition(self, tp: TopicPartition, delete: bool) -> None:
+        part = self.partitions.pop(tp, None)
+        if part is not None:
+            part.deleted = True
+        if delete:
+            self.log_manager.delete_log(tp)
+        self._wake(tp)
+
+    def _wake(self, tp: TopicPartition) -> None:
+        key = TopicPartitionKey(*tp)
+        self.delayed_fetch_purgatory.check_and_complete(key)
+        self.delayed_produce_purgatory.check_and_complete(key)
+
+    # --- produce -------------------------------------------------------------------------------
+    def append_records(self, timeout_ms: int, required_acks: int,
+                       entries: Mapping[TopicPartition, object], origin: str = "client",
+                       ) -> dict[TopicPartition, ProducePartitionResult] | asyncio.Future:
+        """Append each partition's records (a writable memoryview is patched in place, not
+        copied) as leader. Per-partition errors go into the results (never raised):
+        UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS and the log's
+        (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
+        INVALID_TIMESTAMP, INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ...).
+        A duplicate idempotent batch answers NONE with its original offsets.
+
+        `required_acks` not in {-1, 0, 1} -> every partition INVALID_REQUIRED_ACKS, nothing
+        appended. acks=-1: returns a Future when some partition waits for its HW (a
+        DelayedProduce for `timeout_ms`), else the dict at once."""
+        if required_acks not in (-1, 0, 1):
+            return {tp: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS,
+                                               error_message=f"acks {required_acks}")
+                    for tp in entries}
+        results: dict[TopicPartition, ProducePartitionResult] = {}
+        wake_fetch = []
+        wake_produce = False
+        for tp, records in entries.items():
+            part = self.partitions.get(tp)
+            try:
+                if part is None:
+                    part = self.get_partition_or_error(*tp)
+                info, hw_moved = part.append_records_to_leader(records, required_acks, origin)
+            except KafkaError as e:
+                results[tp] = ProducePartitionResult(e.code, error_message=e.message)
+                continue
+            except Exception as e:  # noqa: BLE001 - one partition's failure is its own
+                log.exception("append to %s-%d failed", tp[0], tp[1])
+                results[tp] = ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                     error_message=str(e))
+                continue
+            results[tp] = ProducePartitionResult(ErrorCode.NONE, info.first_offset,
+                                                 info.last_offset, info.log_append_time,
+                                                 part.log.log_start_offset)
+            if hw_moved or part.followers:
+                wake_fetch.append(tp)
+            wake_produce = wake_produce or hw_moved
+        fetch_purgatory = self.delayed_fetch_purgatory
+        if fetch_purgatory.num_keys:
+            for tp in wake_fetch:
+                fetch_purgatory.check_and_complete(TopicPartitionKey(*tp))
+        if wake_produce and self.delayed_produce_purgatory.num_keys:
+            for tp in wake_fetch:
+                self.delayed_produce_purgatory.check_and_complete(TopicPartitionKey(*tp))
+        if required_acks != -1:
+            return results
+        return self._maybe_delay_produce(timeout_ms, results)
+
+    def _maybe_delay_produce(self, timeout_ms: int, results: dict):
+        statuses = {}
+        waiting = False
+        for tp, r in results.items():
+            if r.error == ErrorCode.NONE:
+                part = self.partitions.get(tp)
+                if part is None or part.high_watermark <= r.last_offset or \
+                        len(part.isr) < part.min_insync_replicas:
+                    waiting = True
+            statuses[tp] = r
+        if not waiting:
+            return results
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+
+        def done(res: dict) -> None:
+            if not fut.done():
+                fut.set_result(res)
+
+        op = DelayedProduce(
+            max(int(timeout_ms), 0),
+            {tp: ProducePartitionStatus(r.last_offset + 1, r) for tp, r in statuses.items()},
+            self.get_partition, done)
+        keys = [TopicPartitionKey(*tp) for tp, r in statuses.items()]
+        self.delayed_produce_purgatory.try_complete_else_watch(op, keys)
+        if fut.done():
+            return fut.result()
+        return fut
+
+    # --- fetch ---------------------------------------------------------------------------------
+    def read_from_local_log(self, params: FetchParams,
+                            fetch_infos: list[tuple[TopicPartition, PartitionFetchInfo]]
+                            ) -> dict[TopicPartition, FetchPartitionData]:
+        """Read every partition once (Kafka's readFromLocalLog). `params.max_bytes` bounds the
+        response; each partition reads at most min(its max_bytes, what is left); the first
+        partition with data may exceed both by one batch (KIP-74) unless
+        `hard_max_bytes_limit` (Fetch v0-v2). Follower fetches update the follower state
+        (and may move the HW) first."""
+        limit = params.max_bytes
+        min_one = not params.hard_max_bytes_limit
+        follower = params.replica_id >= 0
+        out: dict[TopicPartition, FetchPartitionData] = {}
+        hw_moved: list[TopicPartition] = []
+        for tp, info in fetch_infos:
+            try:
+                part = self.partitions.get(tp)
+                if part is None:
+                    part = self.get_partition_or_error(*tp)
+                if follower:
+                    part.check_leader_epoch(info.current_leader_epoch, True)
+                    if part.update_follower_fetch_state(params.replica_id, info.fetch_offset):
+                        hw_moved.append(tp)
+                read = part.read_records(
+                    info.fetch_offset, min(info.max_bytes, limit),
+                    current_leader_epoch=info.current_leader_epoch,
+                    fetch_only_from_leader=params.fetch_only_from_leader,
+                    is_follower=follower, isolation_level=params.isolation_level,
+                    min_one_message=min_one)
+            except KafkaError as e:
+                out[tp] = FetchPartitionData(e.code, error_message=e.message)
+                continue
+            except Exception as e:  # noqa: BLE001
+                log.exception("read of %s-%d failed", tp[0], tp[1])
+                out[tp] = FetchPartitionData(ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e))
+                continue
+            size = len(read.records)
+            if size:
+                min_one = False
+                limit = max(0, limit - size)
+            out[tp] = FetchPartitionData(ErrorCode.NONE, read.high_watermark,
+                                         read.last_stable_offset, read.log_start_offset,
+                                         read.records)
+        for tp in hw_moved:
+            key = TopicPartitionKey(*tp)
+            self.delayed_produce_purgatory.check_and_complete(key)
+            self.delayed_fetch_purgatory.check_and_complete(key)
+        return out
+
+    def fetch_messages(self, params: FetchParams,
+                       fetch_infos: list[tuple[TopicPartition, PartitionFetchInfo]]
+                       ) -> dict[TopicPartition, FetchPartitionData] | asyncio.Future:
+        """Kafka's fetchMessages: answer at once if `max_wait_ms` <= 0, nothing was asked,
+        some partition failed, or at least `min_bytes` were found; else park a DelayedFetch
+        (completed by appends / HW moves / leader changes / deletion / `max_wait_ms`) and
+        return a Future of the same dict."""
+        results = self.read_from_local_log(params, fetch_infos)
+        if params.max_wait_ms <= 0 or not fetch_infos or self._shutdown:
+            return results
+        total = 0
+        for r in results.values():
+            if r.error != ErrorCode.NONE:
+                return results
+            total += len(r.records)
+        if total >= params.min_bytes:
+            return results
+        follower = params.replica_id >= 0
+        statuses = []
+        for (tp, info) in fetch_infos:
+            part = self.partitions[tp]
+            counter = part.end_bytes if follower else part.hw_bytes
+            statuses.append(FetchPartitionStatus(tp[0], tp[1], info, part,
+                                                 counter - len(results[tp].records)))
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+
+        def done(res: dict) -> None:
+            if not fut.done():
+                fut.set_result(res)
+
+        def read(p, infos):
+            try:
+                return self.read_from_local_log(p, infos)
+            except Exception as e:  # noqa: BLE001 - must not lose the client's answer
+                log.exception("delayed fetch read failed")
+                return {tp: FetchPartitionData(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                               error_message=str(e)) for tp, _ in infos}
+
+        op = DelayedFetch(max(int(params.max_wait_ms), 0), params, statuses, list(fetch_infos),
+                          self.get_partition, read, done)
+        keys = [TopicPartitionKey(*tp) for tp, _ in fetch_infos]
+        self.delayed_fetch_purgatory.try_complete_else_watch(op, keys)
+        if fut.done():
+            return fut.result()
+        return fut
+
+
+def default_fetch_params(**kw) -> FetchParams:
+    """FetchParams with Kafka's consumer defaults (read_uncommitted), for tools and tests."""
+    kw.setdefault("isolation_level", READ_UNCOMMITTED)
+    return FetchParams(**kw)
