@@ -290,6 +290,10 @@ class ProcessorBase:
         out = self._out
         if not out or self.transport is None:
             return
+        if self.closed:  # connection lost meanwhile
+            self._out = []
+            self._out_bytes = 0
+            return
         if self._out_bytes <= SMALL_WRITE_JOIN:
             self.transport.write(b"".join(out))
         else:
