@@ -166,14 +166,15 @@ class AbstractIndex:
 
     # --- lifecycle -------------------------------------------------------------------------
     def flush(self) -> None:
-        """msync the map (blocking; may run in an executor while the loop thread remaps on
-        roll: a map closed meanwhile is skipped, its successor is flushed next time)."""
-        mm = self._mm
-        if mm is not None:
-            try:
-                mm.flush()
-            except ValueError:  # closed concurrently by resize/close
-                pass
+        """Make the entries durable (blocking; runs in an executor). Uses fsync on the file,
+        which also writes pages dirtied through the map, rather than `mmap.flush()`: msync
+        holds the GIL in CPython 3.11 and would stall the event loop thread."""
+        f = self._file
+        try:
+            os.fsync(f.fileno())
+        except (ValueError, OSError):  # closed concurrently (segment deleted/truncated)
+            if not f.closed:
+                raise
 
     def close(self) -> None:
         """Trim to valid size and close."""
