@@ -63,13 +63,15 @@ class Log:
                  log_start_offset: int = 0, clean_shutdown: bool = False,
                  time_ms: Callable[[], int] = wall_clock_ms,
                  on_roll: Callable[[Log, int], None] | None = None,
+                 on_flush_needed: Callable[[Log, int], None] | None = None,
                  on_delete_segments: Callable[[list[LogSegment]], None] | None = None,
                  topic_id: str | None = None):
         self.dir = dir_path
         self.config = config
         self.time_ms = time_ms
         self.topic_id = topic_id
-        self.on_roll = on_roll
+        self.on_roll = on_roll  # flush segments below the given offset, off the loop
+        self.on_flush_needed = on_flush_needed  # same, when flush.messages is reached
         self.on_delete_segments = on_delete_segments
         self.topic, self.partition = parse_topic_partition(os.path.basename(dir_path))
         os.makedirs(dir_path, exist_ok=True)
@@ -225,7 +227,11 @@ class Log:
         self.log_end_offset = last + 1
         self.unflushed_messages += messages
         if self.unflushed_messages >= self.config.flush_interval_messages:
-            self.flush()
+            self.unflushed_messages = 0
+            if self.on_flush_needed is not None:
+                self.on_flush_needed(self, self.log_end_offset)
+            else:
+                self.flush()
         return LogAppendInfo(first, last, max_ts, off_max, -1, self.log_start_offset,
                              messages, len(buf))
 

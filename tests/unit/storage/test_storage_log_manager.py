@@ -115,3 +115,17 @@ async def test_background_tasks_flush_by_time(tmp_path, clock):
             break
     assert log.recovery_point == 3 and cp[("t", 0)] == 3
     await mgr.shutdown()
+
+
+async def test_flush_messages_flushes_off_the_loop(tmp_path, clock):
+    cfg = dataclasses.replace(CFG, flush_interval_messages=6)
+    mgr = LogManager([str(tmp_path)], cfg, time_ms=clock)
+    await mgr.startup(background=False)
+    log = mgr.get_or_create_log(("t", 0), cfg)
+    log.append_as_leader(build_batch(n=3), 0)
+    assert not mgr._pending and log.recovery_point == 0
+    log.append_as_leader(build_batch(n=3), 0)
+    assert mgr._pending  # the fsync runs in the executor, not in append_as_leader
+    await asyncio.gather(*list(mgr._pending))
+    assert log.recovery_point == 6
+    await mgr.shutdown()
