@@ -136,6 +136,8 @@ class DelayedOperation(TimerTask):
         return self._completed
 
     def _mark_completed(self) -> bool:
+        # The one place an operation becomes completed: cancel the timer, tell the purgatory.
+        # (force_complete inlines it, this being the hot path of every completion.)
         if self._completed:
             return False
         self._completed = True
@@ -150,7 +152,18 @@ class DelayedOperation(TimerTask):
         """Complete now; True only for the call that actually completed the operation."""
         if self._completed:
             return False
-        self._mark_completed()
+        self._completed = True
+        lst = self._list
+        if lst is not None:  # TimerTask.cancel, inlined
+            prev = self._prev
+            nxt = self._next
+            prev._next = nxt
+            nxt._prev = prev
+            self._list = None
+            lst.size -= 1
+        purgatory = self._purgatory
+        if purgatory is not None:
+            purgatory._operation_completed(self)
         self.on_complete()
         return True
 
@@ -173,15 +186,15 @@ class DelayedOperation(TimerTask):
         if self._trying:
             self._try_pending = True
             return False
-        while True:
-            self._trying = True
-            self._try_pending = False
-            try:
+        self._trying = True
+        try:
+            done = self.try_complete()
+            while self._try_pending and not done and not self._completed:
+                self._try_pending = False
                 done = self.try_complete()
-            finally:
-                self._trying = False
-            if done or self._completed or not self._try_pending:
-                return done
+        finally:
+            self._trying = False
+        return done
 
     safe_try_complete = maybe_try_complete
 
@@ -231,6 +244,7 @@ class DelayedOperationPurgatory:
         self._pending = 0  # watched operations neither completed nor cancelled
         self._completed_watched: list[DelayedOperation] = []
         self._depth = 0  # nesting of check_and_complete calls in progress
+        self._scanning: DelayedOperation | None = None  # op being tried by check_and_complete
         self._closed = False
 
     @property
@@ -264,7 +278,8 @@ class DelayedOperationPurgatory:
         """
         if self._closed:
             raise RuntimeError(f"purgatory {self.name} is shut down")
-        keys = tuple(keys)
+        if type(keys) is not tuple:
+            keys = tuple(keys)
         if not keys:
             raise ValueError("an operation must watch at least one key")
         if op._keys is not None:
@@ -308,14 +323,17 @@ class DelayedOperationPurgatory:
         ops = w.ops
         completed = 0
         dropped = 0
+        scanning = self._scanning
         self._depth += 1
         w.checking = True
         try:
             while True:
                 w.check_pending = False
                 for op in list(ops):
-                    if not op._completed and op.maybe_try_complete():
-                        completed += 1
+                    if not op._completed:
+                        self._scanning = op
+                        if op.maybe_try_complete():
+                            completed += 1
                     if op._completed and ops.pop(op, _MISSING) is not _MISSING:
                         dropped += 1
                 if not w.check_pending:
@@ -323,6 +341,7 @@ class DelayedOperationPurgatory:
         finally:
             w.checking = False
             self._depth -= 1
+            self._scanning = scanning
             self._watched -= dropped
         if not ops and self._watchers.get(key) is w:
             del self._watchers[key]
@@ -333,6 +352,8 @@ class DelayedOperationPurgatory:
     def _operation_completed(self, op: DelayedOperation) -> None:
         # Called once by a watched operation when it completes, by whatever path.
         self._pending -= 1
+        if op is self._scanning and len(op._keys) == 1:
+            return  # the scan of its only key drops it right away: nothing left to purge
         done = self._completed_watched
         done.append(op)
         if len(done) > self.purge_interval and self._depth == 0:

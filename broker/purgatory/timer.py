@@ -160,6 +160,17 @@ class SystemTimer(_WheelTimer):
     def now_ms(self) -> int:
         return int(self._loop_time() * 1000)
 
+    def add(self, task: TimerTask) -> None:
+        """Schedule `task` at `now_ms() + task.delay_ms` (the base `add`, clock inlined)."""
+        if task._list is not None:
+            task.cancel()
+        if self._closed:
+            raise RuntimeError("timer is shut down")
+        delay = task.delay_ms
+        task.expiration_ms = int(self._loop_time() * 1000) + delay
+        if delay <= 0 or not self._wheel.add(task):
+            self._expired_on_add(task)
+
     def advance_clock(self, timeout_ms: int = 0) -> bool:
         return self._advance_to(self.now_ms())
 

@@ -362,3 +362,27 @@ def test_random_interleavings_complete_each_op_exactly_once():
         purgatory.purge_completed()
         assert purgatory.watched == 0 and purgatory.delayed == 0 and purgatory.num_keys == 0
         assert timer.size == 0
+
+
+def test_scan_completions_leave_no_purge_work(purgatory):
+    state, events = State(), {}
+    for i in range(20):
+        purgatory.try_complete_else_watch(CounterOp(100, state, 1, events, i), [TP0])
+    state.value = 1
+    assert purgatory.check_and_complete(TP0) == 20
+    assert purgatory._completed_watched == [] and purgatory.watched == 0
+
+
+def test_op_completed_behind_the_scan_is_left_for_the_purge(timer):
+    purgatory = DelayedOperationPurgatory("Fetch", timer, purge_interval=1000)
+    state, events = State(), {}
+    a = CounterOp(100, state, 5, events, "a")
+    b = CounterOp(100, state, 1, events, "b", hook=lambda _op: a.force_complete())
+    purgatory.try_complete_else_watch(a, [TP0])
+    purgatory.try_complete_else_watch(b, [TP0])
+    state.value = 1
+    assert purgatory.check_and_complete(TP0) == 1  # b; a was completed by b's callback
+    assert completes(events, "a") == 1 and purgatory.delayed == 0
+    assert purgatory.watched == 1 and purgatory.watchers_for(TP0) == [a]
+    assert purgatory.purge_completed() == 1
+    assert purgatory.watched == 0 and purgatory.num_keys == 0
