@@ -13,6 +13,7 @@ HANDLER_MODULES = [
     "fetch",
     "list_offsets",
     "producer_id",
+    "offset_for_leader_epoch",
     "telemetry",
     "cluster",
 ]

@@ -1,0 +1,160 @@
+# Behaviour: Produce (api key 0) appends each partition's record batches to its leader log
+#   through ReplicaManager.append_records. acks=1 answers after the local append, acks=-1
+#   once the high watermark covers the batch (a DelayedProduce; immediate with ISR {self}),
+#   acks=0 sends no response at all - and closes the connection if any partition failed, as
+#   Kafka does (the client cannot learn of the error otherwise). Other acks values answer
+#   INVALID_REQUIRED_ACKS for every partition. Errors are per partition:
+#   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE (bad CRC / torn batch),
+#   MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP, and for
+#   idempotent producers OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH; a retried
+#   duplicate of one of the producer's last 5 batches answers NONE with the original base
+#   offset (Kafka's DUPLICATE_SEQUENCE_NUMBER handling). Produce never creates topics.
+#   Transactional batches answer INVALID_TXN_STATE ("transactions are not supported"): the
+#   broker has no transaction coordinator yet.
+#   Record bytes are never copied: the request frame is a writable memoryview and the log
+#   patches base offset / leader epoch in place; validation is per batch (header + CRC).
+# Version notes: v0-v2 may carry magic 0/1 message sets (kcat's legacy mode), up-converted to
+#   one v2 batch (protocol.legacy_records.convert_to_v2); v3+ must carry exactly one magic-2
+#   batch per partition (else INVALID_RECORD) and add transactional_id; v2+ log_append_time,
+#   v5+ log_start_offset, v8+ record_errors/error_message, v9+ flexible, v10+ current_leader
+#   (tagged, left default), v11 same as v10 (KIP-951 client side).
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles
+from protocol.errors import ErrorCode, KafkaError
+from protocol.legacy_records import convert_to_v2
+from protocol.messages import ProduceRequest, ProduceResponse
+
+API_KEY = 0
+MIN_VERSION, MAX_VERSION = 0, 11
+
+_LENGTH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+MAGIC_OFFSET = 16
+ATTRIBUTES_OFFSET = 21
+TRANSACTIONAL_MASK = 0x10
+MIN_BATCH_SIZE = 61
+
+_TopicResp = ProduceResponse.TopicProduceResponse
+_PartResp = ProduceResponse.PartitionProduceResponse
+
+
+class _Failed:
+    __slots__ = ("error", "error_message", "base_offset", "log_append_time", "log_start_offset")
+
+    def __init__(self, error: int, message: str | None) -> None:
+        self.error = error
+        self.error_message = message
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.log_start_offset = -1
+
+
+def _prepare(records, version: int):
+    """Check a partition's records before the append; returns the buffer to append (the
+    frame's memoryview, or an up-converted bytearray) or raises KafkaError."""
+    if records is None or len(records) == 0:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "produce request without record batches")
+    if len(records) <= MAGIC_OFFSET:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{len(records)} bytes is not a batch")
+    magic = records[MAGIC_OFFSET]
+    if magic < 2:
+        if version >= 3:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"produce v{version} requires magic 2 batches, got magic {magic}")
+        converted = convert_to_v2(records)
+        if not converted:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "empty message set")
+        return bytearray(converted)
+    if len(records) < MIN_BATCH_SIZE:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{len(records)} bytes is not a batch")
+    if version >= 3 and _LENGTH.unpack_from(records, 8)[0] + 12 != len(records):
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         f"produce v{version} must carry exactly one record batch")
+    if _ATTRIBUTES.unpack_from(records, ATTRIBUTES_OFFSET)[0] & TRANSACTIONAL_MASK:
+        raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                         "transactions are not supported by this broker")
+    return records
+
+
+def _response(req: ProduceRequest, results: dict) -> ProduceResponse:
+    topics = []
+    for t in req.topic_data:
+        name = t.name
+        parts = []
+        for p in t.partition_data:
+            r = results.get((name, p.index))
+            if r is None:
+                continue
+            parts.append(_PartResp(index=p.index, error_code=r.error, base_offset=r.base_offset,
+                                   log_append_time_ms=r.log_append_time,
+                                   log_start_offset=r.log_start_offset,
+                                   error_message=r.error_message if r.error else None))
+        topics.append(_TopicResp(name=name, partition_responses=parts))
+    return ProduceResponse(responses=topics)
+
+
+def error_response(req: ProduceRequest, version: int, error: KafkaError) -> ProduceResponse:
+    """Every partition of the request answers `error.code` (Kafka's getErrorResponse)."""
+    return ProduceResponse(responses=[
+        _TopicResp(name=t.name, partition_responses=[
+            _PartResp(index=p.index, error_code=error.code, base_offset=-1,
+                      log_append_time_ms=-1, log_start_offset=-1,
+                      error_message=error.message)
+            for p in t.partition_data])
+        for t in req.topic_data])
+
+
+@handles(API_KEY, MIN_VERSION, MAX_VERSION, error_response=error_response)
+def handle_produce(ctx, req: ProduceRequest):
+    version = ctx.api_version
+    acks = req.acks
+    entries: dict = {}
+    failed: dict = {}
+    for t in req.topic_data:
+        name = t.name
+        for p in t.partition_data:
+            tp = (name, p.index)
+            try:
+                entries[tp] = _prepare(p.records, version)
+            except KafkaError as e:
+                failed[tp] = _Failed(e.code, e.message)
+    if acks not in (-1, 0, 1):
+        results = ctx.broker.replica_manager.append_records(req.timeout_ms, acks, entries)
+        results.update(failed)
+        return _finish(req, acks, results)
+    results = ctx.broker.replica_manager.append_records(req.timeout_ms, acks, entries) \
+        if entries else {}
+    if isinstance(results, asyncio.Future):
+        out = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            if out.done():
+                return
+            if f.cancelled():
+                out.cancel()
+            elif f.exception() is not None:
+                out.set_exception(f.exception())
+            else:
+                res = dict(f.result())
+                res.update(failed)
+                out.set_result(_finish(req, acks, res))
+
+        results.add_done_callback(done)
+        return out
+    if failed:
+        results.update(failed)
+    return _finish(req, acks, results)
+
+
+def _finish(req: ProduceRequest, acks: int, results: dict):
+    if acks == 0:
+        for r in results.values():
+            if r.error:
+                return CLOSE_CONNECTION
+        return NO_RESPONSE
+    return _response(req, results)
