@@ -1,0 +1,195 @@
+"""Metadata (api key 3): brokers, cluster id, controller and topic/partition metadata.
+
+Behaviour (Kafka's ``KafkaApis.handleTopicMetadataRequest`` in ZooKeeper mode):
+- brokers: the live brokers' endpoints for the listener the request arrived on;
+  ``cluster_id`` and ``controller_id`` (-1 before the first UpdateMetadata) from the
+  MetadataCache;
+- topics: ``null`` (v1+) or an empty list in v0 = every topic; an empty list (v1+) = none;
+  topic ids (v12) are looked up (unknown -> UNKNOWN_TOPIC_ID with a null name); in v10/v11
+  a null name or a non-zero id is INVALID_REQUEST (whole request);
+- an unknown topic is created when ``auto.create.topics.enable`` and the request allows it
+  (``allow_auto_topic_creation``, v4+; always before): ``controller.create_topics`` with
+  ``num.partitions``/``default.replication.factor`` (internal topics with their own counts
+  and configs), answered LEADER_NOT_AVAILABLE (5) with no partitions even when the creation
+  succeeded or raced (TOPIC_ALREADY_EXISTS), other creation errors as they are; without
+  auto-creation an unknown name is UNKNOWN_TOPIC_OR_PARTITION (3), a bad name
+  INVALID_TOPIC_EXCEPTION (17);
+- partition errors from the MetadataCache: LEADER_NOT_AVAILABLE (no live leader),
+  LISTENER_NOT_FOUND (v6+, the leader lacks this listener), REPLICA_NOT_AVAILABLE (v0 only);
+- authorized operations: no authorizer, so when asked (v8+) every operation of the resource
+  type (Kafka's answer without an authorizer); otherwise -2147483648 (the schema default).
+
+Version notes: v0-v12 (v9+ flexible). v1 adds controller id, is_internal, rack, null topics;
+v2 cluster id; v4 allow_auto_topic_creation; v5 offline replicas; v7 leader epoch; v8
+authorized operations (cluster ops only up to v10); v10 topic ids in responses; v12 topic
+ids in requests.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers.registry import handles
+from broker.metadata_cache import INTERNAL_TOPICS
+from controller.admin_validation import validate_topic_name
+from controller.api import CreatableTopic
+from protocol import api
+from protocol.errors import ErrorCode, KafkaError
+
+METADATA = 3
+MetadataResponse = api.API_KEYS[METADATA].response_cls
+ZERO_UUID = uuid.UUID(int=0)
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+# AclOperation codes (KIP-430): READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def internal_topic_spec(name: str, config) -> CreatableTopic:
+    """How Kafka creates a topic: internal ones with their own counts and configs
+    (``offsets.topic.*``, ``transaction.state.log.*``), others with -1 (broker defaults)."""
+    if name == "__consumer_offsets":
+        return CreatableTopic(name, config.offsets_topic_num_partitions,
+                              config.offsets_topic_replication_factor, None, {
+                                  "cleanup.policy": "compact",
+                                  "compression.type": "producer",
+                                  "segment.bytes": str(config.get("offsets.topic.segment.bytes")),
+                              })
+    if name == "__transaction_state":
+        return CreatableTopic(name, config.transaction_state_log_num_partitions,
+                              config.get("transaction.state.log.replication.factor"), None, {
+                                  "cleanup.policy": "compact",
+                                  "compression.type": "uncompressed",
+                                  "min.insync.replicas": str(
+                                      config.get("transaction.state.log.min.isr")),
+                                  "segment.bytes": str(
+                                      config.get("transaction.state.log.segment.bytes")),
+                                  "unclean.leader.election.enable": "false",
+                              })
+    return CreatableTopic(name, -1, -1)
+
+
+def _topic(error: int, name: str | None, topic_id: uuid.UUID | None = None,
+           is_internal: bool = False, partitions=()) -> MetadataResponse.MetadataResponseTopic:
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=int(error), name=name, topic_id=topic_id or ZERO_UUID,
+        is_internal=is_internal, partitions=list(partitions))
+
+
+def error_response(request, version: int, error: KafkaError):
+    """Kafka's ``MetadataRequest.getErrorResponse``: every requested topic with the code."""
+    topics = [_topic(error.code, t.name if t.name is not None or version >= 12 else "",
+                     t.topic_id) for t in (request.topics or [])]
+    return MetadataResponse(topics=topics)
+
+
+def _validate_request(request, version: int) -> None:
+    if request.topics is None or version >= 12:
+        return
+    for t in request.topics:
+        if t.name is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Topic name can not be null for version {version}")
+        if version >= 10 and t.topic_id is not None and t.topic_id != ZERO_UUID:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Topic IDs are not supported in requests for version {version}")
+
+
+async def _auto_create(ctx, names: list[str]) -> list:
+    """Create ``names`` (Kafka's AutoTopicCreationManager, ZooKeeper flavour)."""
+    broker = ctx.broker
+    out = []
+    valid: list[CreatableTopic] = []
+    for name in names:
+        try:
+            validate_topic_name(name)
+        except KafkaError:
+            out.append(_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name, None,
+                              name in INTERNAL_TOPICS))
+            continue
+        valid.append(internal_topic_spec(name, broker.config))
+    if valid:
+        results = await broker.controller.create_topics(valid)
+        for r in results:
+            code = r.error_code
+            if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS,
+                        ErrorCode.REQUEST_TIMED_OUT):
+                code = ErrorCode.LEADER_NOT_AVAILABLE
+            out.append(_topic(code, r.name, None, r.name in INTERNAL_TOPICS))
+    return out
+
+
+def _unknown(name: str):
+    try:
+        validate_topic_name(name)
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    except KafkaError:
+        code = ErrorCode.INVALID_TOPIC_EXCEPTION
+    return _topic(code, name, None, name in INTERNAL_TOPICS)
+
+
+@handles(METADATA, 0, 12, error_response=error_response)
+async def handle_metadata(ctx, request):
+    version = ctx.api_version
+    _validate_request(request, version)
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    listener = broker.listener_name(ctx.listener)
+    all_topics = request.topics is None or (version == 0 and not request.topics)
+
+    extra = []  # UNKNOWN_TOPIC_ID entries, first as Kafka lists them
+    if all_topics:
+        names: list[str] | None = None
+    else:
+        ids = [t.topic_id for t in request.topics
+               if t.topic_id is not None and t.topic_id != ZERO_UUID]
+        if ids:
+            names = []
+            for tid in dict.fromkeys(ids):
+                name = cache.topic_name(tid)
+                if name is None:
+                    extra.append(_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, tid))
+                else:
+                    names.append(name)
+        else:
+            names = list(dict.fromkeys(t.name for t in request.topics))
+
+    topics = []
+    if names is None or names:
+        found = cache.get_topic_metadata(names, listener,
+                                         error_unavailable_endpoints=version == 0,
+                                         error_unavailable_listeners=version >= 6)
+        for tm in found:
+            topics.append(_topic(tm.error_code, tm.name, tm.topic_id, tm.is_internal, [
+                MetadataResponse.MetadataResponsePartition(
+                    error_code=p.error_code, partition_index=p.partition, leader_id=p.leader_id,
+                    leader_epoch=p.leader_epoch, replica_nodes=p.replica_nodes,
+                    isr_nodes=p.isr_nodes, offline_replicas=p.offline_replicas)
+                for p in tm.partitions]))
+        if names is not None and len(found) < len(names):
+            known = {tm.name for tm in found}
+            missing = [n for n in names if n not in known]
+            allow = version < 4 or request.allow_auto_topic_creation
+            if allow and broker.config.auto_create_topics_enable and broker.controller:
+                topics += await _auto_create(ctx, missing)
+            else:
+                topics += [_unknown(n) for n in missing]
+
+    if version >= 8 and request.include_topic_authorized_operations:
+        for t in topics:
+            t.topic_authorized_operations = TOPIC_OPERATIONS
+    cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        cluster_ops = CLUSTER_OPERATIONS
+
+    controller_id = cache.controller_id
+    return MetadataResponse(
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=n.id, host=n.host, port=n.port,
+                                                         rack=n.rack)
+                 for n in cache.alive_broker_nodes(listener)],
+        cluster_id=cache.cluster_id,
+        controller_id=-1 if controller_id is None else controller_id,
+        topics=extra + topics,
+        cluster_authorized_operations=cluster_ops)

@@ -1,0 +1,487 @@
+"""The broker process: wires every component together, runs until SIGTERM/SIGINT, shuts down.
+
+Kafka's ``KafkaServer.startup`` order, on one asyncio loop (``BrokerServer.startup``):
+
+1. config: ``zookeeper.connect`` absent = embedded mode (single node, the embedded
+   controller); set = ZooKeeper mode, which fails with "ZooKeeper mode is not implemented yet".
+2. log dirs: each is created if missing and locked with ``fcntl.flock`` on ``<dir>/.lock``
+   (Kafka's ``FileLock``; a second broker on the same dir stops with "Failed to acquire lock
+   on file .lock in <dir>"); ``meta.properties`` of every dir is read: the dirs must agree on
+   ``broker.id``/``cluster.id`` and a configured ``broker.id`` must match the stored one
+   (Kafka's ``InconsistentBrokerIdException``). ``broker.id=-1`` with
+   ``broker.id.generation.enable`` takes the stored id, else generates
+   ``reserved.broker.max.id + 1`` (Kafka's first ZooKeeper sequence id, 1001 by default).
+3. ``LogManager.startup``: loads and recovers every partition log (recovery when
+   ``.kafka_cleanshutdown`` is absent) and starts its background tasks: retention every
+   ``log.retention.check.interval.ms``, the flush scheduler every
+   ``log.flush.scheduler.interval.ms``, recovery-point and log-start-offset checkpoints every
+   ``log.flush.offset.checkpoint.interval.ms`` / ``log.flush.start.offset.checkpoint.interval.ms``.
+4. ``SystemTimer`` (purgatories), ``MetadataCache``, ``ReplicaManager`` (INTERFACES.md, broker
+   core), the ``BrokerMetadataListener``.
+5. the SocketServer binds every ``listeners`` endpoint (port 0 = ephemeral) and logs Kafka's
+   ``Awaiting socket connections on host:port.``; requests that arrive before step 8 wait (the
+   kernel backlog plus a gate in front of the dispatcher), as Kafka binds before it registers
+   and enables request processing last.
+6. ``EmbeddedController.open(log.dirs[0], BrokerInfo(advertised.listeners with the bound
+   ports))`` + ``startup()``: the first FULL LeaderAndIsr/UpdateMetadata decisions reach the
+   ReplicaManager/MetadataCache through the listener.
+7. ``meta.properties`` (version=0, broker.id, cluster.id) written in every dir; a stored
+   cluster.id other than the controller's stops startup (Kafka's
+   ``InconsistentClusterIdException``).
+8. the gate opens: requests are dispatched.
+
+Shutdown (signal, or ``BrokerServer.shutdown``) runs in reverse: stop accepting and close
+connections, drain the IO workers, ReplicaManager, controller, timer, ``LogManager.shutdown``
+(flush, checkpoints, ``.kafka_cleanshutdown``), dir locks released. A fatal startup error (bad
+value, dir locked/unwritable, inconsistent or corrupt metadata) is logged as one clear line,
+whatever had started is stopped, and the process exits with status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import inspect
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.config import ConfigError, Endpoint, KafkaConfig
+from broker.dispatcher import ApiDispatcher
+from broker.handlers import load_all
+from broker.metadata_cache import MetadataCache
+from broker.metadata_listener import BrokerMetadataListener
+from broker.network import SocketServer
+from broker.purgatory import SystemTimer
+from broker.request_channel import Request
+from controller.api import Controller
+from protocol.errors import KafkaError
+from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
+from storage.config import LogConfig
+from storage.log_manager import LogManager
+
+__all__ = ["BrokerServer", "BrokerServices", "FatalStartupError", "run_server"]
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+#: Longest background-task period handed to asyncio (Kafka's Long.MaxValue defaults = never).
+MAX_INTERVAL_MS = 2**31 - 1
+
+
+class FatalStartupError(Exception):
+    """Startup cannot go on; the message says why and what to do (logged without a trace)."""
+
+
+@dataclass
+class BrokerServices:
+    """What handlers reach through ``ctx.broker`` (INTERFACES.md, "broker core")."""
+
+    config: KafkaConfig
+    broker_id: int
+    metadata_cache: MetadataCache
+    controller: Controller | None
+    replica_manager: Any
+    log_manager: LogManager
+    timer: Any
+    producer_id_manager: Any = None
+    fetch_session_cache: Any = None
+    group_coordinator: Any = None
+    #: advertised endpoints (bound ports filled in), by listener name
+    advertised: dict[str, Endpoint] = field(default_factory=dict)
+
+    def listener_name(self, listener: str) -> str:
+        """The listener name a request arrived on, as the MetadataCache keys endpoints."""
+        return listener.upper()
+
+
+class _Gate:
+    """The RequestChannel handler until startup finishes: requests wait, then go to the
+    dispatcher. Once open it returns the dispatcher's own awaitable (no extra frame)."""
+
+    def __init__(self, dispatcher: ApiDispatcher) -> None:
+        self.dispatcher = dispatcher
+        self.open = asyncio.Event()
+
+    def __call__(self, request: Request):
+        if self.open.is_set():
+            return self.dispatcher(request)
+        return self._wait_then(request)
+
+    async def _wait_then(self, request: Request):
+        await self.open.wait()
+        return await self.dispatcher(request)
+
+
+class _DirLock:
+    """``fcntl.flock`` on ``<dir>/.lock`` (released on close or process exit)."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.path = os.path.join(log_dir, LOCK_FILE)
+        self.fd = -1
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise FatalStartupError(
+                f"Failed to acquire lock on file {LOCK_FILE} in {os.path.dirname(self.path)}. "
+                "A Kafka instance in another process or thread is using this directory."
+            ) from None
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = -1
+
+
+class BrokerServer:
+    """One broker: ``await startup()``, ``await shutdown()`` (idempotent, also after a failed
+    startup). ``services`` is set once startup got past the LogManager."""
+
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.services: BrokerServices | None = None
+        self.socket_server: SocketServer | None = None
+        self.log_manager: LogManager | None = None
+        self.timer: SystemTimer | None = None
+        self.metadata_cache: MetadataCache | None = None
+        self.replica_manager: Any = None
+        self.controller: Controller | None = None
+        self.advertised: list[Endpoint] = []
+        self._locks: list[_DirLock] = []
+        self._gate: _Gate | None = None
+        self._stored_cluster_id: str | None = None
+        self._started = False
+        self._log_manager_started = False
+        self._shutdown_done = False
+
+    # ----- startup --------------------------------------------------------------------------
+    async def startup(self) -> None:
+        cfg = self.config
+        log.info("starting (broker.id=%s, log.dirs=%s)", cfg.broker_id, ",".join(cfg.log_dirs))
+        if not cfg.embedded_mode:
+            raise FatalStartupError(
+                f"ZooKeeper mode is not implemented yet (zookeeper.connect="
+                f"{cfg.zookeeper_connect}); remove zookeeper.connect to run with the "
+                "embedded metadata store")
+        try:
+            default_log_config = LogConfig.from_props(cfg.topic_config_defaults())
+        except KafkaError as e:
+            raise FatalStartupError(f"Invalid log configuration: {e.message}") from None
+        await self._lock_log_dirs()
+        self._read_meta_properties()
+
+        self.log_manager = LogManager(
+            cfg.log_dirs, default_log_config, broker_id=self.broker_id,
+            cluster_id=self._stored_cluster_id,
+            retention_check_interval_ms=_interval(cfg.log_retention_check_interval_ms),
+            flush_check_interval_ms=_interval(cfg.get("log.flush.scheduler.interval.ms")),
+            recovery_point_checkpoint_interval_ms=_interval(
+                cfg.log_flush_offset_checkpoint_interval_ms),
+            log_start_offset_checkpoint_interval_ms=_interval(
+                cfg.get("log.flush.start.offset.checkpoint.interval.ms")))
+        try:
+            await self.log_manager.startup()
+            self._log_manager_started = True
+        except (KafkaError, CheckpointError, OSError) as e:
+            raise FatalStartupError(f"Log directory startup failed: {_describe(e)}") from None
+        log.info("loaded %d partition logs", len(self.log_manager.all_logs()))
+
+        self.timer = SystemTimer("purgatory")
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.replica_manager = self._make_replica_manager()
+        if self.replica_manager is not None:
+            await self.replica_manager.startup()
+        listener = BrokerMetadataListener(self.metadata_cache, self.replica_manager)
+
+        self.services = BrokerServices(cfg, self.broker_id, self.metadata_cache, None,
+                                       self.replica_manager, self.log_manager, self.timer)
+        load_all()
+        self._gate = _Gate(ApiDispatcher(self.services))
+        await self._start_socket_server()
+
+        self.controller = await self._open_controller(listener)
+        self.services.controller = self.controller
+        self._make_data_path_services()
+        self.metadata_cache.set_cluster_id(self.controller.cluster_id)
+        await self._write_meta_properties(self.controller.cluster_id)
+
+        self._gate.open.set()
+        self._started = True
+        log.info("[KafkaServer id=%d] started (cluster id %s, controller epoch %d)",
+                 self.broker_id, self.controller.cluster_id, self.controller.controller_epoch)
+
+    async def _lock_log_dirs(self) -> None:
+        for d in self.config.log_dirs:
+            try:
+                os.makedirs(d, exist_ok=True)
+                if not os.access(d, os.W_OK | os.X_OK):
+                    raise PermissionError(f"{d} is not writable")
+            except OSError as e:
+                raise FatalStartupError(
+                    f"Log directory {d} cannot be created or is not writable: {_describe(e)}"
+                ) from None
+            lock = _DirLock(d)
+            try:
+                lock.acquire()
+            except OSError as e:
+                raise FatalStartupError(f"Cannot lock log directory {d}: {_describe(e)}") from None
+            self._locks.append(lock)
+
+    def _read_meta_properties(self) -> None:
+        """Agree on broker.id and cluster.id across the dirs (Kafka's
+        BrokerMetadataCheckpoint checks); pick the broker id."""
+        cfg = self.config
+        broker_ids: dict[str, str] = {}
+        cluster_ids: dict[str, str] = {}
+        for d in cfg.log_dirs:
+            try:
+                props = read_meta_properties(d)
+            except (CheckpointError, OSError, UnicodeDecodeError) as e:
+                raise FatalStartupError(f"Corrupt meta.properties in {d}: {_describe(e)}") from None
+            if props is None:
+                continue
+            bid = props.get("broker.id", props.get("node.id"))
+            if bid is not None:
+                broker_ids[d] = bid
+            if props.get("cluster.id"):
+                cluster_ids[d] = props["cluster.id"]
+        if len(set(broker_ids.values())) > 1:
+            raise FatalStartupError(
+                "BrokerMetadata is not consistent across log.dirs: broker.id differs "
+                + ", ".join(f"{d}: {b}" for d, b in broker_ids.items()))
+        if len(set(cluster_ids.values())) > 1:
+            raise FatalStartupError(
+                "BrokerMetadata is not consistent across log.dirs: cluster.id differs "
+                + ", ".join(f"{d}: {c}" for d, c in cluster_ids.items()))
+        stored: int | None = None
+        if broker_ids:
+            raw = next(iter(broker_ids.values()))
+            try:
+                stored = int(raw)
+            except ValueError:
+                raise FatalStartupError(
+                    f"Corrupt meta.properties: broker.id={raw!r} is not an integer") from None
+        self._stored_cluster_id = next(iter(cluster_ids.values()), None)
+        configured = cfg.broker_id
+        if configured >= 0:
+            if stored is not None and stored != configured:
+                raise FatalStartupError(
+                    f"Configured broker.id {configured} doesn't match stored broker.id "
+                    f"{stored} in meta.properties. If you moved your data, make sure your "
+                    "configured broker.id matches. If you intend to create a new broker, you "
+                    "should remove all data in your data directories (log.dirs).")
+            self.broker_id = configured
+        elif stored is not None:
+            self.broker_id = stored
+        elif cfg.get("broker.id.generation.enable"):
+            self.broker_id = cfg.get("reserved.broker.max.id") + 1
+            log.info("generated broker.id %d (reserved.broker.max.id + 1)", self.broker_id)
+        else:
+            raise FatalStartupError(
+                "broker.id is -1 and broker.id.generation.enable is false: set broker.id")
+
+    def _make_replica_manager(self) -> Any:
+        try:
+            from broker.replica_manager import ReplicaManager
+        except ModuleNotFoundError as e:
+            if e.name != "broker.replica_manager":
+                raise
+            log.warning("broker.replica_manager is not available: partitions will not be "
+                        "served (metadata only)")
+            return None
+        return ReplicaManager(self.config, self.broker_id, self.log_manager,
+                              self.metadata_cache, self.timer)
+
+    def _make_data_path_services(self) -> None:
+        """InitProducerId's id blocks and the KIP-227 fetch session cache, when built in."""
+        try:
+            from broker.producer_id_manager import ProducerIdManager
+            self.services.producer_id_manager = ProducerIdManager(self.broker_id,
+                                                                  self.controller)
+        except ModuleNotFoundError as e:
+            if e.name != "broker.producer_id_manager":
+                raise
+        try:
+            from broker.fetch_session import FetchSessionCache
+            self.services.fetch_session_cache = FetchSessionCache(
+                max_entries=self.config.get("max.incremental.fetch.session.cache.slots"))
+        except ModuleNotFoundError as e:
+            if e.name != "broker.fetch_session":
+                raise
+
+    async def _start_socket_server(self) -> None:
+        cfg = self.config
+        self.socket_server = SocketServer(
+            cfg.listeners, self._gate,
+            socket_request_max_bytes=cfg.socket_request_max_bytes,
+            num_io_threads=cfg.num_io_threads,
+            connections_max_idle_ms=cfg.connections_max_idle_ms,
+            listen_backlog=cfg.get("socket.listen.backlog.size"))
+        try:
+            await self.socket_server.start()
+        except OSError as e:
+            raise FatalStartupError(
+                "Socket server failed to bind to "
+                + ",".join(ep.connection_string() for ep in cfg.listeners)
+                + f": {_describe(e)}") from None
+        bound: dict[str, int] = {}
+        for acceptor in self.socket_server.acceptors:
+            ep = acceptor.endpoint
+            bound[ep.listener_name] = acceptor.port
+            host = ep.host or "0.0.0.0"
+            log.info("Awaiting socket connections on %s:%d.",
+                     f"[{host}]" if ":" in host else host, acceptor.port)
+        self.advertised = cfg.advertised_endpoints(bound)
+        self.services.advertised = {e.listener_name: e for e in self.advertised}
+
+    async def _open_controller(self, listener: BrokerMetadataListener) -> Controller:
+        from controller.embedded import EmbeddedController
+        from controller.metadata_store import MetadataStoreCorruptError
+        from controller.zk_data import BrokerInfo, EndPoint
+
+        cfg = self.config
+        info = BrokerInfo(self.broker_id, tuple(
+            EndPoint(e.listener_name, e.host, e.port, e.security_protocol)
+            for e in self.advertised), rack=cfg.broker_rack)
+        try:
+            controller = await EmbeddedController.open(
+                cfg.log_dirs[0], info, listener,
+                default_num_partitions=cfg.num_partitions,
+                default_replication_factor=cfg.default_replication_factor)
+        except MetadataStoreCorruptError as e:
+            raise FatalStartupError(f"Corrupt embedded metadata store: {e}") from None
+        except OSError as e:
+            raise FatalStartupError(f"Cannot open the embedded metadata store in "
+                                    f"{cfg.log_dirs[0]}: {_describe(e)}") from None
+        self.controller = controller
+        await controller.startup()
+        return controller
+
+    async def _write_meta_properties(self, cluster_id: str) -> None:
+        stored = self._stored_cluster_id
+        if stored is not None and stored != cluster_id:
+            raise FatalStartupError(
+                f"The Cluster ID {cluster_id} doesn't match stored clusterId {stored} in "
+                "meta.properties. The broker is trying to join the wrong cluster (the "
+                f"embedded metadata store in {self.config.log_dirs[0]} belongs to another "
+                "cluster, or meta.properties was copied from one).")
+
+        def write() -> None:
+            for d in self.config.log_dirs:
+                props = read_meta_properties(d) or {}
+                if (props.get("cluster.id") != cluster_id
+                        or props.get("broker.id") != str(self.broker_id)
+                        or props.get("version") != "0"):
+                    write_meta_properties(d, self.broker_id, cluster_id)
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, write)
+        except (OSError, CheckpointError) as e:
+            raise FatalStartupError(f"Cannot write meta.properties: {_describe(e)}") from None
+
+    # ----- shutdown -------------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        """Reverse order of startup; every step runs even if an earlier one failed."""
+        if self._shutdown_done:
+            return
+        self._shutdown_done = True
+        log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        steps: list[tuple[str, Any]] = []
+        if self.socket_server is not None:
+            steps.append(("socket server", self.socket_server.stop))
+        pid_manager = self.services.producer_id_manager if self.services else None
+        if pid_manager is not None:
+            steps.append(("producer id manager", pid_manager.shutdown))
+        if self.replica_manager is not None:
+            steps.append(("replica manager", self.replica_manager.shutdown))
+        if self.controller is not None:
+            steps.append(("controller", self.controller.shutdown))
+        if self.timer is not None:
+            steps.append(("timer", self.timer.shutdown))
+        if self._log_manager_started:
+            steps.append(("log manager", self.log_manager.shutdown))
+        for name, fn in steps:
+            try:
+                result = fn()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("error shutting down the %s", name)
+        for lock in self._locks:
+            lock.release()
+        self._locks.clear()
+        log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+
+
+def _interval(ms: int | None) -> int:
+    """A background period in ms for asyncio: at least 1, at most ~24.8 days."""
+    if ms is None:
+        return MAX_INTERVAL_MS
+    return max(1, min(int(ms), MAX_INTERVAL_MS))
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, KafkaError):
+        return f"{e.code.name}: {e.message}" if e.message else e.code.name
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}{f' ({e.filename})' if e.filename else ''}"
+    return str(e) or type(e).__name__
+
+
+async def run_server(config: KafkaConfig) -> None:
+    """Run a broker until SIGTERM/SIGINT, then shut down cleanly (``broker.cli`` calls this).
+
+    A fatal startup error is logged as one line and ends the process with status 1
+    (``SystemExit``); a ``ConfigError`` propagates (the CLI exits 2)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, _on_signal, sig, stop)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread (tests): the caller stops us
+    server = BrokerServer(config)
+    try:
+        startup = asyncio.ensure_future(server.startup())
+        waiter = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({startup, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not startup.done():
+            log.info("signal received during startup; stopping once startup is done")
+            with contextlib.suppress(Exception):
+                await startup
+        waiter.cancel()
+        exc = startup.exception()
+        if exc is not None:
+            if isinstance(exc, FatalStartupError):
+                log.error("Fatal error during startup: %s", exc)
+                await server.shutdown()
+                raise SystemExit(1)
+            if isinstance(exc, ConfigError):
+                await server.shutdown()
+                raise exc
+            log.error("Fatal error during startup", exc_info=exc)
+            await server.shutdown()
+            raise SystemExit(1)
+        await stop.wait()
+        await server.shutdown()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def _on_signal(sig: int, stop: asyncio.Event) -> None:
+    log.info("received %s; shutting down", signal.Signals(sig).name)
+    stop.set()
