@@ -139,7 +139,7 @@ def _socket_pair() -> tuple[socket.socket, socket.socket]:
     return conn, cli
 
 
-def bench_read(work: str, batch: bytes, count: int) -> tuple[float, float]:
+def bench_read(work: str, batch: bytes, count: int) -> tuple[float, float, float]:
     d = os.path.join(work, "read")
     mgr = LogManager([d], config(SEGMENT_MB))
     mgr.load_all()
@@ -180,13 +180,13 @@ def bench_read(work: str, batch: bytes, count: int) -> tuple[float, float]:
                 _sendfile_all(conn, f.fileno(), pos, length)
             offset = info.fetch_offset + per_batch * (len(info.records) // len(batch))
 
-    ceiling = measured = 0.0
-    for _ in range(3):  # alternate, keep the best of each (loopback and cache are noisy)
-        ceiling = max(ceiling, run(raw))
-        measured = max(measured, run(ours))
+    rounds = []
+    for _ in range(5):  # alternate; CPU contention on a shared VM makes single runs swing
+        rounds.append((run(raw), run(ours)))
     mgr.close_all()
     shutil.rmtree(d)
-    return ceiling, measured
+    med = statistics.median
+    return med(r[0] for r in rounds), med(r[1] for r in rounds), med(r[1] / r[0] for r in rounds)
 
 
 CHILD = textwrap.dedent("""
@@ -249,7 +249,7 @@ def main() -> None:
     try:
         plain, plain_fsync, ours, ratio, ratio_fsync = asyncio.run(
             bench_append(work, batch, count))
-        raw, fetch = bench_read(work, batch, count)
+        raw, fetch, read_ratio = bench_read(work, batch, count)
         rec_seg, scanned_seg, nseg = bench_recovery(work, SEGMENT_MB, TOTAL_MB)
         rec_act, scanned_act, _ = bench_recovery(work, 2048, TOTAL_MB)
     finally:
@@ -261,8 +261,8 @@ def main() -> None:
         ("same, ceiling with Kafka's flush-on-roll durability", f"{ours:,.0f}",
          f"{plain_fsync:,.0f} (os.write + fsync per {SEGMENT_MB} MiB file)",
          f"{ratio_fsync:.0%}", "context"),
-        ("sequential read via sendfile to loopback (MB/s, best of 3)", f"{fetch:,.0f}", f"{raw:,.0f} (raw sendfile)",
-         f"{fetch / raw:.0%}", ">= 80%"),
+        ("sequential read via sendfile to loopback (MB/s, medians of 5 alternating rounds)",
+         f"{fetch:,.0f}", f"{raw:,.0f} (raw sendfile)", f"{read_ratio:.0%}", ">= 80%"),
         (f"recovery after SIGKILL, {TOTAL_MB} MiB in {nseg} x {SEGMENT_MB} MiB segments (s)",
          f"{rec_seg:.2f}", f"{scanned_seg} segment(s) re-scanned", "", "report"),
         (f"recovery after SIGKILL, {TOTAL_MB} MiB active segment (s)", f"{rec_act:.2f}",
@@ -272,6 +272,9 @@ def main() -> None:
     lines = [
         f"# Storage benchmark ({TOTAL_MB} MiB, {SEGMENT_MB} MiB segments, "
         f"Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d')})",
+        "",
+        "Ratios are medians of per-round ratios (each round runs ceiling and Josef back to "
+        "back); the disk and CPUs are shared, so single runs swing widely.",
         "",
         "| measure | Josef | ceiling (same run) | ratio | aim |",
         "|---|---:|---|---:|---|",

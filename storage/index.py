@@ -75,7 +75,8 @@ class AbstractIndex:
         """Set the file (and mapping) to `new_size` rounded down to an entry, never below
         the current entries. Returns True if the size changed."""
         size = max(self._round(new_size), self._entries * self.entry_size)
-        if size == self._capacity * self.entry_size and os.fstat(self._file.fileno()).st_size == size:
+        on_disk = os.fstat(self._file.fileno()).st_size
+        if size == self._capacity * self.entry_size and on_disk == size:
             return False
         self._unmap()
         self._map(size)

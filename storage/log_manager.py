@@ -110,7 +110,8 @@ class LogManager:
                     continue
                 log = Log(path, self.default_config, recovery_point=recovery.get(tp, 0),
                           log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
-                          time_ms=self.time_ms, on_roll=self._on_roll, on_flush_needed=self._on_roll,
+                          time_ms=self.time_ms, on_roll=self._on_roll,
+                          on_flush_needed=self._on_roll,
                           on_delete_segments=self._on_delete_segments)
                 log.high_watermark = max(log.log_start_offset,
                                          min(hws.get(tp, 0), log.log_end_offset))
@@ -194,7 +195,8 @@ class LogManager:
         d = min(self.log_dirs, key=lambda x: counts[x])
         path = os.path.join(d, f"{tp[0]}-{tp[1]}")
         log = Log(path, config or self.default_config, clean_shutdown=True,
-                  time_ms=self.time_ms, on_roll=self._on_roll, on_flush_needed=self._on_roll,
+                  time_ms=self.time_ms, on_roll=self._on_roll,
+                  on_flush_needed=self._on_roll,
                   on_delete_segments=self._on_delete_segments, topic_id=topic_id)
         self._logs[tp] = log
         self._log_dir_of[tp] = d

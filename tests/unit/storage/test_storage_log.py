@@ -19,7 +19,7 @@ def all_batches(log):
     return out
 
 
-def test_append_assigns_offsets_stamps_epoch_and_keeps_bytes(make_log, tmp_path, clock, small_config):
+def test_append_assigns_offsets_stamps_epoch_and_keeps_bytes(make_log, small_config):
     log = make_log(small_config)
     sent = [build_batch(n=2 + i % 3, ts=1000 + i) for i in range(30)]
     originals = [bytes(b) for b in sent]
