@@ -413,8 +413,8 @@ class Log:
         doomed = []
         for i, seg in enumerate(self.segments[:-1]):
             nxt = self.segments[i + 1].base_offset
-            if seg.base_offset >= self.high_watermark and nxt > self.high_watermark:
-                break  # never delete data not yet below the high watermark
+            if nxt > self.high_watermark:
+                break  # only segments wholly below the high watermark (Kafka's upper bound)
             if not predicate(seg, nxt):
                 break
             doomed.append(seg)

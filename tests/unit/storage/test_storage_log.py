@@ -251,3 +251,14 @@ def test_reopen_clean_keeps_everything(make_log, tmp_path, clock, small_config):
     assert log.leader_epoch_cache.entries == [(4, 0)]
     assert log.fetch_offset_by_timestamp(5049) == (97, 5049)
     log.close()
+
+
+def test_retention_stops_at_the_high_watermark(make_log, clock, small_config):
+    import dataclasses
+    log = make_log(dataclasses.replace(small_config, retention_ms=1))
+    for i in range(60):
+        log.append_as_leader(build_batch(n=3, ts=1000 + i), 0)
+    second = log.segments[1]
+    log.high_watermark = second.base_offset + 3  # inside the second segment
+    assert log.delete_old_segments() == 1
+    assert log.segments[0] is second and log.log_start_offset == second.base_offset
