@@ -1,0 +1,85 @@
+"""GetTelemetrySubscriptions (api key 71) and PushTelemetry (api key 72): KIP-714 client
+metrics, answered as a Kafka broker with no client-metrics subscriptions configured.
+
+Behaviour:
+- GetTelemetrySubscriptions: error NONE; the client's instance id (a new random UUID when the
+  client sent the zero UUID: KIP-714 lets the broker assign it); a subscription id derived
+  from that instance id (stateless, so any IO worker can check it); accepted compression
+  types zstd, lz4, gzip, snappy (Kafka's preference order); push interval 300000 ms (Kafka's
+  default when no subscription matches); ``telemetry.max.bytes`` (1048576) as the size limit;
+  delta temporality true; and NO requested metrics. With an empty metric list a client
+  (confluent-kafka/librdkafka, the Java client) pushes nothing and only asks again after the
+  push interval: no error, no traffic.
+- PushTelemetry: the zero instance id -> INVALID_REQUEST (42); a subscription id that is not
+  the one we gave that instance -> UNKNOWN_SUBSCRIPTION_ID (117); a metrics payload above the
+  limit -> TELEMETRY_TOO_LARGE (118); otherwise NONE (there is no telemetry receiver, the
+  metrics are dropped).
+
+Version notes: v0 only for both (flexible), Kafka 3.7+.
+"""
+
+from __future__ import annotations
+
+import uuid
+import zlib
+
+from broker.handlers.registry import handles
+from protocol import api
+from protocol.errors import ErrorCode, KafkaError
+
+GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY = 71, 72
+GetTelemetrySubscriptionsResponse = api.API_KEYS[GET_TELEMETRY_SUBSCRIPTIONS].response_cls
+PushTelemetryResponse = api.API_KEYS[PUSH_TELEMETRY].response_cls
+
+ZERO_UUID = uuid.UUID(int=0)
+DEFAULT_PUSH_INTERVAL_MS = 300_000
+DEFAULT_TELEMETRY_MAX_BYTES = 1_048_576
+ACCEPTED_COMPRESSION_TYPES = [4, 3, 1, 2]  # zstd, lz4, gzip, snappy
+_SUBSCRIPTION_SALT = b"josef:no-client-metrics:%d" % DEFAULT_PUSH_INTERVAL_MS
+
+
+def subscription_id(client_instance_id: uuid.UUID) -> int:
+    """The (empty) subscription's id for this client instance: CRC32 as a signed int32."""
+    v = zlib.crc32(client_instance_id.bytes + _SUBSCRIPTION_SALT)
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _max_bytes(ctx) -> int:
+    try:
+        return int(ctx.broker.config.get("telemetry.max.bytes"))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return DEFAULT_TELEMETRY_MAX_BYTES
+
+
+def get_subscriptions_error_response(request, version: int, error: KafkaError):
+    return GetTelemetrySubscriptionsResponse(error_code=int(error.code))
+
+
+@handles(GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, error_response=get_subscriptions_error_response)
+def handle_get_telemetry_subscriptions(ctx, request):
+    instance = request.client_instance_id
+    if instance is None or instance == ZERO_UUID:
+        instance = uuid.uuid4()
+    return GetTelemetrySubscriptionsResponse(
+        error_code=0, client_instance_id=instance, subscription_id=subscription_id(instance),
+        accepted_compression_types=list(ACCEPTED_COMPRESSION_TYPES),
+        push_interval_ms=DEFAULT_PUSH_INTERVAL_MS, telemetry_max_bytes=_max_bytes(ctx),
+        delta_temporality=True, requested_metrics=[])
+
+
+def push_error_response(request, version: int, error: KafkaError):
+    return PushTelemetryResponse(error_code=int(error.code))
+
+
+@handles(PUSH_TELEMETRY, 0, 0, error_response=push_error_response)
+def handle_push_telemetry(ctx, request):
+    instance = request.client_instance_id
+    if instance is None or instance == ZERO_UUID:
+        code = ErrorCode.INVALID_REQUEST
+    elif request.subscription_id != subscription_id(instance):
+        code = ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+    elif request.metrics is not None and len(request.metrics) > _max_bytes(ctx):
+        code = ErrorCode.TELEMETRY_TOO_LARGE
+    else:
+        code = ErrorCode.NONE
+    return PushTelemetryResponse(error_code=int(code))
