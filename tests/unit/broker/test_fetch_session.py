@@ -1,0 +1,167 @@
+"""KIP-227 fetch sessions: full / incremental / sessionless contexts, epochs, errors, eviction."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+from broker.fetch_session import INVALID_SESSION_ID, FetchSessionCache, next_epoch
+from broker.purgatory.delayed_fetch import FetchPartitionData, PartitionFetchInfo
+from protocol.errors import ErrorCode
+
+A, B, C = ("a", 0), ("a", 1), ("b", 0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def req(*parts, offset=0):
+    return [(tp, PartitionFetchInfo(offset, 1000), None) for tp in parts]
+
+
+def data(hw=10, records=b"", error=ErrorCode.NONE, lso=None, start=0):
+    return FetchPartitionData(error, hw, hw if lso is None else lso, start, records)
+
+
+def cache(**kw):
+    kw.setdefault("time_ms", Clock())
+    return FetchSessionCache(rng=random.Random(1), **kw)
+
+
+def open_session(c, parts=(A, B, C), version=12, follower=False):
+    ctx = c.new_context(version, 0, 0, req(*parts), [], follower)
+    assert ctx.kind == "full"
+    sid, out = ctx.update_and_generate_response_data({tp: data() for tp in parts})
+    assert [tp for tp, _ in out] == list(parts)
+    return sid
+
+
+def test_next_epoch_wraps_and_final_stays():
+    assert next_epoch(0) == 1 and next_epoch(0x7FFFFFFF) == 1 and next_epoch(-1) == -1
+
+
+def test_old_versions_and_final_epoch_are_sessionless():
+    c = cache()
+    for version, sid, epoch in ((6, 0, 0), (12, 0, -1)):
+        ctx = c.new_context(version, sid, epoch, req(A), [], False)
+        assert ctx.kind == "sessionless"
+        assert ctx.update_and_generate_response_data({A: data()})[0] == INVALID_SESSION_ID
+    assert len(c) == 0
+
+
+def test_full_fetch_creates_session_with_epoch_one():
+    c = cache()
+    sid = open_session(c)
+    assert sid != INVALID_SESSION_ID and c.get(sid).epoch == 1 and len(c.get(sid)) == 3
+
+
+def test_incremental_returns_only_changed_partitions():
+    c = cache()
+    sid = open_session(c)
+    ctx = c.new_context(12, sid, 1, [], [], False)
+    assert ctx.kind == "incremental"
+    assert [tp for tp, _ in ctx.partitions_to_fetch()] == [A, B, C]  # whole session read
+    results = {A: data(), B: data(hw=11), C: data(records=b"xyz")}
+    rsid, out = ctx.update_and_generate_response_data(results)
+    assert rsid == sid and [tp for tp, _ in out] == [B, C]
+    # returned partitions moved to the end of the session order
+    assert list(c.get(sid).partitions) == [A, B, C]
+    ctx = c.new_context(12, sid, 2, [], [], False)
+    _, out = ctx.update_and_generate_response_data({A: data(), B: data(hw=11),
+                                                    C: data(records=b"")})
+    assert out == []
+    ctx = c.new_context(12, sid, 3, [], [], False)
+    _, out = ctx.update_and_generate_response_data({A: data(records=b"1"), B: data(hw=11),
+                                                    C: data()})
+    assert [tp for tp, _ in out] == [A]
+    assert list(c.get(sid).partitions) == [B, C, A]
+
+
+def test_incremental_errors_always_sent_and_resent():
+    c = cache()
+    sid = open_session(c, (A,))
+    for epoch in (1, 2):
+        ctx = c.new_context(12, sid, epoch, [], [], False)
+        _, out = ctx.update_and_generate_response_data(
+            {A: FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER)})
+        assert [tp for tp, _ in out] == [A]
+
+
+def test_incremental_updates_offsets_adds_and_forgets():
+    c = cache()
+    sid = open_session(c, (A, B))
+    ctx = c.new_context(12, sid, 1, req(A, C, offset=7), [B], False)
+    fetched = dict(ctx.partitions_to_fetch())
+    assert set(fetched) == {A, C} and fetched[A].fetch_offset == 7
+
+
+def test_forgetting_everything_closes_the_session():
+    c = cache()
+    sid = open_session(c, (A,))
+    ctx = c.new_context(12, sid, 1, [], [A], False)
+    assert ctx.kind == "sessionless" and c.get(sid) is None
+
+
+def test_session_errors():
+    c = cache()
+    sid = open_session(c, (A,))
+    assert c.new_context(12, sid + 1, 1, [], [], False).error == \
+        ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert c.new_context(12, sid, 5, [], [], False).error == \
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    assert c.new_context(13, sid, 1, [], [], False).error == \
+        ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    ctx = c.new_context(12, sid, 1, [], [], False)
+    assert ctx.error == ErrorCode.NONE
+    assert ctx.update_and_generate_response_data({A: data()})[0] == sid
+
+
+def test_error_context_fetches_nothing():
+    ctx = cache().new_context(12, 42, 3, req(A), [], False)
+    assert ctx.partitions_to_fetch() == []
+    assert ctx.update_and_generate_response_data({}) == (INVALID_SESSION_ID, [])
+
+
+def test_full_fetch_with_session_id_closes_old_session():
+    c = cache()
+    sid = open_session(c, (A,))
+    ctx = c.new_context(12, sid, 0, req(B), [], False)
+    assert c.get(sid) is None
+    new_sid, _ = ctx.update_and_generate_response_data({B: data()})
+    assert new_sid not in (sid, INVALID_SESSION_ID)
+    assert c.new_context(12, sid, -1, req(A), [], False).kind == "sessionless"
+
+
+def test_topic_ids_kept_in_session():
+    c = cache()
+    tid = uuid.uuid4()
+    ctx = c.new_context(13, 0, 0, [(A, PartitionFetchInfo(0, 100), tid)], [], False)
+    sid, _ = ctx.update_and_generate_response_data({A: data()})
+    ctx = c.new_context(13, sid, 1, [], [], False)
+    assert ctx.topic_id(A) == tid
+
+
+def test_cache_disabled_and_full():
+    c = cache(max_entries=0)
+    assert open_session(c) == INVALID_SESSION_ID
+    clock = Clock()
+    c = cache(max_entries=2, time_ms=clock)
+    s1 = open_session(c, (A, B, C))
+    clock.now = 10
+    s2 = open_session(c, (A,))
+    clock.now = 20
+    # a smaller consumer session cannot evict; a bigger one evicts the smallest
+    assert open_session(c, (A,)) == INVALID_SESSION_ID
+    s3 = open_session(c, (A, B))
+    assert s3 != INVALID_SESSION_ID and c.get(s2) is None and c.get(s1) is not None
+    # a follower session outranks consumer sessions
+    s4 = open_session(c, (A,), follower=True)
+    assert s4 != INVALID_SESSION_ID and len(c) == 2
+    # stale sessions (> 120 s unused) are evicted first
+    clock.now = 200_000
+    assert open_session(c, (C,)) != INVALID_SESSION_ID
