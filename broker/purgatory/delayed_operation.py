@@ -163,7 +163,10 @@ class DelayedOperation(TimerTask):
             lst.size -= 1
         purgatory = self._purgatory
         if purgatory is not None:
-            purgatory._operation_completed(self)
+            if self is purgatory._scanning and len(self._keys) == 1:
+                purgatory._pending -= 1  # _operation_completed's fast path, inlined
+            else:
+                purgatory._operation_completed(self)
         self.on_complete()
         return True
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from typing import Protocol, runtime_checkable
 
 from broker.purgatory.timer_task import TimerTask, TimerTaskList
@@ -148,7 +149,12 @@ class SystemTimer(_WheelTimer):
     ) -> None:
         self.name = name
         self._loop = asyncio.get_running_loop()
-        self._loop_time = self._loop.time
+        # The stock loop's time() is a Python method returning time.monotonic(); call the C
+        # function directly (one frame less per add). Other loops (uvloop) keep their own.
+        if type(self._loop).time is asyncio.BaseEventLoop.time:
+            self._loop_time = time.monotonic
+        else:
+            self._loop_time = self._loop.time
         super().__init__(self.now_ms(), tick_ms, wheel_size)
         self._queue.on_earliest = self._on_earliest
         self._ready = TimerTaskList()  # tasks expired on add, run by the next call_soon
