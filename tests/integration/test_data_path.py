@@ -432,3 +432,41 @@ def test_fetch_max_bytes_allows_partial_trailing_batch(raw):
     records = resp.responses[0].partitions[0].records
     assert len(records) == one + 100
     assert [b.record_count for b in iter_batches_lenient(records)] == [50]
+
+
+def test_fetch_sessions_with_topic_ids(raw):
+    topic = _topic("raw-session")
+    _metadata(raw, topic)
+    meta_cls = api.API_KEYS[3].request_cls
+    topic_id = raw.call(3, 12, meta_cls(topics=[meta_cls.MetadataRequestTopic(name=topic)])) \
+        .topics[0].topic_id
+    raw.call(0, 9, _produce_req(topic, _batch(2)))
+    cls = api.API_KEYS[1].request_cls
+
+    def fetch(session_id, epoch, offset=None, version=16):
+        parts = [] if offset is None else [cls.FetchTopic(topic_id=topic_id, partitions=[
+            cls.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])]
+        return raw.call(1, version, cls(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                        session_id=session_id, session_epoch=epoch,
+                                        topics=parts))
+
+    full = fetch(0, 0, offset=0)
+    assert full.error_code == 0 and full.session_id != 0
+    assert full.responses[0].topic_id == topic_id
+    assert full.responses[0].partitions[0].high_watermark == 2
+    sid = full.session_id
+    inc = fetch(sid, 1, offset=2)  # moved on: nothing new -> partition left out
+    assert inc.error_code == 0 and inc.session_id == sid and inc.responses == []
+    raw.call(0, 9, _produce_req(topic, _batch(1)))
+    inc = fetch(sid, 2)  # no partitions listed: the session remembers offset 2
+    assert inc.responses[0].partitions[0].high_watermark == 3
+    assert len(inc.responses[0].partitions[0].records) > 0
+    assert fetch(sid, 7).error_code == 71  # INVALID_FETCH_SESSION_EPOCH
+    assert fetch(sid + 1, 1).error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+    assert fetch(sid, 3, version=12).error_code == 106  # FETCH_SESSION_TOPIC_ID_ERROR
+    unknown = raw.call(1, 13, cls(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                  session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                                      topic_id=uuid.uuid4(), partitions=[cls.FetchPartition(
+                                          partition=0, fetch_offset=0,
+                                          partition_max_bytes=100)])]))
+    assert unknown.responses[0].partitions[0].error_code == 100  # UNKNOWN_TOPIC_ID
