@@ -24,9 +24,12 @@ Everything runs on one event loop; ``num.network.threads`` has no meaning here.
   (before buffering it), or a frame too short for a request header (< 8 bytes).
 * Idle connections (no bytes in or out and nothing in progress for ``connections.max.idle.ms``)
   are closed by one periodic sweep task.
-* Responses with file slices use ``loop.sendfile`` (os.sendfile, zero copy) when the transport
-  is a plain TCP socket, after the transport's write buffer has drained; otherwise the slices
-  are read with ``os.pread`` in the default executor and written.
+* Responses with file slices: on a plain TCP socket, once the transport's write buffer has
+  drained, the whole response goes straight to the socket (headers with send(MSG_MORE), slices
+  with os.sendfile, zero copy; writability waits on a dup of the descriptor). Otherwise
+  (``use_sendfile=False``, TLS-like transports) slices are read with ``os.pread`` in the
+  default executor and written through the transport. ``benchmarks/bench_network.py``
+  compares the two.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ REQUEST_HEADER_MIN = 8  # int16 api_key, int16 api_version, int32 correlation_id
 SMALL_WRITE_JOIN = 64 * 1024  # responses up to this size are joined into one write
 PREAD_CHUNK = 1024 * 1024  # fallback read size for file slices
 SENDFILE_BURST = 4 * 1024 * 1024  # most bytes sent with os.sendfile before yielding
+MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux: hold a header back for the file bytes
 
 
 @dataclass(frozen=True)
@@ -98,20 +102,9 @@ def _monotonic_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-class _SendfileSource:
-    """The minimal file object ``loop.sendfile`` needs for a descriptor (binary, seekable)."""
-
-    __slots__ = ("_fd",)
-    mode = "rb"
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return offset  # we only send by offset; the position is not ours to move
+def _set_done(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class ProcessorBase:
@@ -141,6 +134,8 @@ class ProcessorBase:
         self._drained: asyncio.Future[None] | None = None
         self._sendfile_ok = server.use_sendfile
         self._sock_fd: int | None = None
+        self._send_task: asyncio.Task[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
 
     # ---- asyncio protocol callbacks --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -246,7 +241,7 @@ class ProcessorBase:
             return
         self._ready[request.sequence] = response
         if response is not None:
-            self._held_bytes += response.size
+            self._held_bytes += response.memory_size
         self._flush()
 
     @property
@@ -265,14 +260,15 @@ class ProcessorBase:
             self._next_send += 1
             if response is None:
                 continue
-            self._held_bytes -= response.size
+            self._held_bytes -= response.memory_size
             if response.close:
                 self.close()
                 return
             self.last_active_ms = self.server.clock()
             if response.has_file_parts:
                 self._sending = True
-                asyncio.get_running_loop().create_task(self._send_with_files(response))
+                self._send_task = asyncio.get_running_loop().create_task(
+                    self._send_with_files(response))
                 return
             self._out.append(SIZE_PREFIX.pack(response.size))
             self._out.extend(response.parts)  # type: ignore[arg-type]  # no file parts here
@@ -316,69 +312,118 @@ class ProcessorBase:
         assert transport is not None
         try:
             self._write_out()
-            transport.write(SIZE_PREFIX.pack(response.size))
-            for part in response.parts:
-                if self.closed:
-                    return
-                if isinstance(part, FileSlice):
-                    await self._send_slice(part)
-                else:
-                    transport.write(part)
+            parts: list[Any] = [SIZE_PREFIX.pack(response.size), *response.parts]
+            if self._sendfile_ok and self._sock_fd is not None:
+                await self._transport_drained()
+                if not self.closed:
+                    await self._send_direct(parts)
+            else:
+                for part in parts:
+                    if self.closed:
+                        return
+                    if isinstance(part, FileSlice):
+                        await self._send_slice_pread(part)
+                    else:
+                        transport.write(part)
             self.last_active_ms = self.server.clock()
         except Exception as e:
             log.warning("closing %s: sending file data failed: %r", self.connection_id, e)
             self.close()
         finally:
             self._sending = False
+            self._send_task = None
             if not self.closed:
                 self._update_reading()
                 self._flush()
 
-    async def _send_slice(self, part: FileSlice) -> None:
-        if part.length == 0:
+    async def _transport_drained(self) -> None:
+        """Wait until the transport has handed every buffered byte to the socket."""
+        transport = self.transport
+        assert transport is not None
+        if not transport.get_write_buffer_size():
             return
+        # high=low=0: pause_writing now, resume_writing exactly when the buffer is empty
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            while transport.get_write_buffer_size() and not self.closed:
+                await self._wait_drained()
+        finally:
+            if not transport.is_closing():
+                transport.set_write_buffer_limits()  # back to asyncio's defaults
+
+    async def _send_direct(self, parts: list[Any]) -> None:
+        """Send ``parts`` straight to the socket: bytes with send(MSG_MORE), file slices with
+        os.sendfile (zero copy), waiting for writability on a dup of the socket's descriptor
+        (the original is registered to the transport). The transport's buffer is empty and
+        nothing else writes meanwhile, so the stream order holds."""
+        assert self._sock_fd is not None
+        raw = socket.socket(fileno=os.dup(self._sock_fd))
+        try:
+            raw.setblocking(False)
+            pending: list[Any] = []
+            for part in parts:
+                if isinstance(part, FileSlice):
+                    if pending:
+                        await self._raw_send(raw, b"".join(pending), MSG_MORE)
+                        pending = []
+                    await self._raw_sendfile(raw, part)
+                else:
+                    pending.append(part)
+                if self.closed:
+                    return
+            if pending:
+                await self._raw_send(raw, b"".join(pending), 0)
+        finally:
+            raw.close()
+
+    async def _raw_send(self, raw: socket.socket, data: bytes, flags: int) -> None:
+        view = memoryview(data)
+        while view and not self.closed:
+            try:
+                n = raw.send(view, flags)
+            except (BlockingIOError, InterruptedError):
+                await self._socket_writable(raw)
+                continue
+            view = view[n:]
+
+    async def _raw_sendfile(self, raw: socket.socket, part: FileSlice) -> None:
+        in_fd = part.fileno()
+        position, remaining = part.position, part.length
+        while remaining and not self.closed:
+            burst = min(remaining, SENDFILE_BURST)
+            try:
+                n = os.sendfile(raw.fileno(), in_fd, position, burst)
+            except (BlockingIOError, InterruptedError):
+                await self._socket_writable(raw)
+                continue
+            if n == 0:
+                raise OSError(f"file slice shorter than announced: {remaining} bytes missing "
+                              f"at {position}")
+            position += n
+            remaining -= n
+            if n == SENDFILE_BURST and remaining:
+                await asyncio.sleep(0)  # a fast reader: let other connections run
+
+    async def _socket_writable(self, raw: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._writable = fut
+        fd = raw.fileno()
+        loop.add_writer(fd, _set_done, fut)
+        try:
+            await fut
+        finally:
+            loop.remove_writer(fd)
+            self._writable = None
+
+    async def _send_slice_pread(self, part: FileSlice) -> None:
+        """Fallback (TLS-like transports, use_sendfile=False): os.pread in the executor."""
         loop = asyncio.get_running_loop()
         transport = self.transport
         assert transport is not None
-        position, remaining = part.position, part.length
-        if self._sendfile_ok:
-            full = False
-            while (remaining and not full and self._sock_fd is not None and not self.closed
-                   and transport.get_write_buffer_size() == 0):
-                # Fast path: nothing is buffered in the transport, so bytes sent straight to
-                # the socket keep their place in the stream. Up to SENDFILE_BURST bytes per
-                # loop turn, until the socket is full.
-                burst = min(remaining, SENDFILE_BURST)
-                try:
-                    while burst:
-                        n = os.sendfile(self._sock_fd, part.fileno(), position, burst)
-                        if n == 0:
-                            raise OSError(f"file slice shorter than announced at {position}")
-                        position += n
-                        remaining -= n
-                        burst -= n
-                except (BlockingIOError, InterruptedError):
-                    full = True
-                if remaining and not full:
-                    await asyncio.sleep(0)  # let other connections run
-            if not remaining or self.closed:
-                return
-            try:  # the socket is full: let asyncio wait for writability between sendfiles
-                sent = await loop.sendfile(transport, _SendfileSource(part.fileno()),
-                                           position, remaining, fallback=False)
-            except (asyncio.SendfileNotAvailableError, NotImplementedError):
-                self._sendfile_ok = False
-            except RuntimeError:
-                if transport.is_closing():
-                    raise ConnectionError("connection closed during sendfile") from None
-                self._sendfile_ok = False  # transport without native sendfile support
-            else:
-                if sent != remaining:
-                    raise OSError(f"file slice shorter than announced: {sent} of "
-                                  f"{remaining} bytes at {position}")
-                return
         fd = part.fileno()
-        while remaining:  # pread fallback, from wherever sendfile stopped
+        position, remaining = part.position, part.length
+        while remaining:
             chunk = await loop.run_in_executor(None, os.pread, fd, min(remaining, PREAD_CHUNK),
                                                position)
             if not chunk:
@@ -399,11 +444,13 @@ class ProcessorBase:
     def _wake_drained(self) -> None:
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+        if self.closed and self._writable is not None:
+            _set_done(self._writable)  # a direct send waiting for writability: give up
 
     # ---- flow control and closing ----------------------------------------------------------
     def _update_reading(self) -> None:
         if self.closed or self._sending or self.transport is None:
-            return  # loop.sendfile pauses/resumes reading itself; re-applied afterwards
+            return  # re-applied when the file send is over
         server = self.server
         pause = (self._writing_paused
                  or self.unanswered >= server.max_queued_requests_per_connection

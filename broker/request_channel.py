@@ -68,7 +68,7 @@ class Response:
     are sent as they are: do not mutate them until the response is sent.
     """
 
-    __slots__ = ("parts", "size", "close", "has_file_parts")
+    __slots__ = ("parts", "size", "close", "has_file_parts", "memory_size")
 
     def __init__(self, parts: Part | Iterable[Any] = (), *, close: bool = False) -> None:
         if isinstance(parts, (bytes, bytearray, memoryview)):
@@ -84,7 +84,7 @@ class Response:
                     flat.extend(FileSlice(*s) for s in p.slices)
                 else:
                     raise TypeError(f"unsupported response part {type(p).__name__}")
-        size = 0
+        size = memory = 0
         files = False
         for p in flat:
             if isinstance(p, FileSlice):
@@ -93,13 +93,16 @@ class Response:
                 size += p.length
                 files = True
             else:
-                size += p.nbytes if isinstance(p, memoryview) else len(p)
+                n = p.nbytes if isinstance(p, memoryview) else len(p)
+                size += n
+                memory += n
         if size > MAX_RESPONSE_SIZE:
             raise ValueError(f"response of {size} bytes does not fit an int32 frame size")
         self.parts = flat
         self.size = size
         self.close = close
         self.has_file_parts = files
+        self.memory_size = memory  # bytes held in memory (file slices excluded)
 
     @classmethod
     def close_connection(cls) -> Response:

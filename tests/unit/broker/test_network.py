@@ -321,15 +321,49 @@ async def test_file_slices_with_pread_only(make_server, connect, data_file):
     await _file_slice_round_trip(make_server, connect, data_file, use_sendfile=False)
 
 
-async def test_file_slices_fallback_midway(make_server, connect, data_file, monkeypatch):
-    loop = asyncio.get_running_loop()
+async def test_file_slices_to_a_slow_reader(make_server, connect, data_file):
+    """The socket fills up: the direct send waits for writability and resumes in order."""
+    path, data = data_file
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        async def handler(request):
+            return Response([struct.pack(">i", request.correlation_id),
+                             FileSlice(fd, 0, len(data))])
 
-    async def no_sendfile(*args, **kw):
-        raise asyncio.SendfileNotAvailableError("forced for the test")
+        server = await make_server(handler)
+        reader, writer = await connect(server)
+        writer.write(b"".join(request_frame(ECHO, i) for i in range(3)))
+        await asyncio.sleep(0.2)  # let the server fill every buffer on the way
+        for i in range(3):
+            assert await read_response(reader) == (i, data)
+    finally:
+        os.close(fd)
 
-    # direct os.sendfile until the socket is full, then loop.sendfile refuses: pread the rest
-    monkeypatch.setattr(loop, "sendfile", no_sendfile)
-    await _file_slice_round_trip(make_server, connect, data_file)
+
+async def test_client_gone_during_file_send(make_server, connect, data_file):
+    path, data = data_file
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        async def handler(request):
+            return Response([struct.pack(">i", request.correlation_id),
+                             FileSlice(fd, 0, len(data))] * 4)
+
+        server = await make_server(handler)
+        reader, writer = await connect(server)
+        writer.write(request_frame(ECHO, 1))
+        await reader.readexactly(100_000)
+        writer.transport.abort()  # RST while the server is mid-response
+        for _ in range(300):
+            if server.connection_count == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert server.connection_count == 0
+        small = await make_server()
+        r2, w2 = await connect(small)
+        w2.write(request_frame(ECHO, 2))
+        assert (await read_response(r2))[0] == 2
+    finally:
+        os.close(fd)
 
 
 async def test_backpressure_pauses_reading_and_resumes(make_server, connect):
