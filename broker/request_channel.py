@@ -43,9 +43,9 @@ class FileSlice(NamedTuple):
     """``length`` bytes of an open file from byte ``position``; sent with ``sendfile``.
 
     ``file`` is an int file descriptor or a file object with ``fileno()``. The network layer
-    reads it by offset only (``sendfile``/``pread``) and never closes it, but native sendfile may
-    move the descriptor's file position: storage must write with O_APPEND or ``pwrite`` and read
-    with ``pread``. The owner must keep the file open until the response has been sent.
+    reads it by offset only (``os.sendfile`` with an offset, ``os.pread``): it neither moves the
+    file position nor closes the file. The owner must keep the file open until the response
+    has been sent.
     """
 
     file: int | IO[bytes]
