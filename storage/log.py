@@ -322,6 +322,21 @@ class Log:
                     return found
         return None
 
+    # --- transactions -----------------------------------------------------------------------
+    @property
+    def last_stable_offset(self) -> int:
+        """LSO: the high watermark, or the first offset of the earliest open transaction
+        if that is lower (READ_COMMITTED consumers read up to here)."""
+        first = self.producer_state.first_unstable_offset()
+        return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of aborted transactions overlapping the fetched range
+        (FetchResponse `AbortedTransactions`)."""
+        return self.producer_state.collect_aborted_transactions(start_offset,
+                                                                upper_bound_offset)
+
     # --- truncation -------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:
         """Follower truncation: remove batches at or after `offset` (a batch spanning it
@@ -343,20 +358,10 @@ class Log:
         active.time_index.resize(self.config.segment_index_bytes)
         self.log_end_offset = active.read_next_offset()
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self._truncate_producer_state(self.log_end_offset)
+        self.producer_state.truncate_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         return True
-
-    def _truncate_producer_state(self, end_offset: int) -> None:
-        for pid, entry in list(self.producer_state.producers.items()):
-            while entry.batches and entry.batches[-1].last_offset >= end_offset:
-                entry.batches.pop()
-            if entry.current_txn_first_offset is not None and \
-                    entry.current_txn_first_offset >= end_offset:
-                entry.current_txn_first_offset = None
-            if not entry.batches and entry.current_txn_first_offset is None:
-                del self.producer_state.producers[pid]
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log empty at `offset` (log start = LEO =
@@ -424,9 +429,7 @@ class Log:
         new_start = self.segments[0].base_offset
         if new_start > self.log_start_offset:
             self._set_log_start(new_start)
-            for pid, e in list(self.producer_state.producers.items()):
-                if e.last_offset < new_start and e.current_txn_first_offset is None:
-                    del self.producer_state.producers[pid]
+            self.producer_state.truncate_start(new_start)
         self._delete_segment_files(doomed)
         return len(doomed)
 

@@ -10,7 +10,11 @@ Rules (Kafka's ProducerAppendInfo, origin "client"):
 - same epoch: base sequence must be last sequence + 1 (wrapping at int32 max), unless the
   producer has no state (expired/deleted), else OUT_OF_ORDER_SEQUENCE_NUMBER;
 - a batch whose (epoch, first sequence, last sequence) equals one of the last 5 is a
-  duplicate: the append is skipped and the original offsets are returned.
+  duplicate: the append is skipped and the original offsets are returned;
+- transaction markers (control batches) are only checked for a fenced epoch.
+Transactions: the first offset of each producer's open transaction gives the first unstable
+offset (LSO); an abort marker records an `AbortedTxn` (in memory; no `.txnindex` files yet)
+for READ_COMMITTED fetches.
 State is rebuilt from the log on load (no `.snapshot` files yet) and truncated with the log.
 """
 
@@ -34,6 +38,16 @@ class BatchMetadata:
     first_offset: int
     last_offset: int
     max_timestamp: int
+
+
+@dataclasses.dataclass(frozen=True)
+class AbortedTxn:
+    """An aborted transaction: its producer, first data offset and abort marker offset
+    (Kafka's AbortedTxn, the `.txnindex` entry, kept in memory here)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
 
 
 @dataclasses.dataclass
@@ -72,6 +86,7 @@ class ProducerStateManager:
 
     def __init__(self):
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.aborted: list[AbortedTxn] = []  # in marker-offset order
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
@@ -99,6 +114,8 @@ class ProducerStateManager:
         if epoch < cur_epoch:
             raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
                              f"producer {pid}: epoch {epoch} is older than {cur_epoch}")
+        if batch.is_control:
+            return None  # transaction markers carry no sequence numbers
         if epoch != cur_epoch:
             if first_seq != 0 and cur_epoch != NO_PRODUCER_EPOCH:
                 raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -127,9 +144,14 @@ class ProducerStateManager:
         entry.last_timestamp = batch.max_timestamp
         if batch.is_control:
             try:
-                entry.coordinator_epoch = batch.control_record().coordinator_epoch
+                marker = batch.control_record()
             except KafkaError:
-                pass
+                marker = None
+            if marker is not None:
+                entry.coordinator_epoch = marker.coordinator_epoch
+                if not marker.is_commit and entry.current_txn_first_offset is not None:
+                    self.aborted.append(AbortedTxn(pid, entry.current_txn_first_offset,
+                                                   batch.base_offset))
             entry.current_txn_first_offset = None
             return
         if batch.base_sequence >= 0:
@@ -153,11 +175,33 @@ class ProducerStateManager:
                 if e.current_txn_first_offset is not None]
         return min(offs) if offs else None
 
-    def truncate_and_reload(self, batches) -> None:
-        """Forget everything and replay `batches` (used after truncation and on load)."""
-        self.producers.clear()
-        for b in batches:
-            self.update(b)
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of aborted transactions overlapping
+        [start_offset, upper_bound_offset): the FetchResponse `AbortedTransactions` for
+        READ_COMMITTED consumers."""
+        return [(a.producer_id, a.first_offset) for a in self.aborted
+                if a.last_offset >= start_offset and a.first_offset < upper_bound_offset]
+
+    def truncate_end(self, end_offset: int) -> None:
+        """Forget batches, open transactions and aborted markers at/after `end_offset`."""
+        for pid, entry in list(self.producers.items()):
+            while entry.batches and entry.batches[-1].last_offset >= end_offset:
+                entry.batches.pop()
+            if entry.current_txn_first_offset is not None and \
+                    entry.current_txn_first_offset >= end_offset:
+                entry.current_txn_first_offset = None
+            if not entry.batches and entry.current_txn_first_offset is None:
+                del self.producers[pid]
+        self.aborted = [a for a in self.aborted if a.last_offset < end_offset]
+
+    def truncate_start(self, start_offset: int) -> None:
+        """Log start advanced: drop producers and aborted markers wholly before it."""
+        for pid, e in list(self.producers.items()):
+            if e.last_offset < start_offset and e.current_txn_first_offset is None:
+                del self.producers[pid]
+        self.aborted = [a for a in self.aborted if a.last_offset >= start_offset]
 
     def clear(self) -> None:
         self.producers.clear()
+        self.aborted = []
