@@ -7,8 +7,9 @@
 #   KIP-74: the response stops at max_bytes and each partition at its partition_max_bytes,
 #   except that the first partition with data returns at least one whole batch. Fewer than
 #   min_bytes (and no error) parks a DelayedFetch for up to max_wait_ms, completed early by
-#   appends / HW moves, leader changes or deletion. Fetch sessions (KIP-227) come from
-#   broker.fetch_session. Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
+#   appends / HW moves, leader changes or deletion. max_bytes is capped by the broker's
+#   fetch.max.bytes (replica.fetch.response.max.bytes for followers), KIP-541. Fetch
+#   sessions (KIP-227) come from broker.fetch_session. Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
 #   UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH,
 #   UNKNOWN_LEADER_EPOCH, UNSUPPORTED_COMPRESSION_TYPE (zstd to an old fetch version);
 #   top-level: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
@@ -38,6 +39,7 @@ API_KEY = 1
 MIN_VERSION, MAX_VERSION = 0, 17
 INT32_MAX = 0x7FFFFFFF
 TOPIC_ID_VERSION = 13
+DEFAULT_FETCH_MAX_BYTES = 57_671_680  # fetch.max.bytes (55 MiB)
 
 _TopicResp = FetchResponse.FetchableTopicResponse
 _PartResp = FetchResponse.PartitionData
@@ -48,6 +50,17 @@ def _session_cache(broker) -> FetchSessionCache:
     if cache is None:
         cache = broker.fetch_session_cache = FetchSessionCache()
     return cache
+
+
+def _broker_max_bytes(broker, replica_id: int) -> int:
+    """KIP-541: the broker caps every response at fetch.max.bytes (consumers) or
+    replica.fetch.response.max.bytes (followers); this also bounds down-conversion memory."""
+    key = "replica.fetch.response.max.bytes" if replica_id >= 0 else "fetch.max.bytes"
+    try:
+        value = broker.config.get(key)
+    except (AttributeError, KeyError):
+        value = None
+    return int(value) if value else DEFAULT_FETCH_MAX_BYTES
 
 
 def _replica_id(req: FetchRequest, version: int) -> int:
@@ -126,9 +139,10 @@ def handle_fetch(ctx, req: FetchRequest):
     cache = broker.metadata_cache
     replica_id = _replica_id(req, version)
     isolation = req.isolation_level if version >= 4 else 0
+    max_bytes = req.max_bytes if version >= 3 else INT32_MAX
     params = FetchParams(replica_id=replica_id, max_wait_ms=req.max_wait_ms,
                          min_bytes=req.min_bytes,
-                         max_bytes=req.max_bytes if version >= 3 else INT32_MAX,
+                         max_bytes=min(max_bytes, _broker_max_bytes(broker, replica_id)),
                          isolation_level=isolation, hard_max_bytes_limit=version <= 2)
     use_ids = version >= TOPIC_ID_VERSION
     fetch_data = []

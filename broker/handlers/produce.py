@@ -66,7 +66,10 @@ def _prepare(records, version: int):
         if version >= 3:
             raise KafkaError(ErrorCode.INVALID_RECORD,
                              f"produce v{version} requires magic 2 batches, got magic {magic}")
-        converted = convert_to_v2(records)
+        try:
+            converted = convert_to_v2(records)
+        except (ValueError, IndexError, struct.error) as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"malformed message set: {e}") from e
         if not converted:
             raise KafkaError(ErrorCode.INVALID_RECORD, "empty message set")
         return bytearray(converted)
