@@ -470,3 +470,36 @@ def test_fetch_sessions_with_topic_ids(raw):
                                           partition=0, fetch_offset=0,
                                           partition_max_bytes=100)])]))
     assert unknown.responses[0].partitions[0].error_code == 100  # UNKNOWN_TOPIC_ID
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["clean", "sigkill"])
+def test_data_and_producer_state_survive_restart(broker, hard):
+    topic = _topic("restart")
+    raw = RawClient(broker)
+    _metadata(raw, topic)
+    pid = raw.call(22, 4, api.API_KEYS[22].request_cls(
+        transactional_id=None, transaction_timeout_ms=60000)).producer_id
+    first = raw.call(0, 9, _produce_req(topic, _batch(4, pid, 0, 0), acks=-1))
+    assert first.responses[0].partition_responses[0].base_offset == 0
+    raw.call(0, 9, _produce_req(topic, _batch(3), acks=-1))
+    raw.close()
+    broker.restart(hard=hard)
+    raw = RawClient(broker)
+    try:
+        _metadata(raw, topic)
+        # the retried batch is still recognised as a duplicate (state rebuilt from the log)
+        again = raw.call(0, 9, _produce_req(topic, _batch(4, pid, 0, 0), acks=-1))
+        p = again.responses[0].partition_responses[0]
+        assert (p.error_code, p.base_offset) == (0, 0)
+        nxt = raw.call(0, 9, _produce_req(topic, _batch(1, pid, 0, 4), acks=-1))
+        assert nxt.responses[0].partition_responses[0].base_offset == 7
+        resp = raw.call(1, 11, _fetch_req(topic, 0))
+        part = resp.responses[0].partitions[0]
+        assert part.high_watermark == 8
+        assert [b.record_count for b in iter_batches_lenient(part.records)] == [4, 3, 1]
+        # a new InitProducerId never hands out an id used before the restart
+        new_pid = raw.call(22, 4, api.API_KEYS[22].request_cls(
+            transactional_id=None, transaction_timeout_ms=60000)).producer_id
+        assert new_pid > pid
+    finally:
+        raw.close()
