@@ -68,6 +68,7 @@ class LogManager:
         self._tasks: list[asyncio.Task] = []
         self._pending: set[asyncio.Future] = set()
         self._doomed: set[LogSegment] = set()  # renamed .deleted, unlinked after a delay
+        self._deleting: dict[str, Log] = {}  # renamed -delete dirs awaiting removal
         self._loop: asyncio.AbstractEventLoop | None = None
         self.had_clean_shutdown: dict[str, bool] = {}
 
@@ -154,6 +155,10 @@ class LogManager:
         for seg in list(self._doomed):
             self._doomed.discard(seg)
             seg.delete_files()
+        for target in list(self._deleting):
+            log = self._deleting.pop(target)
+            log.close_handlers()
+            shutil.rmtree(target, ignore_errors=True)
         for log in self._logs.values():
             log.flush()
         self.checkpoint_recovery_points()
@@ -210,15 +215,28 @@ class LogManager:
         d = self._log_dir_of.pop(tp, None)
         if log is None or d is None:
             return False
-        log.close_handlers()
         target = f"{log.dir}.{uuid.uuid4().hex}-delete"
-        os.rename(log.dir, target)
+        os.rename(log.dir, target)  # open files stay valid for in-flight sendfile slices
         delay = log.config.file_delete_delay_ms
-        if self._loop is not None and self._loop.is_running():
-            self._loop.call_later(delay / 1000, self._submit, shutil.rmtree, target, True)
+        self._deleting[target] = log
+        if self._running_loop() is not None:
+            self._running_loop().call_later(delay / 1000, self._finish_delete, target)
         else:
-            shutil.rmtree(target, ignore_errors=True)
+            self._finish_delete(target)
         return True
+
+    def _finish_delete(self, target: str) -> None:
+        log = self._deleting.pop(target, None)
+        if log is None:
+            return
+
+        def remove():
+            log.close_handlers()
+            shutil.rmtree(target, ignore_errors=True)
+        if self._running_loop() is not None:
+            self._submit(remove)
+        else:
+            remove()
 
     # --- hooks given to each Log --------------------------------------------------------------
     def _running_loop(self) -> asyncio.AbstractEventLoop | None:

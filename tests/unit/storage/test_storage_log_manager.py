@@ -63,7 +63,9 @@ async def test_delete_renames_then_removes(tmp_path):
     await mgr.startup(background=False)
     log = mgr.get_or_create_log(("my.topic", 2))
     log.append_as_leader(build_batch(), 0)
+    in_flight = log.read(0, 1 << 20).records
     assert mgr.delete_log(("my.topic", 2))
+    assert len(in_flight.read_bytes()) == len(in_flight)  # still valid until the delay passes
     assert not mgr.delete_log(("my.topic", 2))
     assert mgr.get_log(("my.topic", 2)) is None
     left = [n for n in os.listdir(tmp_path) if n.startswith("my.topic-2")]
