@@ -90,6 +90,9 @@ class Partition:
         self.hw_bytes = 0
         self._pending_hw: collections.deque[tuple[int, int]] = collections.deque()
         self.deleted = False
+        # Produce refuses transactional batches, so only a log loaded from disk can hold an
+        # open transaction: scan the producer state once (per fetch it would cost O(producers)).
+        self.may_have_open_transactions = log.producer_state.first_unstable_offset() is not None
 
     # --- state ----------------------------------------------------------------------------
     @property
@@ -111,10 +114,16 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         """No transactions yet: LSO = HW (bounded by an open transaction's first offset, in
-        case a log written by another broker holds one)."""
-        first_unstable = self.log.producer_state.first_unstable_offset()
+        case a log written by another broker holds one; `may_have_open_transactions` must be
+        set again by whoever appends transactional batches, e.g. a future replica fetcher)."""
         hw = self.log.high_watermark
-        return hw if first_unstable is None else min(hw, first_unstable)
+        if not self.may_have_open_transactions:
+            return hw
+        first_unstable = self.log.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            self.may_have_open_transactions = False
+            return hw
+        return min(hw, first_unstable)
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, "
