@@ -109,7 +109,7 @@ def _split_client_config(opts: dict[str, str], allowed: set[str], kind: str) -> 
     )
     if unknown:
         raise KafkaOptionError(
-            f"unknown {kind} option(s) {unknown}; known: kafka.bootstrap.servers, kafka.<client "
+            f"unknown {kind + ' ' if kind else ''}option(s) {unknown}; known: kafka.bootstrap.servers, kafka.<client "
             f"property>, {', '.join(sorted(allowed))}"
         )
     config = {}
@@ -219,6 +219,11 @@ def parse_offsets(name: str, text: str, allow: tuple[str, ...]) -> Offsets | int
                 raise KafkaOptionError(f"option '{name}': -1 (latest) is not allowed here")
             result[topic][int(part)] = offset
     return result
+
+
+def check_option_names(options: Mapping[str, str]) -> None:
+    """Checks that hold for every use (read or write): option names, bootstrap servers."""
+    _split_client_config(_lower(options), SOURCE_OPTIONS | SINK_OPTIONS, "")
 
 
 def parse_source_options(options: Mapping[str, str], streaming: bool | None) -> SourceOptions:

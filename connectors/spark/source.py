@@ -18,7 +18,11 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from connectors.spark.client import ClusterView
-from connectors.spark.options import parse_sink_options, parse_source_options
+from connectors.spark.options import (
+    check_option_names,
+    parse_sink_options,
+    parse_source_options,
+)
 from connectors.spark.reader import KafkaBatchReader, KafkaStreamReader
 from connectors.spark.schema import source_schema
 from connectors.spark.writer import KafkaBatchWriter, KafkaStreamWriter, check_sink_schema
@@ -28,6 +32,10 @@ FORMAT_NAME = "josef"
 
 class KafkaDataSource(DataSource):
     """Reads (batch, streaming) and writes (batch, streaming) Kafka-protocol topics."""
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        check_option_names(self.options)
 
     @classmethod
     def name(cls) -> str:

@@ -48,7 +48,8 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
     if "partition" in types and not isinstance(types["partition"], IntegerType):
         raise KafkaOptionError("column 'partition' must be int, not "
                                f"{types['partition'].simpleString()}")
-    if "headers" in types and types["headers"] != ArrayType(HEADER_TYPE):
+    wanted = ArrayType(HEADER_TYPE).simpleString()  # nullability does not matter
+    if "headers" in types and types["headers"].simpleString() != wanted:
         raise KafkaOptionError("column 'headers' must be array<struct<key:string,value:binary>>, "
                                f"not {types['headers'].simpleString()}")
 
