@@ -273,10 +273,11 @@ class ProcessorBase:
             self._out.append(SIZE_PREFIX.pack(response.size))
             self._out.extend(response.parts)  # type: ignore[arg-type]  # no file parts here
             self._out_bytes += 4 + response.size
-            if self._out_bytes > SMALL_WRITE_JOIN:
-                self._write_out()
+            if self._out_bytes > SMALL_WRITE_JOIN or not self._pending:
+                self._write_out()  # nothing more is about to complete: send now
             elif not self._out_scheduled:
-                # cork: responses completed in this loop iteration leave in one send
+                # cork: the IO worker is about to run this connection's next pipelined
+                # request, so responses completed in this loop turn leave in one send
                 self._out_scheduled = True
                 asyncio.get_running_loop().call_soon(self._write_out)
         self._update_reading()
