@@ -16,6 +16,9 @@ HANDLER_MODULES = [
     "offset_for_leader_epoch",
     "telemetry",
     "cluster",
+    "configs",
+    "admin_partitions",
+    "log_dirs",
 ]
 
 

@@ -1,0 +1,279 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Behaviour (Kafka's ``ConfigHelper`` / ``ZkAdminManager``, ZooKeeper mode; Kafka docs "Topic
+Configs" and "Broker Configs"; KIP-226 for sources and synonyms, KIP-339 for incremental
+operations):
+
+- Resource types: TOPIC (2), BROKER (4). BROKER_LOGGER (8) and anything else answer
+  INVALID_REQUEST with a message (this broker has no dynamic logger levels).
+- DescribeConfigs TOPIC: an illegal name -> INVALID_TOPIC_EXCEPTION (17), an unknown topic ->
+  UNKNOWN_TOPIC_OR_PARTITION (3). Every topic config with its effective value: the topic
+  override (source TOPIC_CONFIG 1), else the broker default (STATIC_BROKER_CONFIG 4 when a
+  synonym is set in server.properties, else DEFAULT_CONFIG 5). Topic configs are never
+  read-only or sensitive.
+- DescribeConfigs BROKER: the name must be this broker's id -> every broker config
+  (``KafkaConfig.describe``: read-only as Kafka reports it, sensitive values null); the empty
+  name (cluster-wide dynamic defaults) -> an empty list, as we hold no dynamic configs; a
+  non-integer or another broker's id -> INVALID_REQUEST.
+- ``configuration_keys`` null means all; unknown names are left out (no error).
+- Synonyms (v1+, when ``include_synonyms``): highest precedence first; for topics the
+  override, then per broker synonym (``TOPIC_CONFIG_SYNONYMS``) its static value when set and
+  its default when not null.
+- ``documentation`` (v3+) is always null; ``config_type`` (v3+) is ConfigType's number.
+- AlterConfigs (replace all overrides) / IncrementalAlterConfigs (SET 0 / DELETE 1 / APPEND
+  2 / SUBTRACT 3) for TOPIC go to the controller (validation in ``controller.topic_config``:
+  INVALID_CONFIG for unknown names / bad values, INVALID_REQUEST for APPEND/SUBTRACT on a
+  non-list config). The same resource twice in one request -> INVALID_REQUEST for each copy;
+  the same config name twice in one incremental resource -> INVALID_REQUEST.
+  ``validate_only`` checks without applying. Changes reach the ReplicaManager through the
+  controller's ``on_topic_config_change`` and apply live; they are stored with the topic, so
+  they survive restarts.
+- Alter for BROKER: Kafka would update dynamic broker configs (KIP-226). Josef has none: a
+  read-only key -> INVALID_REQUEST "Cannot update these configs dynamically: ..." (Kafka's
+  message), a dynamic key -> INVALID_REQUEST naming it as not supported yet, another broker
+  id -> INVALID_REQUEST. An empty config list is accepted (nothing to change).
+
+Version notes: DescribeConfigs v0-v4 (v4 flexible): v0 ``is_default``; v1 ``config_source``,
+synonyms, ``include_synonyms``; v3 ``config_type``, documentation. AlterConfigs v0-v2 (v2
+flexible). IncrementalAlterConfigs v0-v1 (v1 flexible).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
+from broker.handlers.registry import handles
+from broker.handlers.topics import TOPIC_CONFIG_SYNONYMS, topic_config_entries
+from controller.admin_validation import validate_topic_name
+from protocol import api
+from protocol.errors import ErrorCode, KafkaError
+
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+DescribeConfigsResponse = api.API_KEYS[DESCRIBE_CONFIGS].response_cls
+AlterConfigsResponse = api.API_KEYS[ALTER_CONFIGS].response_cls
+IncrementalAlterConfigsResponse = api.API_KEYS[INCREMENTAL_ALTER_CONFIGS].response_cls
+
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
+
+
+def _str(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def topic_config_type(name: str) -> ConfigType:
+    """A topic config's type: that of its first broker synonym (Kafka's LogConfig types)."""
+    for key in TOPIC_CONFIG_SYNONYMS.get(name, ()):
+        spec = BROKER_CONFIG_KEYS.get(key)
+        if spec is not None:
+            return spec.type
+    return ConfigType.STRING
+
+
+def _broker_id_of(name: str, broker_id: int) -> int | None:
+    """None for the cluster-wide default (empty name); raises INVALID_REQUEST otherwise
+    unless ``name`` is this broker's id."""
+    if name == "":
+        return None
+    try:
+        wanted = int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Broker id must be an integer, but it is: {name}") from None
+    if wanted != broker_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {broker_id} or empty string, "
+                         f"but received {name}")
+    return wanted
+
+
+# ----- DescribeConfigs ------------------------------------------------------------------------
+
+def _synonym(name, value, source):
+    return DescribeConfigsResponse.DescribeConfigsSynonym(name=name, value=value,
+                                                          source=int(source))
+
+
+def _broker_key_synonyms(config, key: str) -> list:
+    spec = BROKER_CONFIG_KEYS.get(key)
+    if spec is None:
+        return []
+    out = []
+    if config.is_set(key):
+        out.append(_synonym(key, None if spec.sensitive else _str(config.get(key)),
+                            ConfigSource.STATIC_BROKER_CONFIG))
+    if spec.default is not None:
+        out.append(_synonym(key, None if spec.sensitive else _str(spec.default),
+                            ConfigSource.DEFAULT_CONFIG))
+    return out
+
+
+def _describe_topic(broker, name: str, keys, version: int, synonyms: bool) -> list:
+    validate_topic_name(name)
+    overrides = broker.controller.topic_configs(name) if broker.controller else None
+    if overrides is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"Topic {name} does not exist.")
+    out = []
+    for cname, value, source in topic_config_entries(broker.config, overrides):
+        if keys is not None and cname not in keys:
+            continue
+        entry = DescribeConfigsResponse.DescribeConfigsResourceResult(
+            name=cname, value=value, read_only=False,
+            is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=int(source),
+            is_sensitive=False, config_type=int(topic_config_type(cname)))
+        if synonyms and version >= 1:
+            syn = [_synonym(cname, value, ConfigSource.TOPIC_CONFIG)] \
+                if source == ConfigSource.TOPIC_CONFIG else []
+            for key in TOPIC_CONFIG_SYNONYMS.get(cname, ()):
+                syn += _broker_key_synonyms(broker.config, key)
+            entry.synonyms = syn
+        out.append(entry)
+    return out
+
+
+def _describe_broker(broker, name: str, keys, version: int, synonyms: bool) -> list:
+    if _broker_id_of(name, broker.broker_id) is None:
+        return []  # no dynamic cluster-wide defaults
+    out = []
+    for e in broker.config.describe(keys):
+        entry = DescribeConfigsResponse.DescribeConfigsResourceResult(
+            name=e.name, value=e.value, read_only=e.read_only, is_default=e.is_default,
+            config_source=int(e.source), is_sensitive=e.is_sensitive,
+            config_type=int(e.type))
+        if synonyms and version >= 1:
+            entry.synonyms = _broker_key_synonyms(broker.config, e.name)
+        out.append(entry)
+    return out
+
+
+def describe_configs_error_response(request, version: int, error: KafkaError):
+    return DescribeConfigsResponse(results=[
+        DescribeConfigsResponse.DescribeConfigsResult(
+            error_code=int(error.code), error_message=error.message,
+            resource_type=r.resource_type, resource_name=r.resource_name, configs=[])
+        for r in request.resources])
+
+
+@handles(DESCRIBE_CONFIGS, 0, 4, error_response=describe_configs_error_response)
+def handle_describe_configs(ctx, request):
+    broker = ctx.broker
+    version = ctx.api_version
+    synonyms = version >= 1 and bool(request.include_synonyms)
+    results = []
+    for r in request.resources:
+        res = DescribeConfigsResponse.DescribeConfigsResult(
+            resource_type=r.resource_type, resource_name=r.resource_name, configs=[])
+        keys = None if r.configuration_keys is None else set(r.configuration_keys)
+        try:
+            if r.resource_type == RESOURCE_TOPIC:
+                res.configs = _describe_topic(broker, r.resource_name, keys, version, synonyms)
+            elif r.resource_type == RESOURCE_BROKER:
+                res.configs = _describe_broker(broker, r.resource_name, keys, version,
+                                               synonyms)
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Unsupported resource type {r.resource_type}")
+        except KafkaError as e:
+            res.error_code, res.error_message = int(e.code), e.message
+            res.configs = []
+        results.append(res)
+    return DescribeConfigsResponse(results=results)
+
+
+# ----- AlterConfigs / IncrementalAlterConfigs ---------------------------------------------------
+
+def _alter_broker(broker, name: str, config_names: list[str]) -> None:
+    """Validate a BROKER alteration; always raises unless there is nothing to change."""
+    _broker_id_of(name, broker.broker_id)
+    if not config_names:
+        return
+    read_only = sorted(n for n in config_names
+                       if n not in BROKER_CONFIG_KEYS or BROKER_CONFIG_KEYS[n].read_only)
+    if read_only:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Cannot update these configs dynamically: {', '.join(read_only)}")
+    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                     "Dynamic broker configs are not supported by this broker yet: "
+                     + ", ".join(sorted(config_names)))
+
+
+def _duplicates(request) -> set[tuple[int, str]]:
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    return {k for k, n in counts.items() if n > 1}
+
+
+async def _alter_all(ctx, request, response_cls, topic_call, config_names):
+    broker = ctx.broker
+    dups = _duplicates(request)
+    out = []
+    for r in request.resources:
+        res = response_cls.AlterConfigsResourceResponse(
+            resource_type=r.resource_type, resource_name=r.resource_name)
+        try:
+            if (r.resource_type, r.resource_name) in dups:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Duplicate resource {r.resource_name!r} in the request")
+            if r.resource_type == RESOURCE_TOPIC:
+                validate_topic_name(r.resource_name)
+                result = await topic_call(r)
+                if result.error_code:
+                    raise KafkaError(ErrorCode(result.error_code), result.error_message)
+            elif r.resource_type == RESOURCE_BROKER:
+                _alter_broker(broker, r.resource_name, config_names(r))
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Unsupported resource type {r.resource_type}")
+        except KafkaError as e:
+            res.error_code, res.error_message = int(e.code), e.message
+        out.append(res)
+    return response_cls(responses=out)
+
+
+def _alter_error_response(response_cls):
+    def build(request, version: int, error: KafkaError):
+        return response_cls(responses=[
+            response_cls.AlterConfigsResourceResponse(
+                error_code=int(error.code), error_message=error.message,
+                resource_type=r.resource_type, resource_name=r.resource_name)
+            for r in request.resources])
+    return build
+
+
+@handles(ALTER_CONFIGS, 0, 2, error_response=_alter_error_response(AlterConfigsResponse))
+async def handle_alter_configs(ctx, request):
+    controller = ctx.broker.controller
+    validate_only = bool(request.validate_only)
+
+    async def topic_call(r):
+        return await controller.alter_topic_configs(
+            r.resource_name, {c.name: c.value for c in r.configs}, validate_only=validate_only)
+
+    return await _alter_all(ctx, request, AlterConfigsResponse, topic_call,
+                            lambda r: [c.name for c in r.configs])
+
+
+@handles(INCREMENTAL_ALTER_CONFIGS, 0, 1,
+         error_response=_alter_error_response(IncrementalAlterConfigsResponse))
+async def handle_incremental_alter_configs(ctx, request):
+    controller = ctx.broker.controller
+    validate_only = bool(request.validate_only)
+
+    async def topic_call(r):
+        names = Counter(c.name for c in r.configs)
+        dup = sorted(n for n, k in names.items() if k > 1)
+        if dup:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Error due to duplicate config keys: {', '.join(dup)}")
+        ops = [(c.name, c.config_operation, c.value) for c in r.configs]
+        return await controller.incremental_alter_topic_configs(
+            r.resource_name, ops, validate_only=validate_only)
+
+    return await _alter_all(ctx, request, IncrementalAlterConfigsResponse, topic_call,
+                            lambda r: [c.name for c in r.configs])
