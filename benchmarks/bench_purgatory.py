@@ -166,9 +166,10 @@ async def parked_ours(delays: list[int]) -> float:
     ops = [CounterOp(delays[i], counters[i % nk], 1, done) for i in range(n)]
     gc.collect()
     t0 = time.process_time()
+    key_tuples = [(key,) for key in keys]  # a caller's keys, built once per key
     watch = purgatory.try_complete_else_watch
     for i, op in enumerate(ops):
-        watch(op, (keys[i % nk],))
+        watch(op, key_tuples[i % nk])
     assert purgatory.delayed == n
     check = purgatory.check_and_complete
     for key, counter in zip(keys, counters, strict=True):

@@ -191,6 +191,7 @@ class DelayedOperation(TimerTask):
             return False
         self._trying = True
         try:
+            self._try_pending = False
             done = self.try_complete()
             while self._try_pending and not done and not self._completed:
                 self._try_pending = False
@@ -289,7 +290,17 @@ class DelayedOperationPurgatory:
             raise ValueError(f"{op!r} is already watched")
         if len(keys) > 1:
             keys = tuple(dict.fromkeys(keys))
-        if op.maybe_try_complete():
+        if op._completed or op._trying:
+            done = op.maybe_try_complete()
+        else:
+            op._trying = True  # maybe_try_complete, inlined (hot path)
+            try:
+                done = op.try_complete()
+            finally:
+                op._trying = False
+            if op._try_pending and not done and not op._completed:
+                done = op.maybe_try_complete()
+        if done:
             return True
         if op._completed:
             return False
@@ -303,7 +314,17 @@ class DelayedOperationPurgatory:
                 w = watchers[key] = _Watchers()
             w.ops[op] = None
         self._watched += len(keys)
-        if op.maybe_try_complete():
+        if op._trying:
+            done = op.maybe_try_complete()
+        else:
+            op._trying = True  # maybe_try_complete, inlined (hot path)
+            try:
+                done = op.try_complete()
+            finally:
+                op._trying = False
+            if op._try_pending and not done and not op._completed:
+                done = op.maybe_try_complete()
+        if done:
             return True
         if not op._completed:
             self.timer.add(op)
@@ -333,9 +354,20 @@ class DelayedOperationPurgatory:
             while True:
                 w.check_pending = False
                 for op in list(ops):
-                    if not op._completed:
+                    if op._completed:
+                        pass
+                    elif op._trying:  # re-entered while trying: the outer try retries
+                        op._try_pending = True
+                    else:
                         self._scanning = op
-                        if op.maybe_try_complete():
+                        op._trying = True  # maybe_try_complete, inlined (hot path)
+                        try:
+                            done = op.try_complete()
+                        finally:
+                            op._trying = False
+                        if op._try_pending and not done and not op._completed:
+                            done = op.maybe_try_complete()
+                        if done:
                             completed += 1
                     if op._completed and ops.pop(op, _MISSING) is not _MISSING:
                         dropped += 1
