@@ -2,12 +2,17 @@
 // integration tests. Compiled by tests/integration/harness.py with the machine's javac.
 //
 //   produce --bootstrap B --topic T --count N [--compression none|gzip|snappy|lz4|zstd]
-//           [--key-prefix P] [--headers] [--value-size S] [--null-values] [--idempotent]
-//           [--acks 0|1|all] [--partition P] [--linger-ms L] [--timeout-ms T]
+//           [--key-prefix P] [--headers] [--value-size S] [--null-values]
+//           [--idempotence true|false] [--acks 0|1|all] [--partition P] [--linger-ms L]
+//           [--timeout-ms T] [--delay-ms D] [--prop key=value]...
 //     Sends N records; record i has key P+i (no key without --key-prefix), value of S bytes
 //     (default 16) where byte j is (i + j) % 256 (null with --null-values), and with
-//     --headers two headers: index=<i> and nothing=<null>. Prints one line per acknowledged
-//     record, "ack <partition> <offset>", then "produced <N>".
+//     --headers two headers: index=<i> and nothing=<null>. Without --idempotence the client's
+//     default applies (enable.idempotence=true in 3.x). --delay-ms sleeps D ms after each
+//     send (a slow stream the tests can disturb); --prop sets any other producer config.
+//     Prints one line per acknowledged record as its callback fires,
+//     "ack <i> <partition> <offset>" (or "fail <i> <exception>"), then "produced <N>" once
+//     every record is acknowledged; exit code 1 if any record failed.
 //
 //   consume --bootstrap B --topic T --count N [--from-beginning] [--timeout-ms T]
 //           [--group G]
@@ -27,7 +32,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
-import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32;
 
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -35,7 +40,6 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
@@ -82,9 +86,16 @@ public final class JosefClient {
             }
             String name = a.substring(2);
             boolean flag = name.equals("headers") || name.equals("null-values")
-                || name.equals("idempotent") || name.equals("from-beginning");
+                || name.equals("from-beginning");
             if (flag) {
                 opts.put(name, "true");
+            } else if (name.equals("prop") && i + 1 < argv.length) {
+                String kv = argv[++i];
+                if (kv.indexOf('=') <= 0) {
+                    usage("--prop wants key=value, got " + kv);
+                }
+                String prev = opts.get("prop");
+                opts.put("prop", prev == null ? kv : prev + "\n" + kv);
             } else if (i + 1 < argv.length) {
                 opts.put(name, argv[++i]);
             } else {
@@ -97,6 +108,18 @@ public final class JosefClient {
             }
         }
         return opts;
+    }
+
+    /** Applies the newline-separated key=value pairs collected from --prop options. */
+    private static void applyProps(Properties p, Map<String, String> o) {
+        String all = o.get("prop");
+        if (all == null) {
+            return;
+        }
+        for (String kv : all.split("\n")) {
+            int eq = kv.indexOf('=');
+            p.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
     }
 
     static byte[] valueFor(int i, int size) {
@@ -122,16 +145,19 @@ public final class JosefClient {
         p.put("key.serializer", ByteArraySerializer.class.getName());
         p.put("value.serializer", ByteArraySerializer.class.getName());
         p.put("compression.type", o.getOrDefault("compression", "none"));
-        boolean idempotent = o.containsKey("idempotent");
-        p.put("enable.idempotence", Boolean.toString(idempotent));
+        if (o.containsKey("idempotence")) {
+            p.put("enable.idempotence", o.get("idempotence"));
+        }
         p.put("acks", o.getOrDefault("acks", "all"));
         p.put("linger.ms", o.getOrDefault("linger-ms", "5"));
         p.put("max.request.size", Integer.toString(Math.max(1048576, valueSize + 65536)));
         p.put("request.timeout.ms", Integer.toString(Math.max(1000, timeoutMs / 2)));
         p.put("delivery.timeout.ms", Integer.toString(timeoutMs));
         p.put("max.block.ms", Integer.toString(timeoutMs));
+        long delayMs = Long.parseLong(o.getOrDefault("delay-ms", "0"));
+        applyProps(p, o);
 
-        List<Future<RecordMetadata>> acks = new ArrayList<>(count);
+        AtomicInteger failed = new AtomicInteger();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             for (int i = 0; i < count; i++) {
                 byte[] key = keyPrefix == null ? null
@@ -142,14 +168,29 @@ public final class JosefClient {
                     hs.add("index", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
                     hs.add("nothing", null);
                 }
-                acks.add(producer.send(new ProducerRecord<>(o.get("topic"), partition, null, key,
-                    value, hs)));
+                final int index = i;
+                producer.send(new ProducerRecord<>(o.get("topic"), partition, null, key, value, hs),
+                    (md, e) -> {
+                        synchronized (System.out) {
+                            if (e != null) {
+                                failed.incrementAndGet();
+                                System.out.println("fail " + index + " " + e);
+                            } else {
+                                System.out.println("ack " + index + " " + md.partition() + " "
+                                    + md.offset());
+                            }
+                            System.out.flush();
+                        }
+                    });
+                if (delayMs > 0) {
+                    Thread.sleep(delayMs);
+                }
             }
             producer.flush();
-            for (Future<RecordMetadata> f : acks) {
-                RecordMetadata md = f.get();
-                System.out.println("ack " + md.partition() + " " + md.offset());
-            }
+        }
+        if (failed.get() > 0) {
+            System.err.println(failed.get() + " of " + count + " records failed");
+            return 1;
         }
         System.out.println("produced " + count);
         return 0;
@@ -169,6 +210,7 @@ public final class JosefClient {
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         p.put("auto.offset.reset", fromBeginning ? "earliest" : "latest");
         p.put("max.partition.fetch.bytes", "2097152");
+        applyProps(p, o);
         if (group != null) {
             p.put("group.id", group);
         } else {
