@@ -15,7 +15,8 @@ operations):
   (``KafkaConfig.describe``: read-only as Kafka reports it, sensitive values null); the empty
   name (cluster-wide dynamic defaults) -> an empty list, as we hold no dynamic configs; a
   non-integer or another broker's id -> INVALID_REQUEST.
-- ``configuration_keys`` null means all; unknown names are left out (no error).
+- ``configuration_keys`` null or empty means all (Kafka's ConfigHelper); unknown names are
+  left out (no error).
 - Synonyms (v1+, when ``include_synonyms``): highest precedence first; for topics the
   override, then per broker synonym (``TOPIC_CONFIG_SYNONYMS``) its static value when set and
   its default when not null.
@@ -170,7 +171,7 @@ def handle_describe_configs(ctx, request):
     for r in request.resources:
         res = DescribeConfigsResponse.DescribeConfigsResult(
             resource_type=r.resource_type, resource_name=r.resource_name, configs=[])
-        keys = None if r.configuration_keys is None else set(r.configuration_keys)
+        keys = set(r.configuration_keys) if r.configuration_keys else None
         try:
             if r.resource_type == RESOURCE_TOPIC:
                 res.configs = _describe_topic(broker, r.resource_name, keys, version, synonyms)
