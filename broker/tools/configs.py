@@ -1,0 +1,128 @@
+"""``josef configs``: describe and alter topic and broker configs (like kafka-configs.sh).
+
+``--describe --entity-type topics --entity-name t`` prints Kafka's layout::
+
+    Dynamic configs for topic t are:
+      retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, ...}
+
+(``--all`` lists every config: "All configs for topic t are:"). Without ``--entity-name``
+every topic (or the broker defaults) is described. ``--alter --add-config k=v,k2=[a,b]
+--delete-config k`` sends IncrementalAlterConfigs (SET / DELETE) and prints "Completed
+updating config for topic t."; a broker that lacks IncrementalAlterConfigs is refused with a
+message. APIs: DescribeConfigs, IncrementalAlterConfigs, Metadata.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from broker.tools._common import (
+    UsageError,
+    add_bootstrap,
+    check_error,
+    connect,
+    split_pairs,
+    tool_main,
+)
+
+COMMAND = "configs"
+HELP = "Describe and alter topic and broker configs (like kafka-configs.sh)"
+
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+RESOURCE = {"topics": 2, "brokers": 4}
+SINGULAR = {"topics": "topic", "brokers": "broker"}
+SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+           3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+           6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+DYNAMIC_SOURCES = {1, 2, 3, 6}
+OP_SET, OP_DELETE = 0, 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_bootstrap(p)
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true", help="show configs")
+    action.add_argument("--alter", action="store_true", help="change configs")
+    p.add_argument("--entity-type", required=True, choices=sorted(RESOURCE),
+                   help="topics or brokers")
+    p.add_argument("--entity-name", metavar="NAME", help="topic name or broker id")
+    p.add_argument("--entity-default", action="store_true",
+                   help="brokers: the cluster-wide default (empty name)")
+    p.add_argument("--all", action="store_true",
+                   help="--describe: every config, not only dynamic ones")
+    p.add_argument("--add-config", metavar="K=V,...", default="",
+                   help="--alter: configs to set; a list value in brackets: k=[a,b]")
+    p.add_argument("--delete-config", metavar="K,...", default="",
+                   help="--alter: configs to remove (back to the default)")
+
+
+def _fmt_value(c) -> str:
+    return "null" if c.value is None else c.value
+
+
+def _entity_names(client, args) -> list[str]:
+    if args.entity_default:
+        if args.entity_type != "brokers":
+            raise UsageError("--entity-default is only valid for brokers")
+        return [""]
+    if args.entity_name is not None:
+        return [args.entity_name]
+    if args.alter:
+        raise UsageError("--alter needs --entity-name (or --entity-default for brokers)")
+    md = client.metadata(None)
+    if args.entity_type == "topics":
+        return sorted(t.name for t in md.topics if t.error_code == 0)
+    return [str(b.node_id) for b in sorted(md.brokers, key=lambda b: b.node_id)]
+
+
+def _describe(client, args) -> int:
+    rtype = RESOURCE[args.entity_type]
+    names = _entity_names(client, args)
+    version = client.version_for(DESCRIBE_CONFIGS)
+    resp = client.request(DESCRIBE_CONFIGS, {
+        "resources": [{"resource_type": rtype, "resource_name": n, "configuration_keys": None}
+                      for n in names],
+        "include_synonyms": True}, version=version)
+    for r in resp.results:
+        label = (f"default {SINGULAR[args.entity_type]}" if r.resource_name == ""
+                 else f"{SINGULAR[args.entity_type]} {r.resource_name}")
+        check_error(r.error_code, r.error_message, f"cannot describe {label}")
+        print(f"{'All' if args.all else 'Dynamic'} configs for {label} are:")
+        for c in sorted(r.configs, key=lambda c: c.name):
+            source = c.config_source if version >= 1 else (5 if c.is_default else 1)
+            if not args.all and source not in DYNAMIC_SOURCES:
+                continue
+            syn = ", ".join(f"{SOURCES.get(s.source, s.source)}:{s.name}="
+                            f"{'null' if s.value is None else s.value}"
+                            for s in (c.synonyms if version >= 1 else []))
+            print(f"  {c.name}={_fmt_value(c)} sensitive={str(c.is_sensitive).lower()} "
+                  f"synonyms={{{syn}}}")
+    return 0
+
+
+def _alter(client, args) -> int:
+    rtype = RESOURCE[args.entity_type]
+    (name,) = _entity_names(client, args)
+    ops = [{"name": k, "config_operation": OP_SET, "value": v}
+           for k, v in split_pairs(args.add_config)]
+    ops += [{"name": k.strip(), "config_operation": OP_DELETE, "value": None}
+            for k in args.delete_config.split(",") if k.strip()]
+    if not ops:
+        raise UsageError("--alter needs --add-config and/or --delete-config")
+    if not client.supports(INCREMENTAL_ALTER_CONFIGS):
+        raise UsageError("the broker does not support IncrementalAlterConfigs")
+    resp = client.request(INCREMENTAL_ALTER_CONFIGS, {
+        "resources": [{"resource_type": rtype, "resource_name": name, "configs": ops}],
+        "validate_only": False})
+    (r,) = resp.responses
+    label = f"default {SINGULAR[args.entity_type]}" if name == "" \
+        else f"{SINGULAR[args.entity_type]} {name}"
+    check_error(r.error_code, r.error_message, f"cannot alter config for {label}")
+    print(f"Completed updating config for {label}.")
+    return 0
+
+
+@tool_main(COMMAND)
+def run(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        return _describe(client, args) if args.describe else _alter(client, args)
