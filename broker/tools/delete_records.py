@@ -1,0 +1,84 @@
+"""``josef delete-records``: advance partitions' log start offsets, like
+``kafka-delete-records.sh --offset-json-file``.
+
+The JSON file: ``{"partitions": [{"topic": "t", "partition": 0, "offset": 10}], "version": 1}``
+(offset ``-1`` = up to the high watermark). Output, as Kafka's tool::
+
+    Executing records delete operation
+    Records delete operation completed:
+    partition: t-0	low_watermark: 10
+    partition: t-1	error: OFFSET_OUT_OF_RANGE
+
+Exit code 1 if any partition failed. APIs: Metadata, DeleteRecords (to each leader).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from broker.tools._client import ToolError, error_name
+from broker.tools._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+
+COMMAND = "delete-records"
+HELP = "Delete records below given offsets (like kafka-delete-records.sh)"
+DELETE_RECORDS = 21
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_bootstrap(p)
+    p.add_argument("--offset-json-file", required=True, metavar="FILE",
+                   help='{"partitions":[{"topic":"t","partition":0,"offset":10}],"version":1}')
+
+
+def read_offsets(path: str) -> list[tuple[str, int, int]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise ToolError(f"cannot read {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path} is not valid JSON: {e}") from None
+    try:
+        out = [(str(p["topic"]), int(p["partition"]), int(p["offset"]))
+               for p in doc["partitions"]]
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"{path}: expected {{\"partitions\": [{{\"topic\": ..., "
+                         "\"partition\": ..., \"offset\": ...}], \"version\": 1}") from None
+    seen = set()
+    for t, p, _ in out:
+        if (t, p) in seen:
+            raise UsageError(f"offset json file contains duplicate topic partitions: {t}-{p}")
+        seen.add((t, p))
+    return out
+
+
+@tool_main(COMMAND)
+def run(args: argparse.Namespace) -> int:
+    wanted = read_offsets(args.offset_json_file)
+    print("Executing records delete operation")
+    results: dict[tuple[str, int], str] = {}
+    with connect(args) as client:
+        leaders = partition_leaders(client, sorted({t for t, _, _ in wanted}))
+        by_leader: dict[int, dict[str, list]] = {}
+        for t, p, off in wanted:
+            leader = leaders.get((t, p))
+            if leader is None or leader < 0:
+                results[(t, p)] = "error: " + ("UNKNOWN_TOPIC_OR_PARTITION" if leader is None
+                                               else "LEADER_NOT_AVAILABLE")
+                continue
+            by_leader.setdefault(leader, {}).setdefault(t, []).append(
+                {"partition_index": p, "offset": off})
+        for leader, topics in by_leader.items():
+            resp = client.request(DELETE_RECORDS, {
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": 30000}, node=leader)
+            for t in resp.topics:
+                for p in t.partitions:
+                    results[(t.name, p.partition_index)] = (
+                        f"error: {error_name(p.error_code)}" if p.error_code
+                        else f"low_watermark: {p.low_watermark}")
+    print("Records delete operation completed:")
+    for (t, p), text in sorted(results.items()):
+        print(f"partition: {t}-{p}\t{text}")
+    return 1 if any(v.startswith("error") for v in results.values()) else 0
