@@ -206,6 +206,8 @@ class BrokerServer:
 
         self.services = BrokerServices(cfg, self.broker_id, self.metadata_cache, None,
                                        self.replica_manager, self.log_manager, self.timer)
+        from broker.coordinator.wiring import attach_group_coordinator
+        attach_group_coordinator(self.services, listener)
         load_all()
         self._gate = _Gate(ApiDispatcher(self.services))
         await self._start_socket_server()
@@ -403,6 +405,9 @@ class BrokerServer:
         pid_manager = self.services.producer_id_manager if self.services else None
         if pid_manager is not None:
             steps.append(("producer id manager", pid_manager.shutdown))
+        coordinator = self.services.group_coordinator if self.services else None
+        if coordinator is not None:
+            steps.append(("group coordinator", coordinator.shutdown))
         if self.replica_manager is not None:
             steps.append(("replica manager", self.replica_manager.shutdown))
         if self.controller is not None:
