@@ -19,6 +19,10 @@ HANDLER_MODULES = [
     "configs",
     "admin_partitions",
     "log_dirs",
+    "find_coordinator",
+    "groups",
+    "group_admin",
+    "offsets",
 ]
 
 

@@ -1,0 +1,187 @@
+"""GroupStore: where groups live in ``__consumer_offsets`` (Kafka's GroupMetadataManager I/O).
+
+- ``partition_for(group_id)``: ``(java_string_hashcode(group_id) & 0x7fffffff) %
+  offsets.topic.num.partitions`` -- Kafka's mapping, so a group lands on the same partition
+  number as in Kafka.
+- ``append(partition, records)``: one uncompressed v2 RecordBatch (CreateTime = now ms) of
+  ``(key, value)`` pairs (value None = tombstone) appended as leader with acks=-1 through the
+  ReplicaManager (``origin="coordinator"``). Returns the error code mapped as Kafka maps a
+  failed group/offset append for clients: UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+  REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER,
+  KAFKA_STORAGE_ERROR -> NOT_COORDINATOR; MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
+  INVALID_FETCH_SIZE -> the caller's size error; anything else UNKNOWN_SERVER_ERROR.
+- ``load(partition)``: reads the partition from its log start to its log end offset in
+  chunks of ``offsets.load.buffer.size`` bytes (file reads in the default executor, so the
+  event loop never blocks on disk) and replays the records: the last value of each key wins,
+  tombstones remove. Returns ``{group_id: GroupMetadata}`` with offsets attached (groups that
+  only have offsets are Empty).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from broker.coordinator.group import GroupMetadata, GroupState
+from broker.coordinator.records import GroupRecord, OffsetRecord, decode_record, group_from_value
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import RecordBatchBuilder, iter_batches_lenient
+
+__all__ = ["GROUP_METADATA_TOPIC", "GroupStore", "java_string_hashcode", "partition_for"]
+
+log = logging.getLogger(__name__)
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+#: OffsetCommit/group writes wait at most this long for acks=-1 (offsets.commit.timeout.ms).
+DEFAULT_COMMIT_TIMEOUT_MS = 5000
+
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+SIZE_ERRORS = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+                         ErrorCode.INVALID_FETCH_SIZE})
+
+
+def java_string_hashcode(s: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit signed overflow)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    return (java_string_hashcode(group_id) & 0x7FFFFFFF) % num_partitions
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupStore:
+    """I/O of the coordinator against ``__consumer_offsets`` (see the module docstring)."""
+
+    def __init__(self, replica_manager, num_partitions: int = 50,
+                 load_buffer_size: int = 5 * 1024 * 1024,
+                 commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS,
+                 time_ms: Callable[[], int] = _now_ms) -> None:
+        self.replica_manager = replica_manager
+        self.num_partitions = num_partitions
+        self.load_buffer_size = max(int(load_buffer_size), 1024)
+        self.commit_timeout_ms = commit_timeout_ms
+        self.time_ms = time_ms
+        self.appends = 0
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def build_batch(self, records: list[tuple[bytes, bytes | None]]) -> bytearray:
+        builder = RecordBatchBuilder()
+        now = self.time_ms()
+        for key, value in records:
+            builder.append(now, key, value)
+        return bytearray(builder.build())
+
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]
+                     ) -> ErrorCode:
+        """Append ``records`` to ``__consumer_offsets-<partition>``; the mapped error code."""
+        if not records:
+            return ErrorCode.NONE
+        tp = (GROUP_METADATA_TOPIC, partition)
+        try:
+            batch = self.build_batch(records)
+            result = self.replica_manager.append_records(
+                self.commit_timeout_ms, -1, {tp: memoryview(batch)}, origin="coordinator")
+            if isinstance(result, asyncio.Future):
+                result = await result
+        except KafkaError as e:
+            return self.map_error(e.code)
+        self.appends += 1
+        r = result.get(tp)
+        if r is None:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        if r.error != ErrorCode.NONE:
+            log.warning("append to %s-%d failed: %s %s", tp[0], tp[1],
+                        ErrorCode(r.error).name, r.error_message or "")
+        return self.map_error(r.error)
+
+    @staticmethod
+    def map_error(code) -> ErrorCode:
+        code = ErrorCode(code)
+        if code == ErrorCode.NONE or code in SIZE_ERRORS:
+            return code
+        if code in _APPEND_ERRORS:
+            return _APPEND_ERRORS[code]
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    async def load(self, partition: int, is_current: Callable[[], bool] = lambda: True
+                   ) -> dict[str, GroupMetadata]:
+        """Replay ``__consumer_offsets-<partition>`` (see the module docstring). Stops early
+        (returning what it has) once ``is_current()`` turns False (the partition emigrated)."""
+        part = self.replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)
+        if part is None:
+            return {}
+        plog = part.log
+        loop = asyncio.get_running_loop()
+        offsets: dict[str, dict[tuple[str, int], object]] = {}
+        groups: dict[str, object] = {}
+        removed_groups: set[str] = set()
+        position = plog.log_start_offset
+        end = plog.log_end_offset
+        while position < end and is_current():
+            info = plog.read(position, self.load_buffer_size, max_offset=end,
+                             min_one_message=True)
+            data = await loop.run_in_executor(None, info.records.read_bytes)
+            next_position = position
+            for batch in iter_batches_lenient(data):
+                next_position = max(next_position, batch.next_offset)
+                if batch.is_control:
+                    continue
+                for rec in batch:
+                    if rec.offset < position:
+                        continue
+                    try:
+                        parsed = decode_record(rec.key, rec.value)
+                    except KafkaError as e:
+                        log.warning("skipping unreadable record at %s-%d offset %d: %s",
+                                    GROUP_METADATA_TOPIC, partition, rec.offset, e)
+                        continue
+                    if isinstance(parsed, OffsetRecord):
+                        tp = (parsed.topic, parsed.partition)
+                        group_offsets = offsets.setdefault(parsed.group_id, {})
+                        if parsed.value is None:
+                            group_offsets.pop(tp, None)
+                        else:
+                            group_offsets[tp] = parsed.value
+                    elif isinstance(parsed, GroupRecord):
+                        if parsed.value is None:
+                            groups.pop(parsed.group_id, None)
+                            removed_groups.add(parsed.group_id)
+                        else:
+                            groups[parsed.group_id] = parsed.value
+                            removed_groups.discard(parsed.group_id)
+            if next_position <= position:
+                log.warning("%s-%d: no complete batch at offset %d; stopping the load",
+                            GROUP_METADATA_TOPIC, partition, position)
+                break
+            position = next_position
+        out: dict[str, GroupMetadata] = {}
+        for group_id, value in groups.items():
+            out[group_id] = group_from_value(group_id, value, self.time_ms)
+        for group_id, group_offsets in offsets.items():
+            if not group_offsets:
+                continue
+            group = out.get(group_id)
+            if group is None:
+                group = GroupMetadata(group_id, GroupState.EMPTY, self.time_ms)
+                out[group_id] = group
+            group.offsets.update(group_offsets)
+        return out

@@ -1,0 +1,109 @@
+"""DescribeGroups (15), ListGroups (16), DeleteGroups (42): classic groups for admin tools.
+
+Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``):
+- DescribeGroups: per group, from ``ctx.broker.group_coordinator``: NOT_COORDINATOR /
+  COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE per group; an unknown group is
+  described with error NONE and state "Dead". A Stable group shows its protocol and, per
+  member, the metadata for that protocol and the assignment; other states show protocol ""
+  and members without metadata/assignment. v3+ ``include_authorized_operations``: no
+  authorizer, so every group operation (READ, DELETE, DESCRIBE); else -2147483648.
+- ListGroups: the groups this broker coordinates (COORDINATOR_LOAD_IN_PROGRESS while a
+  partition loads, listing what is loaded); v4 ``states_filter`` (case-insensitive), v5
+  ``types_filter`` (every group here is "classic") and ``group_type``.
+- DeleteGroups: per group NONE (Empty groups: offsets and the group get tombstones),
+  NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69), INVALID_GROUP_ID (24), or the coordinator
+  error.
+
+Version notes: DescribeGroups v0-v5 (v5+ flexible; v3 authorized operations, v4 group
+instance ids); ListGroups v0-v5 (v3+ flexible); DeleteGroups v0-v2 (v2+ flexible).
+"""
+
+from __future__ import annotations
+
+from broker.coordinator.group import GroupState
+from broker.handlers.groups import group_coordinator
+from broker.handlers.registry import handles
+from protocol import api
+from protocol.errors import ErrorCode, KafkaError
+
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+DescribeGroupsResponse = api.API_KEYS[DESCRIBE_GROUPS].response_cls
+ListGroupsResponse = api.API_KEYS[LIST_GROUPS].response_cls
+DeleteGroupsResponse = api.API_KEYS[DELETE_GROUPS].response_cls
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+# AclOperation codes (KIP-430): READ 3, DELETE 6, DESCRIBE 8
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+GROUP_TYPE_CLASSIC = "classic"
+
+
+def _described(group_id: str, error, state: str = "", ops: int = AUTHORIZED_OPERATIONS_OMITTED):
+    return DescribeGroupsResponse.DescribedGroup(
+        error_code=int(error), group_id=group_id, group_state=state, protocol_type="",
+        protocol_data="", members=[], authorized_operations=ops)
+
+
+def describe_error_response(request, version: int, error: KafkaError):
+    return DescribeGroupsResponse(groups=[_described(g, error.code) for g in request.groups])
+
+
+@handles(DESCRIBE_GROUPS, 0, 5, error_response=describe_error_response)
+def handle_describe_groups(ctx, request):
+    coordinator = group_coordinator(ctx)
+    ops = GROUP_OPERATIONS if ctx.api_version >= 3 and request.include_authorized_operations \
+        else AUTHORIZED_OPERATIONS_OMITTED
+    out = []
+    for group_id in request.groups:
+        error, group = coordinator.handle_describe_group(group_id)
+        if error != ErrorCode.NONE:
+            out.append(_described(group_id, error, "", ops))
+            continue
+        if group is None or group.is_state(GroupState.DEAD):
+            out.append(_described(group_id, ErrorCode.NONE, str(GroupState.DEAD), ops))
+            continue
+        stable = group.is_state(GroupState.STABLE)
+        members = [DescribeGroupsResponse.DescribedGroupMember(
+            member_id=m["member_id"], group_instance_id=m["group_instance_id"],
+            client_id=m["client_id"], client_host=m["client_host"],
+            member_metadata=m["metadata"], member_assignment=m["assignment"])
+            for m in coordinator.describe_members(group)]
+        out.append(DescribeGroupsResponse.DescribedGroup(
+            error_code=0, group_id=group_id, group_state=str(group.state),
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=members, authorized_operations=ops))
+    return DescribeGroupsResponse(groups=out)
+
+
+def list_error_response(request, version: int, error: KafkaError):
+    return ListGroupsResponse(error_code=int(error.code), groups=[])
+
+
+@handles(LIST_GROUPS, 0, 5, error_response=list_error_response)
+def handle_list_groups(ctx, request):
+    coordinator = group_coordinator(ctx)
+    version = ctx.api_version
+    states = list(request.states_filter or ()) if version >= 4 else []
+    types = {t.lower() for t in (request.types_filter or ())} if version >= 5 else set()
+    error, groups = coordinator.handle_list_groups(states)
+    if types and GROUP_TYPE_CLASSIC not in types:
+        groups = []
+    return ListGroupsResponse(error_code=int(error), groups=[
+        ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
+                                       group_state=str(g.state), group_type=GROUP_TYPE_CLASSIC)
+        for g in sorted(groups, key=lambda g: g.group_id)])
+
+
+def delete_error_response(request, version: int, error: KafkaError):
+    return DeleteGroupsResponse(results=[
+        DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=int(error.code))
+        for g in request.groups_names])
+
+
+@handles(DELETE_GROUPS, 0, 2, error_response=delete_error_response)
+async def handle_delete_groups(ctx, request):
+    coordinator = group_coordinator(ctx)
+    names = list(request.groups_names)
+    results = await coordinator.handle_delete_groups(list(dict.fromkeys(names)))
+    return DeleteGroupsResponse(results=[
+        DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=int(results[g]))
+        for g in names])

@@ -1,0 +1,205 @@
+"""OffsetCommit (8), OffsetFetch (9), OffsetDelete (47): committed offsets of groups.
+
+Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``; offsets are records in
+``__consumer_offsets``, see ``broker.coordinator.records``):
+- OffsetCommit: a partition of a topic the broker does not know answers
+  UNKNOWN_TOPIC_OR_PARTITION (3); the rest go to the coordinator: generation/member checks
+  (ILLEGAL_GENERATION 22, UNKNOWN_MEMBER_ID 25, REBALANCE_IN_PROGRESS 27,
+  FENCED_INSTANCE_ID 82), commits with generation -1 and no member for Empty groups (simple
+  consumers; v0 always commits this way), metadata over ``offset.metadata.max.bytes`` ->
+  OFFSET_METADATA_TOO_LARGE (12), an append too large -> INVALID_COMMIT_OFFSET_SIZE (28).
+  Commit timestamp: now (v1: the partition's own timestamp when not -1). v2-v4
+  ``retention_time_ms`` != -1 sets an explicit expire timestamp (now + retention).
+- OffsetFetch: per partition the committed offset, leader epoch (v5+) and metadata, or -1 /
+  -1 / "" when none; ``topics`` null (v2+) = every committed offset of the group. A group
+  error (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) is top-level in v2+ and in
+  every partition in v0/v1. v7+ ``require_stable``: UNSTABLE_OFFSET_COMMIT (88) for a
+  partition with a commit in flight. v8+ fetches several groups, each with its own error.
+- OffsetDelete: top-level GROUP_ID_NOT_FOUND (69) / NON_EMPTY_GROUP (68) / coordinator
+  errors; per partition GROUP_SUBSCRIBED_TO_TOPIC (86) when a member still subscribes to
+  the topic, UNKNOWN_TOPIC_OR_PARTITION for unknown topics; tombstones are written.
+
+Version notes: OffsetCommit v0-v9 (v8+ flexible; v1 generation, member id and per-partition
+timestamp, v2-v4 retention time, v6 committed leader epoch, v7 group instance id, v9
+KIP-848 member epoch: a classic group reads it as the generation). OffsetFetch v0-v9 (v6+
+flexible; v2 null topics + top-level error, v5 leader epoch, v7 require_stable, v8 groups,
+v9 member id/epoch, unused by classic groups). OffsetDelete v0.
+"""
+
+from __future__ import annotations
+
+import time
+
+from broker.coordinator.group import OffsetAndMetadata
+from broker.handlers.groups import group_coordinator
+from broker.handlers.registry import handles
+from protocol import api
+from protocol.errors import ErrorCode, KafkaError
+
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+OffsetCommitResponse = api.API_KEYS[OFFSET_COMMIT].response_cls
+OffsetFetchResponse = api.API_KEYS[OFFSET_FETCH].response_cls
+OffsetDeleteResponse = api.API_KEYS[OFFSET_DELETE].response_cls
+E = ErrorCode
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ----- OffsetCommit ---------------------------------------------------------------------------
+
+def _commit_response(request, errors: dict[tuple[str, int], int]):
+    return OffsetCommitResponse(topics=[
+        OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
+            OffsetCommitResponse.OffsetCommitResponsePartition(
+                partition_index=p.partition_index,
+                error_code=int(errors.get((t.name, p.partition_index), E.NONE)))
+            for p in t.partitions])
+        for t in request.topics])
+
+
+def commit_error_response(request, version: int, error: KafkaError):
+    return _commit_response(request, {(t.name, p.partition_index): error.code
+                                      for t in request.topics for p in t.partitions})
+
+
+@handles(OFFSET_COMMIT, 0, 9, error_response=commit_error_response)
+async def handle_offset_commit(ctx, request):
+    coordinator = group_coordinator(ctx)
+    version = ctx.api_version
+    cache = ctx.broker.metadata_cache
+    now = _now_ms()
+    errors: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    expire = -1
+    if 2 <= version <= 4 and request.retention_time_ms != -1:
+        expire = now + request.retention_time_ms
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if not cache.contains_partition(t.name, p.partition_index):
+                errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            commit_ts = now
+            if version == 1 and p.commit_timestamp != -1:
+                commit_ts = p.commit_timestamp
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                metadata=p.committed_metadata if p.committed_metadata is not None else "",
+                commit_timestamp=commit_ts, expire_timestamp=expire)
+    if offsets:
+        if not request.group_id and version >= 1 and request.generation_id_or_member_epoch >= 0:
+            raise KafkaError(E.INVALID_GROUP_ID, "empty group id")
+        generation = request.generation_id_or_member_epoch if version >= 1 else -1
+        member_id = request.member_id if version >= 1 else ""
+        results = await coordinator.handle_commit_offsets(
+            request.group_id, member_id or "",
+            request.group_instance_id if version >= 7 else None, generation, offsets)
+        errors.update(results)
+    return _commit_response(request, errors)
+
+
+# ----- OffsetFetch ----------------------------------------------------------------------------
+
+def _fetch_group(coordinator, group_id: str, topics, require_stable: bool):
+    """-> (group error, [(topic, [(partition, offset, epoch, metadata, error)])])"""
+    wanted = None if topics is None else [(t.name, p) for t in topics
+                                          for p in t.partition_indexes]
+    error, found = coordinator.handle_fetch_offsets(group_id, wanted, require_stable)
+    if error != E.NONE:
+        return error, [(t.name, [(p, -1, -1, "", error) for p in t.partition_indexes])
+                       for t in topics or ()]
+    by_topic: dict[str, list] = {}
+    order = wanted if wanted is not None else sorted(found)
+    for tp in order:
+        om, perr = found.get(tp, (None, E.NONE))
+        row = (tp[1], -1, -1, "", perr) if om is None else \
+            (tp[1], om.offset, om.leader_epoch, om.metadata, perr)
+        by_topic.setdefault(tp[0], []).append(row)
+    return E.NONE, list(by_topic.items())
+
+
+def fetch_error_response(request, version: int, error: KafkaError):
+    if version >= 8:
+        return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
+            group_id=g.group_id, topics=[], error_code=int(error.code))
+            for g in request.groups])
+    return _fetch_response_v0_7(version, error.code, [
+        (t.name, [(p, -1, -1, "", error.code) for p in t.partition_indexes])
+        for t in request.topics or ()])
+
+
+def _fetch_response_v0_7(version: int, error, topics):
+    if version < 2 and error != E.NONE:  # v0/v1: no top-level error field
+        topics = [(name, [(p, o, ep, m, error) for p, o, ep, m, _ in rows])
+                  for name, rows in topics]
+    return OffsetFetchResponse(error_code=int(error), topics=[
+        OffsetFetchResponse.OffsetFetchResponseTopic(name=name, partitions=[
+            OffsetFetchResponse.OffsetFetchResponsePartition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=ep,
+                metadata=m, error_code=int(e))
+            for p, o, ep, m, e in rows])
+        for name, rows in topics])
+
+
+@handles(OFFSET_FETCH, 0, 9, error_response=fetch_error_response)
+def handle_offset_fetch(ctx, request):
+    coordinator = group_coordinator(ctx)
+    version = ctx.api_version
+    require_stable = bool(request.require_stable) if version >= 7 else False
+    if version >= 8:
+        groups = []
+        for g in request.groups:
+            error, topics = _fetch_group(coordinator, g.group_id, g.topics, require_stable)
+            groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id=g.group_id, error_code=int(error), topics=[] if error else [
+                    OffsetFetchResponse.OffsetFetchResponseTopics(name=name, partitions=[
+                        OffsetFetchResponse.OffsetFetchResponsePartitions(
+                            partition_index=p, committed_offset=o, committed_leader_epoch=ep,
+                            metadata=m, error_code=int(e))
+                        for p, o, ep, m, e in rows])
+                    for name, rows in topics]))
+        return OffsetFetchResponse(groups=groups)
+    topics = request.topics
+    if topics is None and version < 2:
+        topics = []
+    error, rows = _fetch_group(coordinator, request.group_id, topics, require_stable)
+    if error != E.NONE and version >= 2:
+        rows = []
+    return _fetch_response_v0_7(version, error, rows)
+
+
+# ----- OffsetDelete ---------------------------------------------------------------------------
+
+def _delete_response(request, error, errors: dict[tuple[str, int], int]):
+    return OffsetDeleteResponse(error_code=int(error), topics=[] if error else [
+        OffsetDeleteResponse.OffsetDeleteResponseTopic(name=t.name, partitions=[
+            OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                partition_index=p.partition_index,
+                error_code=int(errors.get((t.name, p.partition_index), E.NONE)))
+            for p in t.partitions])
+        for t in request.topics])
+
+
+def delete_error_response(request, version: int, error: KafkaError):
+    return _delete_response(request, error.code, {})
+
+
+@handles(OFFSET_DELETE, 0, 0, error_response=delete_error_response)
+async def handle_offset_delete(ctx, request):
+    coordinator = group_coordinator(ctx)
+    cache = ctx.broker.metadata_cache
+    errors: dict[tuple[str, int], int] = {}
+    wanted = []
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if cache.contains_partition(*tp):
+                wanted.append(tp)
+            else:
+                errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+    error, results = await coordinator.handle_delete_offsets(request.group_id, wanted)
+    errors.update(results)
+    return _delete_response(request, error, errors)
