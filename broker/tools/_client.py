@@ -104,6 +104,12 @@ class _Connection:
         except OSError as e:
             raise ToolError(f"{self.address}: {e.strerror or e}") from None
 
+    def send(self, frame: bytes) -> None:
+        try:
+            self.sock.sendall(frame)
+        except OSError as e:
+            raise ToolError(f"{self.address}: {e.strerror or e}") from None
+
     def _recv(self, n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:
@@ -221,6 +227,18 @@ class KafkaClient:
             version = self.version_for(api_key)
         body = build(api.API_KEYS[api_key].request_cls, body)
         return self._send(self._connection(node), api_key, version, body)
+
+    def send_no_response(self, api_key: int, body, version: int | None = None,
+                         node: int | None = None) -> None:
+        """Send a request the broker does not answer (Produce with acks=0)."""
+        if version is None:
+            version = self.version_for(api_key)
+        body = build(api.API_KEYS[api_key].request_cls, body)
+        self._correlation += 1
+        header = encode_request_header(RequestHeader(api_key, version, self._correlation,
+                                                     self.client_id))
+        payload = header + body.encode(version)
+        self._connection(node).send(_SIZE.pack(len(payload)) + payload)
 
     def _connection(self, node: int | None) -> _Connection:
         conn = self._conns.get(node)
