@@ -251,7 +251,7 @@ async def bench_fetch(tmp: Path, count: int, rounds: int) -> list[Row]:
         position[0] = (pos + MiB) % file_size
         return Response([struct.pack(">i", request.correlation_id), FileSlice(fd, pos, MiB)])
 
-    modes = [("sendfile (direct, then loop.sendfile)", True), ("os.pread fallback", False)]
+    modes = [("os.sendfile straight to the socket", True), ("os.pread fallback", False)]
     best = {name: Best() for name, _ in modes}
     try:
         for _ in range(rounds):
@@ -284,6 +284,7 @@ def render(rows: list[Row]) -> list[str]:
 
 
 async def main_async(args) -> str:
+    load_before = os.getloadavg()[0]
     base_dir = args.dir or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
     with tempfile.TemporaryDirectory(prefix="bench-network-", dir=base_dir) as d:
         tmp = Path(d)
@@ -298,7 +299,8 @@ async def main_async(args) -> str:
         f"files under {base_dir or tempfile.gettempdir()}. Ratios are within this run; "
         "result = wall-clock rate (ratio > 1 is faster), server CPU = CPU time of the server "
         "process per unit (CPU ratio < 1 is cheaper; steadier than wall clock on a busy "
-        "machine).",
+        f"machine). 1-minute load average {load_before:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after (other work on the machine inflates wall times).",
         "",
     ]
     lines += render(rows)
