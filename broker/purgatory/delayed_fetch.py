@@ -20,13 +20,8 @@ from dataclasses import dataclass
 from broker.purgatory.delayed_operation import DelayedOperation
 from protocol.errors import ErrorCode
 
-__all__ = [
-    "DelayedFetch",
-    "FetchParams",
-    "FetchPartitionData",
-    "FetchPartitionStatus",
-    "PartitionFetchInfo",
-]
+__all__ = ["DelayedFetch", "FetchParams", "FetchPartitionData", "FetchPartitionStatus",
+           "PartitionFetchInfo"]
 
 INT32_MAX = 0x7FFFFFFF
 
@@ -83,9 +78,8 @@ class FetchPartitionStatus:
 
     __slots__ = ("topic", "partition", "info", "hosted", "start_bytes")
 
-    def __init__(
-        self, topic: str, partition: int, info: PartitionFetchInfo, hosted, start_bytes: int
-    ) -> None:
+    def __init__(self, topic: str, partition: int, info: PartitionFetchInfo, hosted,
+                 start_bytes: int) -> None:
         self.topic = topic
         self.partition = partition
         self.info = info
@@ -98,26 +92,12 @@ class DelayedFetch(DelayedOperation):
     `get_partition(topic, p)` gives the hosted Partition or None; `callback(results)` is
     called exactly once with (topic, partition) -> FetchPartitionData."""
 
-    __slots__ = (
-        "params",
-        "statuses",
-        "fetch_infos",
-        "get_partition",
-        "read",
-        "callback",
-        "expired",
-    )
+    __slots__ = ("params", "statuses", "fetch_infos", "get_partition", "read", "callback",
+                 "expired")
 
-    def __init__(
-        self,
-        delay_ms: int,
-        params: FetchParams,
-        statuses: list[FetchPartitionStatus],
-        fetch_infos: list,
-        get_partition: Callable,
-        read: Callable,
-        callback: Callable[[dict], None],
-    ) -> None:
+    def __init__(self, delay_ms: int, params: FetchParams, statuses: list[FetchPartitionStatus],
+                 fetch_infos: list, get_partition: Callable, read: Callable,
+                 callback: Callable[[dict], None]) -> None:
         super().__init__(delay_ms)
         self.params = params
         self.statuses = statuses

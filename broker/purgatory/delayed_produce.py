@@ -25,24 +25,12 @@ class ProducePartitionResult:
     """One partition's produce answer (Kafka's PartitionResponse). Offsets in records,
     times in ms; `log_append_time` is -1 unless the topic uses LogAppendTime."""
 
-    __slots__ = (
-        "error",
-        "base_offset",
-        "last_offset",
-        "log_append_time",
-        "log_start_offset",
-        "error_message",
-    )
+    __slots__ = ("error", "base_offset", "last_offset", "log_append_time", "log_start_offset",
+                 "error_message")
 
-    def __init__(
-        self,
-        error: int = ErrorCode.NONE,
-        base_offset: int = -1,
-        last_offset: int = -1,
-        log_append_time: int = -1,
-        log_start_offset: int = -1,
-        error_message: str | None = None,
-    ) -> None:
+    def __init__(self, error: int = ErrorCode.NONE, base_offset: int = -1, last_offset: int = -1,
+                 log_append_time: int = -1, log_start_offset: int = -1,
+                 error_message: str | None = None) -> None:
         self.error = error
         self.base_offset = base_offset
         self.last_offset = last_offset
@@ -51,10 +39,8 @@ class ProducePartitionResult:
         self.error_message = error_message
 
     def __repr__(self) -> str:
-        return (
-            f"ProducePartitionResult(error={int(self.error)}, base_offset={self.base_offset}, "
-            f"log_start_offset={self.log_start_offset}, message={self.error_message!r})"
-        )
+        return (f"ProducePartitionResult(error={int(self.error)}, base_offset={self.base_offset}, "
+                f"log_start_offset={self.log_start_offset}, message={self.error_message!r})")
 
 
 class ProducePartitionStatus:
@@ -79,13 +65,8 @@ class DelayedProduce(DelayedOperation):
 
     __slots__ = ("statuses", "get_partition", "callback")
 
-    def __init__(
-        self,
-        delay_ms: int,
-        statuses: dict[tuple[str, int], ProducePartitionStatus],
-        get_partition: Callable,
-        callback: Callable[[dict], None],
-    ) -> None:
+    def __init__(self, delay_ms: int, statuses: dict[tuple[str, int], ProducePartitionStatus],
+                 get_partition: Callable, callback: Callable[[dict], None]) -> None:
         super().__init__(delay_ms)
         self.statuses = statuses
         self.get_partition = get_partition
@@ -109,7 +90,8 @@ class DelayedProduce(DelayedOperation):
             if partition is None:
                 done, error = True, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                done, error = partition.check_enough_replicas_reached_offset(status.required_offset)
+                done, error = partition.check_enough_replicas_reached_offset(
+                    status.required_offset)
             if done:
                 status.acks_pending = False
                 status.result.error = error
