@@ -9,8 +9,6 @@ before that. Spark: one local[2] session for the whole run (JVM start-up costs ~
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import os
 import pathlib
 import sys
@@ -22,24 +20,8 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
-def _load_harness():
-    spec = importlib.util.spec_from_file_location(
-        "josef_integration_harness", REPO / "tests" / "integration" / "harness.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _bootstrap_of(broker) -> str:
-    for name in ("bootstrap", "bootstrap_servers", "bootstrap_server", "address"):
-        value = getattr(broker, name, None)
-        if isinstance(value, str) and value:
-            return value
-    return f"{broker.host}:{broker.port}"
-
-
 @pytest.fixture(scope="session")
-def kafka_bootstrap():
+def kafka_bootstrap(tmp_path_factory):
     """``host:port`` of a live broker for the session (see module docstring)."""
     external = os.environ.get("JOSEF_TEST_BOOTSTRAP")
     if external:
@@ -48,16 +30,15 @@ def kafka_bootstrap():
     if not (REPO / "broker" / "server.py").exists():
         pytest.skip("Josef broker not built yet (broker/server.py missing) and "
                     "JOSEF_TEST_BOOTSTRAP not set")
-    harness = _load_harness()
-    broker = harness.BrokerProcess()
-    start = getattr(broker, "start", None)
-    with contextlib.ExitStack() as stack:
-        if hasattr(broker, "__enter__"):
-            broker = stack.enter_context(broker)
-        elif start is not None:
-            start()
-            stack.callback(broker.stop)
-        yield _bootstrap_of(broker)
+    from tests.integration.harness import BrokerProcess
+
+    broker = BrokerProcess(tmp_path_factory.mktemp("spark_broker"),
+                           {"num.partitions": "1", "auto.create.topics.enable": "true"})
+    broker.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")
