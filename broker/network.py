@@ -123,6 +123,7 @@ class ProcessorBase:
         self._next_send = 0  # sequence of the next response to send
         self._pending: deque[Request] = deque()  # received, not yet given to the handler
         self._in_handler = 0
+        self._awaiting = 0  # requests whose outcome (response_ready) is not known yet
         self._ready: dict[int, Response | None] = {}  # completed, waiting for their turn
         self._held_bytes = 0  # frames pending + responses held
         self._sending = False  # an async send (file slices) owns the transport
@@ -203,6 +204,7 @@ class ProcessorBase:
                           api_version, correlation_id, frame, self.listener,
                           self.client_address, self)
         self._next_seq += 1
+        self._awaiting += 1
         self._held_bytes += len(frame)
         self._pending.append(request)
         return True
@@ -239,6 +241,7 @@ class ProcessorBase:
         """Called when the outcome of ``request`` is known; sends what is due, in order."""
         if self.closed:
             return
+        self._awaiting -= 1
         self._ready[request.sequence] = response
         if response is not None:
             self._held_bytes += response.memory_size
@@ -246,8 +249,8 @@ class ProcessorBase:
 
     @property
     def unanswered(self) -> int:
-        """Requests received whose response has not been sent (or skipped) yet."""
-        return self._next_seq - self._next_send
+        """Requests received whose response has not been fully sent (or skipped) yet."""
+        return self._next_seq - self._next_send + (1 if self._sending else 0)
 
     # ---- responses -----------------------------------------------------------------------
     def _flush(self) -> None:
@@ -386,6 +389,7 @@ class ProcessorBase:
                 await self._socket_writable(raw)
                 continue
             view = view[n:]
+            self.last_active_ms = self.server.clock()
 
     async def _raw_sendfile(self, raw: socket.socket, part: FileSlice) -> None:
         in_fd = part.fileno()
@@ -402,6 +406,7 @@ class ProcessorBase:
                               f"at {position}")
             position += n
             remaining -= n
+            self.last_active_ms = self.server.clock()
             if n == SENDFILE_BURST and remaining:
                 await asyncio.sleep(0)  # a fast reader: let other connections run
 
@@ -432,6 +437,7 @@ class ProcessorBase:
             if self.closed:
                 return
             transport.write(chunk)
+            self.last_active_ms = self.server.clock()
             position += len(chunk)
             remaining -= len(chunk)
             if self._writing_paused:
@@ -464,7 +470,12 @@ class ProcessorBase:
             self.transport.resume_reading()
 
     def is_idle(self, now_ms: float, max_idle_ms: float) -> bool:
-        return (not self.closed and self.unanswered == 0 and not self._sending
+        """No bytes in or out for ``max_idle_ms`` and no request waiting for its handler.
+
+        A connection whose responses are ready but cannot be sent (the client stopped
+        reading) counts as idle, so it cannot pin memory and file slices forever.
+        """
+        return (not self.closed and self._awaiting == 0
                 and now_ms - self.last_active_ms > max_idle_ms)
 
     def close(self) -> None:

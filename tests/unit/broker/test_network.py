@@ -264,6 +264,32 @@ async def test_idle_sweep_skips_connection_with_request_in_progress(make_server,
     writer.close()
 
 
+async def test_idle_sweep_closes_client_that_stopped_reading(make_server, connect, data_file):
+    path, data = data_file
+    fd = os.open(path, os.O_RDONLY)
+    now = [0.0]
+    try:
+        async def handler(request):
+            return Response([struct.pack(">i", request.correlation_id)] +
+                            [FileSlice(fd, 0, len(data))] * 16)  # ~50 MB: cannot all fit
+
+        server = await make_server(handler, connections_max_idle_ms=1000, clock=lambda: now[0])
+        reader, writer = await connect(server)
+        writer.write(request_frame(ECHO, 1))
+        await asyncio.sleep(0.5)  # the server fills the socket buffers, then waits
+        (proc,) = server.connections.values()
+        assert proc.unanswered == 1  # stuck mid-response
+        now[0] += 1001
+        assert server.sweep_idle() == 1
+        for _ in range(300):
+            if server.connection_count == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert server.connection_count == 0
+    finally:
+        os.close(fd)
+
+
 async def test_idle_connection_closed_by_periodic_sweep(make_server, connect):
     server = await make_server(connections_max_idle_ms=100)
     reader, writer = await connect(server)
