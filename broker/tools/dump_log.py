@@ -200,6 +200,14 @@ def _log_positions(log_path: str) -> dict[int, tuple[int, int]] | None:
         m.close()
 
 
+def _unused_first(positions, base: int) -> bool:
+    """A zero first entry is real only if the first batch ends at the base offset."""
+    if positions is None:
+        return False
+    first = positions.get(0)
+    return first is None or first[1] != base
+
+
 def dump_index_file(path: str, args, out) -> list[str]:
     base = _base_offset(path)
     out.write(f"Dumping {path}\n")
@@ -211,7 +219,7 @@ def dump_index_file(path: str, args, out) -> list[str]:
         last = None
         for i in range(n):
             rel, pos = INDEX_ENTRY.unpack_from(m.view, i * INDEX_ENTRY.size)
-            if i > 0 and rel == 0 and pos == 0:
+            if rel == 0 and pos == 0 and (i > 0 or _unused_first(positions, base)):
                 break  # preallocated, unused
             offset = base + rel
             out.write(f"offset: {offset} position: {pos}\n")
@@ -245,8 +253,8 @@ def dump_time_index_file(path: str, args, out) -> list[str]:
         last_ts = last_off = None
         for i in range(n):
             ts, rel = TIME_ENTRY.unpack_from(m.view, i * TIME_ENTRY.size)
-            if i > 0 and ts == 0 and rel == 0:
-                break
+            if ts == 0 and rel == 0:
+                break  # preallocated, unused
             offset = base + rel
             out.write(f"timestamp: {ts} offset: {offset}\n")
             if last_ts is not None and ts < last_ts:
