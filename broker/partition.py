@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode, KafkaError
+from protocol.records import iter_batches
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogAppendInfo
 from storage.segment import FileRecords
 
@@ -37,6 +38,7 @@ READ_COMMITTED = 1
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: first offset of the local log
 LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: no tiered storage here -> offset -1
 NO_LEADER = -1
+LONG_MAX = (1 << 63) - 1
 
 
 def _now_ms() -> int:
@@ -85,6 +87,9 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self.replicas: tuple[int, ...] = ()
         self.min_insync_replicas = 1
+        # message.timestamp.before.max.ms / after.max.ms (KIP-937), CreateTime topics only
+        self.timestamp_before_max_ms = LONG_MAX
+        self.timestamp_after_max_ms = LONG_MAX
         self.followers: dict[int, FollowerState] = {}
         self.end_bytes = 0
         self.hw_bytes = 0
@@ -202,6 +207,9 @@ class Partition:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"{self.topic}-{self.partition}: ISR {list(self.isr)} smaller than "
                              f"min.insync.replicas {self.min_insync_replicas}")
+        if (self.timestamp_before_max_ms != LONG_MAX or self.timestamp_after_max_ms != LONG_MAX) \
+                and not self.log.config.log_append_time:
+            self._validate_timestamps(records)
         info = self.log.append_as_leader(records, self.leader_epoch, origin)
         if info.duplicate or info.valid_bytes == 0:
             return info, False
@@ -212,6 +220,24 @@ class Partition:
             return info, True
         self._pending_hw.append((self.log.log_end_offset, self.end_bytes))
         return info, self.maybe_increment_high_watermark()
+
+    def _validate_timestamps(self, records) -> None:
+        """INVALID_TIMESTAMP when a batch's first or largest timestamp (ms) is more than
+        message.timestamp.before.max.ms in the past or after.max.ms in the future. Checked
+        per batch header (base and max timestamp), not per record; only when configured."""
+        now = self.time_ms()
+        low = now - self.timestamp_before_max_ms
+        high = now + self.timestamp_after_max_ms
+        try:
+            batches = list(iter_batches(records))
+        except (KafkaError, ValueError):
+            return  # the log reports the corruption
+        for b in batches:
+            for ts in (b.base_timestamp, b.max_timestamp):
+                if ts >= 0 and not low <= ts <= high:
+                    raise KafkaError(ErrorCode.INVALID_TIMESTAMP,
+                                     f"timestamp {ts} of a batch for {self.topic}-"
+                                     f"{self.partition} is outside [{low}, {high}] (now {now})")
 
     def maybe_increment_high_watermark(self) -> bool:
         """Raise the HW to the smallest LEO among the ISR; True if it moved."""

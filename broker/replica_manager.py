@@ -51,10 +51,25 @@ TopicPartition = tuple[str, int]
 LEADER_DURING_DELETE = -2
 EPOCH_DURING_DELETE = -2
 ZERO_UUID = uuid.UUID(int=0)
+LONG_MAX = (1 << 63) - 1
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _timestamp_bounds(configs: Mapping[str, str], default: tuple[int, int],
+                      difference_ms: int | None) -> tuple[int, int]:
+    """(before.max.ms, after.max.ms) from topic overrides over `default`; the deprecated
+    message.timestamp.difference.max.ms bounds both when it is stricter (Kafka 3.6+)."""
+    try:
+        before = int(configs.get("message.timestamp.before.max.ms", default[0]))
+        after = int(configs.get("message.timestamp.after.max.ms", default[1]))
+        diff = configs.get("message.timestamp.difference.max.ms", difference_ms)
+        diff = LONG_MAX if diff is None else int(diff)
+    except (TypeError, ValueError):
+        return default
+    return min(before, diff), min(after, diff)
 
 
 def _config_value(config, name: str, default):
@@ -83,6 +98,11 @@ class ReplicaManager:
         self.topic_configs: dict[str, LogConfig] = {}
         self.topic_min_isr: dict[str, int] = {}
         self.default_min_isr = int(_config_value(config, "min.insync.replicas", 1))
+        self.topic_timestamp_bounds: dict[str, tuple[int, int]] = {}
+        self.default_timestamp_bounds = _timestamp_bounds({}, (
+            int(_config_value(config, "log.message.timestamp.before.max.ms", LONG_MAX)),
+            int(_config_value(config, "log.message.timestamp.after.max.ms", LONG_MAX))),
+            int(_config_value(config, "log.message.timestamp.difference.max.ms", LONG_MAX)))
         purge = int(_config_value(config, "fetch.purgatory.purge.interval.requests", 1000))
         self.delayed_fetch_purgatory = DelayedOperationPurgatory("Fetch", timer, max(purge, 1))
         purge = int(_config_value(config, "producer.purgatory.purge.interval.requests", 1000))
@@ -140,10 +160,17 @@ class ReplicaManager:
                 else self.default_min_isr
         except ValueError:
             self.topic_min_isr[topic] = self.default_min_isr
+        self.topic_timestamp_bounds[topic] = _timestamp_bounds(
+            configs, self.default_timestamp_bounds, None)
         for (t, _), p in self.partitions.items():
             if t == topic:
                 p.log.config = cfg
-                p.min_insync_replicas = self.topic_min_isr[topic]
+                self._apply_topic_settings(p)
+
+    def _apply_topic_settings(self, part: Partition) -> None:
+        part.min_insync_replicas = self.topic_min_isr.get(part.topic, self.default_min_isr)
+        part.timestamp_before_max_ms, part.timestamp_after_max_ms = \
+            self.topic_timestamp_bounds.get(part.topic, self.default_timestamp_bounds)
 
     async def become_leader_or_follower(self, request) -> dict[TopicPartition, int]:
         """Apply a LeaderAndIsr decision (v7 shape). Creates/loads logs with the topic's
@@ -192,7 +219,7 @@ class ReplicaManager:
         plog = self.log_manager.get_or_create_log(
             tp, config, str(topic_id) if topic_id is not None else None)
         part = Partition(topic, index, self.broker_id, plog, topic_id, self.time_ms)
-        part.min_insync_replicas = self.topic_min_isr.get(topic, self.default_min_isr)
+        self._apply_topic_settings(part)
         self.partitions[tp] = part
         return part
 

@@ -256,3 +256,23 @@ async def test_list_offsets_and_epochs(rm):
     assert p.last_offset_for_leader_epoch(-1, 0, True) == (0, 3)
     assert p.last_offset_for_leader_epoch(-1, 2, True) == (2, 5)
     assert p.legacy_offsets_before(-1, 5, False) == [5, 0]
+
+
+async def test_timestamp_bounds_answer_invalid_timestamp(rm):
+    now = rm.time_ms()
+    rm.on_topic_config_change("t", {"message.timestamp.before.max.ms": "60000",
+                                    "message.timestamp.after.max.ms": "1000"})
+    assert rm.append_records(1000, 1, {TP: batch(1, ts=now - 61_000)})[TP].error == \
+        ErrorCode.INVALID_TIMESTAMP
+    assert rm.append_records(1000, 1, {TP: batch(1, ts=now + 2_000)})[TP].error == \
+        ErrorCode.INVALID_TIMESTAMP
+    assert rm.append_records(1000, 1, {TP: batch(1, ts=now - 59_000)})[TP].error == \
+        ErrorCode.NONE
+    rm.on_topic_config_change("t", {"message.timestamp.difference.max.ms": "10",
+                                    "message.timestamp.type": "LogAppendTime"})
+    assert rm.append_records(1000, 1, {TP: batch(1, ts=5)})[TP].error == ErrorCode.NONE
+    rm.on_topic_config_change("t", {"message.timestamp.difference.max.ms": "10"})
+    assert rm.append_records(1000, 1, {TP: batch(1, ts=now - 11)})[TP].error == \
+        ErrorCode.INVALID_TIMESTAMP
+    rm.on_topic_config_change("t", {})
+    assert rm.append_records(1000, 1, {TP: batch(1, ts=5)})[TP].error == ErrorCode.NONE
