@@ -5,7 +5,8 @@
 #   Kafka does (the client cannot learn of the error otherwise). Other acks values answer
 #   INVALID_REQUIRED_ACKS for every partition. Errors are per partition:
 #   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE (bad CRC / torn batch),
-#   MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP, and for
+#   MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP (batch base /
+#   max timestamp outside message.timestamp.before/after.max.ms, CreateTime topics), and for
 #   idempotent producers OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH; a retried
 #   duplicate of one of the producer's last 5 batches answers NONE with the original base
 #   offset (Kafka's DUPLICATE_SEQUENCE_NUMBER handling). Produce never creates topics.
