@@ -41,9 +41,9 @@ def _scalar(t: str):
     raise AssertionError(t)
 
 
-def field_strategy(f, version: int, flexible: bool):
+def field_strategy(f, version: int, flexible: bool, unknown: bool = True):
     if f.struct is not None:
-        elem = struct_strategy(f.struct, version, flexible)
+        elem = struct_strategy(f.struct, version, flexible, unknown)
     else:
         elem = _scalar(f.elem)
     if f.is_array:
@@ -55,18 +55,19 @@ def field_strategy(f, version: int, flexible: bool):
     return value
 
 
-def struct_strategy(schema, version: int, flexible: bool):
-    kwargs = {f.attr: field_strategy(f, version, flexible)
+def struct_strategy(schema, version: int, flexible: bool, unknown: bool = True):
+    """Values for every field present in `version`; unknown=False: no unknown tagged fields."""
+    kwargs = {f.attr: field_strategy(f, version, flexible, unknown)
               for f in schema.fields if in_range(f.versions, version)}
-    if flexible:
+    if flexible and unknown:
         kwargs["unknown_tagged_fields"] = _UNKNOWN_TAGS
     return st.builds(schema.cls, **kwargs)
 
 
 @functools.cache
-def message_strategy(cls, version: int):
+def message_strategy(cls, version: int, unknown: bool = True):
     flexible = in_range(cls._schema.flexible, version)
-    return struct_strategy(cls._schema, version, flexible)
+    return struct_strategy(cls._schema, version, flexible, unknown)
 
 
 def versions(cls) -> range:
