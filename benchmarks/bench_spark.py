@@ -1,6 +1,8 @@
 """Throughput of the Spark ``josef`` source vs the client library alone, same topic, same run.
 
-    python benchmarks/bench_spark.py --bootstrap 127.0.0.1:9092 [--records 200000]
+    python benchmarks/bench_spark.py [--bootstrap 127.0.0.1:9092] [--records 200000]
+
+Without ``--bootstrap`` (or ``JOSEF_TEST_BOOTSTRAP``) it starts a Josef broker itself.
 
 1. creates a topic (6 partitions) and produces ``--records`` records of ``--value-bytes``
    bytes (key ~8 bytes, one header);
@@ -119,34 +121,49 @@ def spark_stream(spark, bootstrap: str, topic: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", default=os.environ.get("JOSEF_TEST_BOOTSTRAP",
-                                                              "127.0.0.1:9092"))
+    parser.add_argument("--bootstrap", default=os.environ.get("JOSEF_TEST_BOOTSTRAP"),
+                        help="host:port of a running broker (default: start a Josef broker "
+                             "on 127.0.0.1 with tests/integration/harness.py, stopped at the end)")
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--broker-name", default="Josef", help="label for the results table")
+    parser.add_argument("--broker-name", default=None, help="label for the results table")
     parser.add_argument("--no-write", action="store_true", help="do not write the results file")
     args = parser.parse_args(argv)
+    if args.bootstrap:
+        return run(args, args.bootstrap, args.broker_name or "the broker")
+    sys.path.insert(0, str(REPO))
+    from tests.integration.harness import BrokerProcess
 
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as directory:
+        broker = BrokerProcess(pathlib.Path(directory))
+        broker.start()
+        try:
+            return run(args, broker.bootstrap, args.broker_name or "Josef (python -m broker)")
+        finally:
+            broker.stop()
+
+
+def run(args, bootstrap: str, broker_name: str) -> int:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = f"bench-spark-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         future.result(30)
-    produce(args.bootstrap, topic, args.records, args.value_bytes)
+    produce(bootstrap, topic, args.records, args.value_bytes)
 
     spark = spark_session()
     try:
         # Warm-up: JVM, Python workers, librdkafka; not measured.
-        spark_batch(spark, args.bootstrap, topic)
+        spark_batch(spark, bootstrap, topic)
         timings = {
             "confluent-kafka Consumer, 1 process": min(
-                direct_read(args.bootstrap, topic, args.records) for _ in range(args.repeat)),
+                direct_read(bootstrap, topic, args.records) for _ in range(args.repeat)),
             "Spark source, batch (spark.read -> noop), local[2]": min(
-                spark_batch(spark, args.bootstrap, topic) for _ in range(args.repeat)),
+                spark_batch(spark, bootstrap, topic) for _ in range(args.repeat)),
             "Spark source, streaming availableNow -> noop, local[2]": min(
-                spark_stream(spark, args.bootstrap, topic) for _ in range(args.repeat)),
+                spark_stream(spark, bootstrap, topic) for _ in range(args.repeat)),
         }
     finally:
         spark.stop()
@@ -156,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# Spark source throughput ({time.strftime('%Y-%m-%d')})",
         "",
         f"{args.records:,} records ({args.value_bytes}-byte values, 1 header) in {PARTITIONS} "
-        f"partitions on {args.broker_name} at {args.bootstrap}; {os.cpu_count()} CPUs, load "
+        f"partitions on {broker_name} at {bootstrap}; {os.cpu_count()} CPUs, load "
         f"average {os.getloadavg()[0]:.1f} at the end; Python {platform.python_version()}; "
         f"best of {args.repeat}.",
         "",

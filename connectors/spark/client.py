@@ -48,6 +48,7 @@ def librdkafka_config(config: dict[str, str], role: str) -> dict[str, str]:
     """
     conf = {k: v for k, v in config.items() if k != "default.api.timeout.ms"}
     conf.setdefault("client.id", f"josef-spark-{role}")
+    conf.setdefault("log_level", "4")  # syslog levels: warnings and worse reach stderr
     if role == "consumer":
         conf.update({
             "group.id": f"josef-spark-{uuid.uuid4().hex}",
