@@ -780,10 +780,10 @@ class GroupCoordinator:
 
     async def handle_delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         """Per group: NONE (Empty -> Dead, offsets and group tombstoned), NON_EMPTY_GROUP,
-        GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, or the coordinator error."""
+        GROUP_ID_NOT_FOUND (also for ""), or the coordinator error."""
         out: dict[str, ErrorCode] = {}
         for group_id in group_ids:
-            err = self.coordinator_error(group_id) if group_id else E.INVALID_GROUP_ID
+            err = self.coordinator_error(group_id)
             if err != E.NONE:
                 out[group_id] = err
                 continue

@@ -11,8 +11,7 @@ Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``):
   partition loads, listing what is loaded); v4 ``states_filter`` (case-insensitive), v5
   ``types_filter`` (every group here is "classic") and ``group_type``.
 - DeleteGroups: per group NONE (Empty groups: offsets and the group get tombstones),
-  NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69), INVALID_GROUP_ID (24), or the coordinator
-  error.
+  NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69), or the coordinator error.
 
 Version notes: DescribeGroups v0-v5 (v5+ flexible; v3 authorized operations, v4 group
 instance ids); ListGroups v0-v5 (v3+ flexible); DeleteGroups v0-v2 (v2+ flexible).
