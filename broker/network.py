@@ -22,8 +22,9 @@ Everything runs on one event loop; ``num.network.threads`` has no meaning here.
   (client not reading); it resumes when those drain.
 * Malformed input closes that connection only: a size prefix < 0 or > socket.request.max.bytes
   (before buffering it), or a frame too short for a request header (< 8 bytes).
-* Idle connections (no bytes in or out and nothing in progress for ``connections.max.idle.ms``)
-  are closed by one periodic sweep task.
+* Idle connections (no bytes in or out for ``connections.max.idle.ms`` and no request waiting
+  for its handler or a parked future; a client that stops reading its responses counts as
+  idle) are closed by one periodic sweep task.
 * Responses with file slices: on a plain TCP socket, once the transport's write buffer has
   drained, the whole response goes straight to the socket (headers with send(MSG_MORE), slices
   with os.sendfile, zero copy; writability waits on a dup of the descriptor). Otherwise
