@@ -92,7 +92,7 @@ def _assert_same(ours: dict, theirs: dict, path: str = "") -> None:
 
 
 @pytest.mark.parametrize("name", CASES)
-@settings(max_examples=10, deadline=None, database=None,
+@settings(max_examples=6, deadline=None, database=None,
           phases=(Phase.explicit, Phase.generate),  # no shrinking: kafka-python is slow
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())

@@ -85,7 +85,7 @@ def assert_round_trip(cls, version: int, msg) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(MESSAGES))
-@settings(max_examples=6, deadline=None, database=None,
+@settings(max_examples=4, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.filter_too_much])
 @given(data=st.data())
