@@ -158,7 +158,7 @@ def _alter(client, args) -> int:
 
 
 def _delete(client, args) -> int:
-    names = _matching(client, args)
+    names = [args.topic] if args.topic in INTERNAL_TOPICS else _matching(client, args)
     internal = [n for n in names if n in INTERNAL_TOPICS]
     if internal:
         raise ToolError(f"Topic {internal[0]} is a kafka internal topic and is not allowed "
