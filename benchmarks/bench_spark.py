@@ -61,7 +61,8 @@ def direct_read(bootstrap: str, topic: str, records: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "enable.partition.eof": False})
+                         "enable.auto.commit": False, "enable.partition.eof": False,
+                         "log_level": 4})
     started = time.perf_counter()
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     seen = nbytes = 0
