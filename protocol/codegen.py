@@ -222,8 +222,7 @@ class _Gen:
             if tagged:
                 L.append("    tg = []")
                 for f in sorted(tagged, key=lambda f: f.tag):
-                    d = self.name("_D", f.default_value())
-                    L.append(f"    if o.{f.attr} != {d}:")
+                    L.append(f"    if {self.differs_from_default(f, f'o.{f.attr}')}:")
                     L.append("        tb = bytearray()")
                     self.enc_field(L, "        ", f, f"o.{f.attr}", "tb", "None")
                     L.append(f"        tg.append(({f.tag}, tb))")
@@ -237,6 +236,20 @@ class _Gen:
         if len(L) == 1:
             L.append("    pass")
         return L
+
+    def differs_from_default(self, f, v: str) -> str:
+        """Expression: is the tagged field's value not its default (so it is written)?"""
+        default = f.default_value()
+        if default is None:
+            return f"{v} is not None"
+        if f.is_array:
+            return f"{v} is None or len({v}) != 0"
+        if f.struct is not None:
+            # compare attribute tuples directly: cheaper than Struct.__eq__
+            key = self.name("_K", default._key(default))
+            return f"{v} is None or {v}._key({v}) != {key}"
+        d = self.name("_D", default)
+        return f"{v} != {d}"
 
     # ---- decoding
 
