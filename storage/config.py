@@ -32,6 +32,7 @@ class LogConfig:
     flush_interval_ms: int = LONG_MAX  # flush.ms
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
     preallocate: bool = False  # preallocate (.log preallocation; not implemented)
+    compression_type: str = "producer"  # compression.type (storage.recompress)
 
     # Kafka topic key -> (field, converter). Broker keys are "log." + topic key, with aliases.
     _KEYS = {
@@ -49,6 +50,7 @@ class LogConfig:
         "flush.ms": ("flush_interval_ms", int),
         "file.delete.delay.ms": ("file_delete_delay_ms", int),
         "preallocate": ("preallocate", lambda v: str(v).lower() == "true"),
+        "compression.type": ("compression_type", lambda v: str(v).strip().lower()),
     }
     # broker-level names that differ from "log." + topic key
     _BROKER_ALIASES = {
@@ -108,6 +110,10 @@ class LogConfig:
             problems.append("max.message.bytes must be >= 0")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             problems.append("message.timestamp.type must be CreateTime or LogAppendTime")
+        if self.compression_type not in ("producer", "uncompressed", "gzip", "snappy", "lz4",
+                                         "zstd"):
+            problems.append("compression.type must be producer, uncompressed, gzip, snappy, "
+                            "lz4 or zstd")
         if problems:
             raise KafkaError(ErrorCode.INVALID_CONFIG, "; ".join(problems))
 

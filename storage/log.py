@@ -26,6 +26,7 @@ from storage.epoch_cache import LeaderEpochFileCache
 from storage.index import CorruptIndexError
 from storage.loader import load_segments
 from storage.producer_state import ProducerStateManager
+from storage.recompress import recompress, target_codec
 from storage.segment import DELETED_SUFFIX, FileRecords, LogSegment
 
 LATEST_TIMESTAMP = -1
@@ -155,6 +156,10 @@ class Log:
                 return LogAppendInfo(dup.first_offset, dup.last_offset, dup.max_timestamp,
                                      dup.last_offset, -1, self.log_start_offset, 0, 0,
                                      duplicate=True)
+        # compression.type: rebuild batches in the topic's codec (storage.recompress)
+        converted = recompress(buf, batches, target_codec(self.config.compression_type))
+        if converted is not None:
+            buf, batches = converted
         now = self.time_ms()
         append_time = now if self.config.log_append_time else -1
         next_offset = self.log_end_offset

@@ -279,3 +279,29 @@ def test_max_message_bytes_change_rejects_larger_record(shared_broker):
     errors = _produce(shared_broker, name, [b"z" * 2000])
     assert errors and errors[0].name() == "MSG_SIZE_TOO_LARGE"
     assert _produce(shared_broker, name, [b"z" * 100]) == []
+
+
+def test_compression_type_change_recompresses_on_append(shared_broker):
+    """compression.type=gzip: an uncompressed batch is stored gzip; back to producer: kept."""
+    from protocol.records import iter_batches
+
+    admin = _admin(shared_broker)
+    name = _topic("cmp")
+    _create(admin, name, config={"compression.type": "gzip"})
+    assert _produce(shared_broker, name, [b"a" * 300], **{"compression.type": "none"}) == []
+    inc = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("compression.type", "producer",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([inc])[inc].result(timeout=15)
+    assert _produce(shared_broker, name, [b"b" * 300], **{"compression.type": "none"}) == []
+    seg = shared_broker.log_dir / f"{name}-0" / "00000000000000000000.log"
+    batches = list(iter_batches(seg.read_bytes()))
+    assert [b.compression_type for b in batches] == [1, 0]  # gzip, then as produced
+    assert [r.value for b in batches for r in b.iter_records()] == [b"a" * 300, b"b" * 300]
+    from kafka import KafkaConsumer
+    c = KafkaConsumer(name, bootstrap_servers=shared_broker.bootstrap,
+                      auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    try:
+        assert [m.value for m in c][:2] == [b"a" * 300, b"b" * 300]
+    finally:
+        c.close()
