@@ -1,0 +1,270 @@
+"""``josef consumer-groups``: list, describe (with lag), reset offsets of and delete consumer
+groups, like ``kafka-consumer-groups.sh``.
+
+- ``--list``: ListGroups on every broker, one group id per line.
+- ``--describe --group g``: FindCoordinator, DescribeGroups and OffsetFetch on the
+  coordinator, ListOffsets (latest) on the leaders; Kafka's table::
+
+    GROUP  TOPIC  PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID  HOST  CLIENT-ID
+
+  (``-`` where unknown; an empty group also prints "Consumer group 'g' has no active
+  members." first). Members' partitions come from their ConsumerProtocol assignment
+  (int16 version, then ``[topic string, [int32 partition]]``).
+- ``--reset-offsets --group g (--topic t[:p,...] | --all-topics)`` with one of
+  ``--to-earliest``, ``--to-latest``, ``--to-offset N``, ``--shift-by N``: prints the plan
+  (GROUP TOPIC PARTITION NEW-OFFSET); ``--execute`` commits it (OffsetCommit, generation -1,
+  as Kafka's tool does), ``--dry-run`` (default) does not. Like Kafka, only an inactive group
+  (Empty or Dead) can be reset.
+- ``--delete --group g``: DeleteGroups; "Deletion of requested consumer groups ('g') was
+  successful." or the error per group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+
+from broker.tools._client import ToolError, error_name
+from broker.tools._common import (
+    UsageError,
+    add_bootstrap,
+    check_error,
+    connect,
+    partition_leaders,
+    tool_main,
+)
+from broker.tools._offsets import EARLIEST, LATEST, list_offsets
+
+COMMAND = "consumer-groups"
+HELP = "List, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)"
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_bootstrap(p)
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="list groups")
+    action.add_argument("--describe", action="store_true", help="offsets, lag and members")
+    action.add_argument("--reset-offsets", action="store_true", help="reset committed offsets")
+    action.add_argument("--delete", action="store_true", help="delete groups")
+    p.add_argument("--group", action="append", default=[], metavar="GROUP",
+                   help="group id (repeatable for --describe/--delete)")
+    p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,...]",
+                   help="--reset-offsets: topic, optionally with partitions")
+    p.add_argument("--all-topics", action="store_true",
+                   help="--reset-offsets: every topic the group has offsets for")
+    to = p.add_mutually_exclusive_group()
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--shift-by", type=int, metavar="N")
+    p.add_argument("--execute", action="store_true", help="--reset-offsets: apply the plan")
+    p.add_argument("--dry-run", action="store_true", help="--reset-offsets: only show (default)")
+
+
+def _coordinator(client, group: str) -> int:
+    version = client.version_for(FIND_COORDINATOR, max_version=3)
+    body = {"key": group}
+    if version >= 1:
+        body["key_type"] = 0
+    resp = client.request(FIND_COORDINATOR, body, version=version)
+    check_error(resp.error_code, getattr(resp, "error_message", None),
+                f"cannot find the coordinator of group {group}")
+    client.metadata([])
+    return resp.node_id
+
+
+def _committed(client, node: int, group: str) -> dict[tuple[str, int], int]:
+    version = client.version_for(OFFSET_FETCH, max_version=7)
+    if version < 2:
+        raise ToolError("the broker's OffsetFetch is too old (needs v2+)")
+    resp = client.request(OFFSET_FETCH, {"group_id": group, "topics": None}, version=version,
+                          node=node)
+    check_error(resp.error_code, None, f"cannot fetch offsets of group {group}")
+    out = {}
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code == 0 and p.committed_offset >= 0:
+                out[(t.name, p.partition_index)] = p.committed_offset
+    return out
+
+
+def parse_assignment(data) -> list[tuple[str, int]]:
+    """ConsumerProtocol assignment bytes -> (topic, partition) pairs ([] if unreadable)."""
+    if not data:
+        return []
+    buf = bytes(data)
+    try:
+        pos = 2  # version
+        (n,) = struct.unpack_from(">i", buf, pos)
+        pos += 4
+        out = []
+        for _ in range(max(n, 0)):
+            (ln,) = struct.unpack_from(">h", buf, pos)
+            pos += 2
+            topic = buf[pos:pos + ln].decode("utf-8")
+            pos += ln
+            (m,) = struct.unpack_from(">i", buf, pos)
+            pos += 4
+            for _ in range(max(m, 0)):
+                (p,) = struct.unpack_from(">i", buf, pos)
+                pos += 4
+                out.append((topic, p))
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return []
+
+
+def _describe_group(client, node: int, group: str):
+    resp = client.request(DESCRIBE_GROUPS, {"groups": [group]}, node=node)
+    (g,) = resp.groups
+    check_error(g.error_code, None, f"cannot describe group {group}")
+    return g
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def _describe(client, args) -> int:
+    for group in args.group:
+        node = _coordinator(client, group)
+        g = _describe_group(client, node, group)
+        committed = _committed(client, node, group)
+        owners = {}
+        for m in g.members:
+            for tp in parse_assignment(m.member_assignment):
+                owners[tp] = m
+        tps = sorted(set(committed) | set(owners))
+        ends = list_offsets(client, tps, LATEST) if tps else {}
+        print()
+        if not g.members:
+            print(f"Consumer group '{group}' has no active members.")
+            print()
+        rows = [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                 "CONSUMER-ID", "HOST", "CLIENT-ID"]]
+        for tp in tps:
+            cur = committed.get(tp)
+            end = ends.get(tp)
+            lag = "-" if cur is None or end is None else str(max(end - cur, 0))
+            m = owners.get(tp)
+            rows.append([group, tp[0], str(tp[1]), "-" if cur is None else str(cur),
+                         "-" if end is None else str(end), lag,
+                         m.member_id if m else "-", m.client_host if m else "-",
+                         m.client_id if m else "-"])
+        print(_table(rows))
+    return 0
+
+
+def _reset_targets(client, args, committed) -> list[tuple[str, int]]:
+    if args.all_topics:
+        return sorted(committed)
+    if not args.topic:
+        raise UsageError("--reset-offsets needs --topic or --all-topics")
+    out = []
+    for spec in args.topic:
+        topic, _, parts = spec.partition(":")
+        if parts:
+            out += [(topic, int(p)) for p in parts.split(",") if p.strip()]
+        else:
+            out += sorted(tp for tp in partition_leaders(client, [topic]))
+    return out
+
+
+def _reset(client, args) -> int:
+    if len(args.group) != 1:
+        raise UsageError("--reset-offsets needs exactly one --group")
+    if not (args.to_earliest or args.to_latest or args.to_offset is not None
+            or args.shift_by is not None):
+        raise UsageError("--reset-offsets needs --to-earliest, --to-latest, --to-offset or "
+                         "--shift-by")
+    group = args.group[0]
+    node = _coordinator(client, group)
+    g = _describe_group(client, node, group)
+    if args.execute and g.group_state not in ("Empty", "Dead", ""):
+        raise ToolError(f"Assignments can only be reset if the group '{group}' is inactive, "
+                        f"but the current state is {g.group_state}.")
+    committed = _committed(client, node, group)
+    tps = _reset_targets(client, args, committed)
+    if not tps:
+        raise ToolError("no partitions to reset")
+    earliest = list_offsets(client, tps, EARLIEST)
+    latest = list_offsets(client, tps, LATEST)
+    plan = {}
+    for tp in tps:
+        if args.to_earliest:
+            new = earliest[tp]
+        elif args.to_latest:
+            new = latest[tp]
+        elif args.to_offset is not None:
+            new = args.to_offset
+        else:
+            new = committed.get(tp, latest[tp]) + args.shift_by
+        plan[tp] = min(max(new, earliest[tp]), latest[tp])  # Kafka clamps into the log
+    if args.execute:
+        version = client.version_for(OFFSET_COMMIT, max_version=7)
+        topics: dict[str, list] = {}
+        for (t, p), off in plan.items():
+            topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off,
+                                             "committed_metadata": ""})
+        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        if 2 <= version <= 4:
+            body["retention_time_ms"] = -1
+        resp = client.request(OFFSET_COMMIT, body, version=version, node=node)
+        for t in resp.topics:
+            for p in t.partitions:
+                check_error(p.error_code, None,
+                            f"cannot commit {t.name}-{p.partition_index} for group {group}")
+    print()
+    rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
+    rows += [[group, t, str(p), str(off)] for (t, p), off in sorted(plan.items())]
+    print(_table(rows))
+    return 0
+
+
+def _delete(client, args) -> int:
+    if not args.group:
+        raise UsageError("--delete needs --group")
+    failed = {}
+    for group in args.group:
+        node = _coordinator(client, group)
+        resp = client.request(DELETE_GROUPS, {"groups_names": [group]}, node=node)
+        for r in resp.results:
+            if r.error_code:
+                failed[r.group_id] = error_name(r.error_code)
+    ok = [g for g in args.group if g not in failed]
+    if ok:
+        names = ", ".join(f"'{g}'" for g in ok)
+        print(f"Deletion of requested consumer groups ({names}) was successful.")
+    if failed:
+        print("Deletion of some consumer groups failed:")
+        for g, e in failed.items():
+            print(f"* Group '{g}' could not be deleted due to: {e}")
+        return 1
+    return 0
+
+
+@tool_main(COMMAND)
+def run(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        if args.list:
+            md = client.metadata([])
+            seen = set()
+            for b in sorted(md.brokers, key=lambda b: b.node_id):
+                resp = client.request(LIST_GROUPS, {}, node=b.node_id)
+                check_error(resp.error_code, None, f"ListGroups on broker {b.node_id}")
+                seen.update(g.group_id for g in resp.groups)
+            for g in sorted(seen):
+                print(g)
+            return 0
+        if not args.group:
+            raise UsageError("--group is required")
+        if args.describe:
+            return _describe(client, args)
+        if args.reset_offsets:
+            return _reset(client, args)
+        return _delete(client, args)
