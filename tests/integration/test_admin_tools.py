@@ -32,7 +32,7 @@ def _ok(res: subprocess.CompletedProcess) -> str:
 
 def test_help_for_every_tool():
     for tool in ("topics", "configs", "console-producer", "console-consumer", "get-offsets",
-                 "delete-records", "dump-log"):
+                 "delete-records", "dump-log", "consumer-groups"):
         res = josef(tool, "--help")
         assert res.returncode == 0 and b"usage: josef " + tool.encode() in res.stdout, tool
     res = josef("--help")
@@ -203,3 +203,42 @@ def test_dump_log_reads_live_segment(shared_broker):
                     "--print-data-log"))
     assert "crcValid: true" in out and "crcValid: false" not in out
     assert "| offset: 49 " in out and "payload: line-49" in out
+
+
+def test_consumer_groups_describe_reset_delete(shared_broker):
+    import warnings
+
+    b = shared_broker.bootstrap
+    name = _topic("grp")
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    _ok(josef("topics", "--bootstrap-server", b, "--create", "--topic", name))
+    _ok(josef("console-producer", "--bootstrap-server", b, "--topic", name,
+              input=b"".join(b"%d\n" % i for i in range(20))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KTP
+        from kafka.structs import OffsetAndMetadata
+        c = KafkaConsumer(bootstrap_servers=b, group_id=group, enable_auto_commit=False)
+        try:
+            c.commit({KTP(name, 0): OffsetAndMetadata(12, "", -1)})
+        finally:
+            c.close()
+    assert group in _ok(josef("consumer-groups", "--bootstrap-server", b, "--list")).split()
+    out = _ok(josef("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group))
+    assert f"Consumer group '{group}' has no active members." in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(group)]
+    assert rows == [[group, name, "0", "12", "20", "8", "-", "-", "-"]]
+    dry = _ok(josef("consumer-groups", "--bootstrap-server", b, "--reset-offsets", "--group",
+                    group, "--topic", name, "--shift-by", "-2"))
+    assert [line.split() for line in dry.splitlines() if line.startswith(group)] == \
+        [[group, name, "0", "10"]]
+    _ok(josef("consumer-groups", "--bootstrap-server", b, "--reset-offsets", "--group", group,
+              "--topic", name, "--to-earliest", "--execute"))
+    out = _ok(josef("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group))
+    rows = [line.split() for line in out.splitlines() if line.startswith(group)]
+    assert rows[0][3:6] == ["0", "20", "20"]
+    out = _ok(josef("consumer-groups", "--bootstrap-server", b, "--delete", "--group", group))
+    assert out == f"Deletion of requested consumer groups ('{group}') was successful.\n"
+    assert group not in _ok(josef("consumer-groups", "--bootstrap-server", b,
+                                  "--list")).split()
