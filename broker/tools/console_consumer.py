@@ -13,10 +13,12 @@ headers (``k:v,k2:v2`` or ``NO_HEADERS``), key, then the value; fields separated
 print.headers, print.key, print.value, key.separator, line.separator, headers.separator,
 headers.key.separator, null.literal.
 
-Reads only committed data (READ_COMMITTED is not asked for: isolation level 0, as the
-console consumer's default). Control batches are skipped. ``--group`` is not available
-yet: consumer groups (FindCoordinator/JoinGroup/OffsetCommit) are being built; the option is
-refused with a message. APIs: Metadata, ListOffsets, Fetch (v4-v12).
+Isolation level 0 (READ_UNCOMMITTED), the console consumer's default; control batches are
+skipped. ``--group g``: starts each partition at the group's committed offset (partitions
+without one start as above) and commits the positions reached when it stops
+(FindCoordinator, OffsetFetch, OffsetCommit with generation -1). It reads every partition
+itself: it does not join the group (no JoinGroup/SyncGroup), so two console consumers of one
+group do not split partitions, unlike Kafka's. APIs: Metadata, ListOffsets, Fetch (v4-v12).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "print.partition, print.value, key.separator, line.separator, "
                         "headers.separator, headers.key.separator, null.literal")
     p.add_argument("--group", metavar="GROUP",
-                   help="consumer group (pending: needs the group coordinator)")
+                   help="start from the group's committed offsets and commit on exit "
+                        "(does not join the group)")
 
 
 class Formatter:
@@ -145,11 +148,29 @@ def _records(buf, fetch_offset: int):
         yield None, batch.next_offset
 
 
+def _commit(client, node: int, group: str, positions: dict[tuple[str, int], int]) -> None:
+    """Commit ``positions`` for ``group`` as a standalone consumer (generation -1)."""
+    version = client.version_for(8, max_version=7)
+    topics: dict[str, list] = {}
+    for (t, p), off in sorted(positions.items()):
+        topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off,
+                                         "committed_metadata": ""})
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    if 2 <= version <= 4:
+        body["retention_time_ms"] = -1
+    resp = client.request(8, body, version=version, node=node)
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code:
+                raise ToolError(f"commit of {t.name}-{p.partition_index} for group {group} "
+                                f"failed: {error_name(p.error_code)}")
+
+
 @tool_main(COMMAND)
 def run(args: argparse.Namespace) -> int:
-    if args.group:
-        raise UsageError("--group is not supported yet: consumer groups are pending in "
-                         "this build; use --partition/--offset or --from-beginning")
+    if args.group and args.offset is not None:
+        raise UsageError("--offset cannot be used with --group")
     fmt = Formatter(_props(args.property))
     out = sys.stdout
     count = 0
@@ -162,6 +183,13 @@ def run(args: argparse.Namespace) -> int:
                     raise ToolError(f"topic {args.topic} has no partition {args.partition}")
             tps = sorted(leaders)
             positions = _start_offsets(client, args, tps, leaders)
+            coordinator = None
+            if args.group:
+                from broker.tools.consumer_groups import _committed, _coordinator
+
+                coordinator = _coordinator(client, args.group)
+                committed = _committed(client, coordinator, args.group)
+                positions.update({tp: off for tp, off in committed.items() if tp in positions})
             version = client.version_for(FETCH, max_version=12)
             if version < 4:
                 raise ToolError("the broker's Fetch is too old (needs v4+)")
@@ -210,6 +238,8 @@ def run(args: argparse.Namespace) -> int:
                     last_data = now
                 elif args.timeout_ms is not None and (now - last_data) * 1000 >= args.timeout_ms:
                     break
+            if coordinator is not None:
+                _commit(client, coordinator, args.group, positions)
     finally:
         print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0

@@ -242,3 +242,18 @@ def test_consumer_groups_describe_reset_delete(shared_broker):
     assert out == f"Deletion of requested consumer groups ('{group}') was successful.\n"
     assert group not in _ok(josef("consumer-groups", "--bootstrap-server", b,
                                   "--list")).split()
+
+
+def test_console_consumer_group_resumes_from_committed(shared_broker):
+    b = shared_broker.bootstrap
+    name = _topic("ccg")
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    _ok(josef("topics", "--bootstrap-server", b, "--create", "--topic", name))
+    _ok(josef("console-producer", "--bootstrap-server", b, "--topic", name,
+              input=b"".join(b"r%d\n" % i for i in range(10))))
+    first = _ok(josef("console-consumer", "--bootstrap-server", b, "--topic", name,
+                      "--group", group, "--from-beginning", "--max-messages", "4"))
+    assert first.split() == ["r0", "r1", "r2", "r3"]
+    rest = _ok(josef("console-consumer", "--bootstrap-server", b, "--topic", name,
+                     "--group", group, "--timeout-ms", "1500"))
+    assert rest.split() == [f"r{i}" for i in range(4, 10)]
