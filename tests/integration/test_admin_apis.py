@@ -305,3 +305,18 @@ def test_compression_type_change_recompresses_on_append(shared_broker):
         assert [m.value for m in c][:2] == [b"a" * 300, b"b" * 300]
     finally:
         c.close()
+
+
+def test_topic_config_survives_restart(broker_factory):
+    b = broker_factory()
+    admin = _admin(b)
+    name = _topic("rst")
+    _create(admin, name)
+    res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("max.message.bytes", "600", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(timeout=15)
+    b.restart()
+    admin = _admin(b)
+    assert _describe_topic_configs(admin, name)["max.message.bytes"].value == "600"
+    errors = _produce(b, name, [b"q" * 1500])
+    assert errors and errors[0].name() == "MSG_SIZE_TOO_LARGE"
