@@ -30,10 +30,13 @@ PARTITIONS = 3
 
 
 def topic_ids(broker: BrokerProcess) -> dict[str, tuple[object, int]]:
-    """``{topic: (topic_id, partition count)}`` from a raw Metadata v12 request."""
+    """``{topic: (topic_id, partition count)}`` from a raw Metadata v12 request (internal
+    topics such as ``__consumer_offsets``, created when a client first looks up a group
+    coordinator, are left out)."""
     from tests.integration.test_metadata_topics import metadata
 
-    return {t.name: (t.topic_id, len(t.partitions)) for t in metadata(broker, 12, None).topics}
+    return {t.name: (t.topic_id, len(t.partitions)) for t in metadata(broker, 12, None).topics
+            if not t.name.startswith("__")}
 
 
 def create_topic(broker: BrokerProcess, topic: str, partitions: int) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import java_value, run_java_client
+from tests.integration.harness import JavaResult, java_value, run_java_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.java, pytest.mark.timeout(150)]
 
@@ -34,9 +34,23 @@ PRODUCE = 0
 
 # ----- helpers -------------------------------------------------------------------------------
 
-def produce(cp: str, bootstrap: str, topic: str, count: int, *args: str, timeout: float = 90):
-    res = run_java_client(cp, "produce", "--bootstrap", bootstrap, "--topic", topic,
-                          "--count", str(count), *args, timeout=timeout)
+def _java(cp: str, command: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(["java", "-cp", cp, "JosefClient", command, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+
+
+def _finish(proc: subprocess.Popen, timeout: float) -> JavaResult:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate(timeout=10)
+        raise AssertionError(f"JosefClient timed out; stdout tail {out[-2000:]!r}") from None
+    return JavaResult(proc.returncode, out, err)
+
+
+def _produced(res: JavaResult, count: int) -> dict[int, tuple[int, int]]:
     assert res.returncode == 0, (res.returncode, res.stdout[-2000:], res.stderr[-4000:])
     acks = {}
     for line in res.lines:
@@ -47,11 +61,7 @@ def produce(cp: str, bootstrap: str, topic: str, count: int, *args: str, timeout
     return acks
 
 
-def consume(cp: str, bootstrap: str, topic: str, count: int, *args: str, timeout: float = 90):
-    """``[(partition, offset, key, value_len, crc_hex, headers), ...]`` from the beginning."""
-    res = run_java_client(cp, "consume", "--bootstrap", bootstrap, "--topic", topic,
-                          "--count", str(count), "--from-beginning", "--timeout-ms", "40000",
-                          *args, timeout=timeout)
+def _consumed(res: JavaResult, count: int) -> list[tuple]:
     assert res.returncode == 0, (res.returncode, res.stdout[-2000:], res.stderr[-4000:])
     rows = []
     for line in res.lines[:-1]:
@@ -59,6 +69,27 @@ def consume(cp: str, bootstrap: str, topic: str, count: int, *args: str, timeout
         rows.append((int(part), int(off), key, int(vlen), crc, headers))
     assert res.lines[-1] == f"consumed {count}" and len(rows) == count
     return rows
+
+
+def produce_args(bootstrap: str, topic: str, count: int, *args: str) -> list[str]:
+    return ["--bootstrap", bootstrap, "--topic", topic, "--count", str(count), *args]
+
+
+def consume_args(bootstrap: str, topic: str, count: int, *args: str) -> list[str]:
+    return ["--bootstrap", bootstrap, "--topic", topic, "--count", str(count),
+            "--from-beginning", "--timeout-ms", "40000", *args]
+
+
+def produce(cp: str, bootstrap: str, topic: str, count: int, *args: str, timeout: float = 90):
+    """Run the producer; ``{i: (partition, offset)}`` of every acknowledged record."""
+    proc = _java(cp, "produce", *produce_args(bootstrap, topic, count, *args))
+    return _produced(_finish(proc, timeout), count)
+
+
+def consume(cp: str, bootstrap: str, topic: str, count: int, *args: str, timeout: float = 90):
+    """``[(partition, offset, key, value_len, crc_hex, headers), ...]`` from the beginning."""
+    proc = _java(cp, "consume", *consume_args(bootstrap, topic, count, *args))
+    return _consumed(_finish(proc, timeout), count)
 
 
 def crc_hex(data: bytes) -> str:
@@ -205,19 +236,28 @@ def proxied_broker(broker_factory):
 
 # ----- produce / consume -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_codec_keys_headers_auto_created(shared_broker, java_client, codec):
-    topic = f"java-codec-{codec}"  # auto-created by the producer's Metadata request
-    acks = produce(java_client, shared_broker.bootstrap, topic, 300, "--compression", codec,
-                   "--key-prefix", "k", "--headers", "--value-size", "100")
-    assert sorted(off for _, off in acks.values()) == list(range(300))
-    rows = consume(java_client, shared_broker.bootstrap, topic, 300)
-    by_key = {r[2]: r for r in rows}
-    for i in range(300):
-        part, off, _key, vlen, crc, headers = by_key[f"k{i}"]
-        assert (part, off) == acks[i]
-        assert (vlen, crc) == (100, crc_hex(java_value(i, 100)))
-        assert headers == f"index={i},nothing=null"
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def test_codecs_keys_headers_auto_created(shared_broker, java_client):
+    """One producer per codec (run side by side to save JVM start-up time), each to its own
+    auto-created topic; then one consumer per topic."""
+    bs = shared_broker.bootstrap
+    procs = {c: _java(java_client, "produce", *produce_args(
+        bs, f"java-codec-{c}", 300, "--compression", c, "--key-prefix", "k", "--headers",
+        "--value-size", "100")) for c in CODECS}
+    acks = {c: _produced(_finish(p, 120), 300) for c, p in procs.items()}
+    procs = {c: _java(java_client, "consume", *consume_args(bs, f"java-codec-{c}", 300))
+             for c in CODECS}
+    rows = {c: _consumed(_finish(p, 120), 300) for c, p in procs.items()}
+    for c in CODECS:
+        assert sorted(off for _, off in acks[c].values()) == list(range(300)), c
+        by_key = {r[2]: r for r in rows[c]}
+        for i in range(300):
+            part, off, _key, vlen, crc, headers = by_key[f"k{i}"]
+            assert (part, off) == acks[c][i], c
+            assert (vlen, crc) == (100, crc_hex(java_value(i, 100))), c
+            assert headers == f"index={i},nothing=null", c
 
 
 def test_null_values_and_null_keys(shared_broker, java_client):
