@@ -127,6 +127,23 @@ def run_one(name: str, quick: bool, timeout: float) -> tuple[int | None, str]:
             broker.stop()
 
 
+def written_at(path: Path) -> str:
+    """When ``path``'s content was produced: its last commit time if git has it unmodified,
+    else its mtime (a restore or checkout resets the mtime, not the content)."""
+    try:
+        rel = str(path.relative_to(ROOT))
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", rel], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10)
+        if dirty.returncode == 0 and not dirty.stdout.strip():
+            log = subprocess.run(["git", "log", "-1", "--format=%ct", "--", rel], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=10)
+            if log.returncode == 0 and log.stdout.strip():
+                return time.strftime("%Y-%m-%d %H:%M", time.localtime(int(log.stdout)))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+
+
 def merge(quick: bool, failures: dict[str, str]) -> str:
     files = {p.stem: p for p in RESULTS_DIR.glob("*.md")}
     order = sorted(files, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
@@ -146,7 +163,7 @@ def merge(quick: bool, failures: dict[str, str]) -> str:
         parts += [f"**{name}: no new result in this run** ({why}).", ""]
     for name in order:
         text = files[name].read_text().rstrip("\n")
-        written = time.strftime("%Y-%m-%d %H:%M", time.localtime(files[name].stat().st_mtime))
+        written = written_at(files[name])
         body = [("#" + line) if line.startswith("#") else line for line in text.splitlines()]
         if body and body[0].startswith("## "):
             parts += [body[0], "", f"_results/{name}.md, written {written}_", *body[1:], ""]
@@ -168,7 +185,8 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out) if args.out else (
         Path(tempfile.gettempdir()) / "josef-RESULTS-quick.md" if args.quick else RESULTS_MD)
-    saved = {p: p.read_bytes() for p in RESULTS_DIR.glob("*.md")} if args.quick else {}
+    saved = ({p: (p.read_bytes(), p.stat()) for p in RESULTS_DIR.glob("*.md")}
+             if args.quick else {})
     timeout = args.timeout or (600 if args.quick else 3600)
     names = discover()
     only = {n for n in args.only.split(",") if n}
@@ -194,8 +212,9 @@ def main() -> int:
             for path in RESULTS_DIR.glob("*.md"):
                 if path not in saved:
                     path.unlink()
-            for path, data in saved.items():
+            for path, (data, st) in saved.items():
                 path.write_bytes(data)
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     return 1 if failures else 0
 
 
