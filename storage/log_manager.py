@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import uuid
@@ -112,8 +113,8 @@ class LogManager:
                 log = Log(path, self.default_config, recovery_point=recovery.get(tp, 0),
                           log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
                           time_ms=self.time_ms, on_roll=self._on_roll,
-                          on_flush_needed=self._on_roll,
-                          on_delete_segments=self._on_delete_segments)
+                          on_flush_needed=self._on_roll)
+                self._attach(log)
                 log.high_watermark = max(log.log_start_offset,
                                          min(hws.get(tp, 0), log.log_end_offset))
                 self._logs[tp] = log
@@ -201,8 +202,8 @@ class LogManager:
         path = os.path.join(d, f"{tp[0]}-{tp[1]}")
         log = Log(path, config or self.default_config, clean_shutdown=True,
                   time_ms=self.time_ms, on_roll=self._on_roll,
-                  on_flush_needed=self._on_roll,
-                  on_delete_segments=self._on_delete_segments, topic_id=topic_id)
+                  on_flush_needed=self._on_roll, topic_id=topic_id)
+        self._attach(log)
         self._logs[tp] = log
         self._log_dir_of[tp] = d
         return log
@@ -260,13 +261,18 @@ class LogManager:
         else:
             log.flush(new_base)
 
-    def _on_delete_segments(self, segs: list[LogSegment]) -> None:
+    def _attach(self, log: Log) -> None:
+        """Give `log` its segment-deletion hook, bound to the log so the delay is the
+        topic's own `file.delete.delay.ms` (read when the segments go: live changes count)."""
+        log.on_delete_segments = functools.partial(self._on_delete_segments, log)
+
+    def _on_delete_segments(self, log: Log, segs: list[LogSegment]) -> None:
         loop = self._running_loop()
         if loop is None:
             for s in segs:
                 s.delete_files()
             return
-        delay = self.default_config.file_delete_delay_ms
+        delay = log.config.file_delete_delay_ms
         for s in segs:
             self._doomed.add(s)
             loop.call_later(delay / 1000, self._delete_doomed, s)

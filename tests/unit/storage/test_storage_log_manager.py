@@ -131,3 +131,32 @@ async def test_flush_messages_flushes_off_the_loop(tmp_path, clock):
     await asyncio.gather(*list(mgr._pending))
     assert log.recovery_point == 6
     await mgr.shutdown()
+
+
+async def test_retention_deletes_after_the_topics_file_delete_delay(tmp_path, clock):
+    """Segments removed by retention wait for the *topic's* file.delete.delay.ms (here 10 ms
+    against a 60 s broker default), read at deletion time so live config changes count."""
+    default = dataclasses.replace(CFG, file_delete_delay_ms=60_000, retention_ms=60_000)
+    topic_cfg = dataclasses.replace(default, file_delete_delay_ms=10)
+    mgr = LogManager([str(tmp_path)], default, time_ms=clock)
+    await mgr.startup(background=False)
+    log = mgr.get_or_create_log(("t", 0), topic_cfg)
+    slow = mgr.get_or_create_log(("slow", 0))  # broker default: 60 s
+    for lg in (log, slow):
+        for i in range(40):
+            lg.append_as_leader(build_batch(n=2, ts=clock.now + i), 0)
+        lg.high_watermark = lg.log_end_offset
+    await asyncio.gather(*list(mgr._pending))
+    clock.advance(120_000)
+    assert await mgr.cleanup_logs() > 0
+
+    def deleted(name):
+        return [n for n in os.listdir(tmp_path / name) if n.endswith(".deleted")]
+    assert deleted("t-0") and deleted("slow-0")
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if not deleted("t-0"):
+            break
+    assert not deleted("t-0")  # the topic's 10 ms, not the default's 60 s
+    assert deleted("slow-0")
+    await mgr.shutdown()
