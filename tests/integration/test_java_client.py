@@ -344,9 +344,12 @@ def test_control_without_idempotence_dropped_responses_duplicate(proxied_broker,
     assert high > 400 and max(keys.values()) > 1  # but resends were appended twice
 
 
-def test_idempotent_producer_survives_broker_sigkill(broker_factory, java_client, tmp_path):
-    """Produce a slow stream; SIGKILL and restart the broker mid-stream; every record is
-    acknowledged and stored exactly once, in order."""
+@pytest.mark.parametrize("hard", [True, False], ids=["sigkill", "sigterm"])
+def test_idempotent_producer_survives_broker_restart(broker_factory, java_client, tmp_path,
+                                                     hard):
+    """Produce a slow stream; restart the broker mid-stream (SIGKILL, or a clean SIGTERM
+    shutdown); every record is acknowledged and stored exactly once, in order (the
+    producer state, last sequence per producer id, is rebuilt from the log)."""
     broker = broker_factory()
     out_path: Path = tmp_path / "producer.out"
     count = 600
@@ -363,7 +366,7 @@ def test_idempotent_producer_survives_broker_sigkill(broker_factory, java_client
         while out_path.read_text().count("ack ") < 150:
             assert proc.poll() is None and time.monotonic() < deadline, out_path.read_text()
             time.sleep(0.05)
-        broker.restart(hard=True)
+        broker.restart(hard=hard)
         rc = proc.wait(90)
     finally:
         if proc.poll() is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import string
+import time
 import zlib
 
 import pytest
@@ -171,3 +172,20 @@ def test_legacy_mode_metadata_and_900kb(shared_broker, kcat, version):
                     "-X", "fetch.message.max.bytes=2000000", "-f", "%o %k %S\n",
                     *legacy(version)])
     assert ok(out).splitlines() == ["0 big 900000"]
+
+
+def test_relative_offsets_and_offsets_for_times(shared_broker, kcat):
+    """``-o -N`` (ListOffsets latest, then fetch N back) and ``-Q`` (ListOffsets by timestamp:
+    the first offset whose timestamp is >= the given one)."""
+    topic = "kcat-offsets"
+    for part in range(3):  # three produce requests with distinct CreateTimes
+        ok(kcat_produce(shared_broker.bootstrap, topic, [b"k%d:v%d" % (part, part)]))
+        time.sleep(0.05)
+    rows = ok(run_kcat(["-b", shared_broker.bootstrap, "-t", topic, "-C", "-o", "-2", "-e",
+                        "-f", "%o %s %T\n"])).splitlines()
+    assert [r.split()[:2] for r in rows] == [["1", "v1"], ["2", "v2"]]
+    ts1 = int(rows[0].split()[2])
+    out = ok(run_kcat(["-b", shared_broker.bootstrap, "-Q", "-t", f"{topic}:0:{ts1}"]))
+    assert "offset 1" in out, out
+    out = ok(run_kcat(["-b", shared_broker.bootstrap, "-Q", "-t", f"{topic}:0:{ts1 + 10**6}"]))
+    assert "offset -1" in out, out  # no record that late: offset -1
