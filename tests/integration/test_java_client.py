@@ -377,3 +377,18 @@ def test_idempotent_producer_survives_broker_restart(broker_factory, java_client
     acked = sum(line.startswith("ack ") for line in text.splitlines())
     assert acked == count
     _check_exactly_once(broker.bootstrap, "java-kill", count)
+
+
+def test_acks_0_and_1(shared_broker, java_client):
+    """acks=0 (no Produce response at all; the client reports offset -1) and acks=1."""
+    bs = shared_broker.bootstrap
+    p0 = _java(java_client, "produce", *produce_args(bs, "java-acks0", 50, "--acks", "0",
+                                                     "--key-prefix", "a"))
+    p1 = _java(java_client, "produce", *produce_args(bs, "java-acks1", 50, "--acks", "1",
+                                                     "--key-prefix", "b"))
+    acks0, acks1 = _produced(_finish(p0, 90), 50), _produced(_finish(p1, 90), 50)
+    assert {off for _, off in acks0.values()} == {-1}
+    assert sorted(off for _, off in acks1.values()) == list(range(50))
+    for topic, prefix in (("java-acks0", "a"), ("java-acks1", "b")):
+        rows = consume(java_client, bs, topic, 50)
+        assert [(r[1], r[2]) for r in rows] == [(i, f"{prefix}{i}") for i in range(50)]
