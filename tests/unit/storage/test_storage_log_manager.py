@@ -160,3 +160,54 @@ async def test_retention_deletes_after_the_topics_file_delete_delay(tmp_path, cl
     assert not deleted("t-0")  # the topic's 10 ms, not the default's 60 s
     assert deleted("slow-0")
     await mgr.shutdown()
+
+
+async def test_in_flight_slices_survive_delete_log_and_retention_until_the_delay(tmp_path,
+                                                                                 clock):
+    """A Fetch response still being sent holds FileRecords slices: after delete_log (and
+    after retention drops the segment) they stay sendfile-able until file.delete.delay.ms
+    (Kafka's file.delete.delay.ms); only then are the descriptors closed, in the executor."""
+    import socket
+    cfg = dataclasses.replace(CFG, file_delete_delay_ms=200, retention_ms=60_000)
+    mgr = LogManager([str(tmp_path)], cfg, time_ms=clock)
+    await mgr.startup(background=False)
+    gone = mgr.get_or_create_log(("gone", 0), cfg)
+    kept = mgr.get_or_create_log(("kept", 0), cfg)
+    for lg in (gone, kept):
+        for i in range(40):
+            lg.append_as_leader(build_batch(n=2, ts=clock.now + i), 0)
+        lg.high_watermark = lg.log_end_offset
+    await asyncio.gather(*list(mgr._pending))
+    whole = gone.read(0, 1 << 20).records
+    expected = whole.read_bytes()
+    first_seg = kept.read(0, 1 << 20).records  # slice of kept's oldest segment
+    first_bytes = first_seg.read_bytes()
+    assert mgr.delete_log(("gone", 0))
+    clock.advance(120_000)
+    assert await mgr.cleanup_logs() > 0 and kept.log_start_offset > 0
+    await asyncio.sleep(0.05)  # loop turns pass; the delay has not
+
+    def sendfile_all(records):
+        a, b = socket.socketpair()
+        try:
+            for f, pos, length in records.slices:
+                sent = 0
+                while sent < length:
+                    sent += os.sendfile(a.fileno(), f.fileno(), pos + sent, length - sent)
+            a.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := b.recv(1 << 16):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            a.close()
+            b.close()
+    assert sendfile_all(whole) == expected and sendfile_all(first_seg) == first_bytes
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if all(f.closed for f, _, _ in whole.slices + first_seg.slices):
+            break
+    assert all(f.closed for f, _, _ in whole.slices + first_seg.slices)
+    await asyncio.gather(*list(mgr._pending))  # the rmtree after the close
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("gone-0")]
+    await mgr.shutdown()
