@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -58,6 +59,7 @@ def java_string_hashcode(s: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=65536)
 def partition_for(group_id: str, num_partitions: int) -> int:
     return (java_string_hashcode(group_id) & 0x7FFFFFFF) % num_partitions
 
