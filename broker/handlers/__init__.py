@@ -23,6 +23,7 @@ HANDLER_MODULES = [
     "groups",
     "group_admin",
     "offsets",
+    "producers",
 ]
 
 
