@@ -807,20 +807,23 @@ class GroupCoordinator:
 
     # --- offset expiration (KIP-211) -------------------------------------------------------------
     async def expire_offsets(self) -> int:
-        """One retention pass: tombstone expired offsets of Empty groups; an Empty group left
-        without offsets (and without a generation in progress) is removed. Returns the
-        number of offsets expired."""
+        """One retention pass (Kafka's cleanupGroupMetadata): tombstone expired offsets of
+        Empty groups; an Empty group left without offsets, pending members or commits in
+        flight becomes Dead and its group record is tombstoned. Returns the number of
+        offsets expired."""
         now = self.time_ms()
         total = 0
         for group in list(self.groups.values()):
             expired = group.expired_offsets(now, self.config.offsets_retention_ms)
-            if not expired:
+            removable = group.is_state(S.EMPTY) and not group.pending_members and \
+                not group.pending_offset_commits and len(expired) == len(group.offsets)
+            if not expired and not removable:
                 continue
             records = [offset_tombstone(group.group_id, *tp) for tp in expired]
             for tp in expired:
                 group.offsets.pop(tp, None)
             total += len(expired)
-            if group.is_state(S.EMPTY) and not group.offsets:
+            if removable:
                 group.transition_to(S.DEAD)
                 self.groups.pop(group.group_id, None)
                 records.append(group_tombstone(group.group_id))

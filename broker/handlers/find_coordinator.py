@@ -35,6 +35,7 @@ FIND_COORDINATOR = 10
 FindCoordinatorResponse = api.API_KEYS[FIND_COORDINATOR].response_cls
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+_WARNED: set[tuple[str, int]] = set()
 
 
 def _keys(request, version: int) -> list[str]:
@@ -61,7 +62,9 @@ async def _ensure_topic(broker, topic: str) -> None:
     spec = internal_topic_spec(topic, broker.config)
     results = await broker.controller.create_topics([spec])
     for r in results:
-        if r.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+        if r.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS) and \
+                (topic, r.error_code) not in _WARNED:
+            _WARNED.add((topic, r.error_code))  # clients retry: say it once
             log.warning("cannot create %s: %s %s", topic, ErrorCode(r.error_code).name,
                         r.error_message or "")
 

@@ -155,3 +155,15 @@ async def test_delete_groups_and_offsets():
     assert err == E.NONE and per == {TP0: E.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): E.NONE}
     assert ("u", 0) not in c.groups["busy"].offsets and TP0 in c.groups["busy"].offsets
     assert (await c.handle_delete_offsets("missing", [TP0]))[0] == E.GROUP_ID_NOT_FOUND
+
+
+async def test_cleanup_removes_empty_groups_without_offsets():
+    h = Harness()
+    c = await h.start()
+    h.join(group="left-over")  # MEMBER_ID_REQUIRED: Empty group with a pending member
+    assert await c.expire_offsets() == 0
+    assert "left-over" in c.groups
+    h.advance(10_000)  # the pending member's session timeout
+    await c.expire_offsets()
+    assert "left-over" not in c.groups
+    assert GroupRecord("left-over", None) in h.store.appended[-1][1]
