@@ -22,6 +22,7 @@ import contextlib
 import functools
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 
@@ -71,6 +72,7 @@ class LogManager:
         self._doomed: set[LogSegment] = set()  # renamed .deleted, unlinked after a delay
         self._deleting: dict[str, Log] = {}  # renamed -delete dirs awaiting removal
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown: dict[str, bool] = {}
 
     # --- startup / shutdown -----------------------------------------------------------------
@@ -255,6 +257,15 @@ class LogManager:
         self._pending.add(fut)
         fut.add_done_callback(self._pending.discard)
 
+    async def _in_executor(self, fn, *args):
+        """Run a background job's blocking part in the executor, tracked in `_pending` and
+        shielded: cancelling the job's task (shutdown) cannot stop the thread, so shutdown
+        waits for it before `close_all` writes the final checkpoints."""
+        fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        self._pending.add(fut)
+        fut.add_done_callback(self._pending.discard)
+        return await asyncio.shield(fut)
+
     def _on_roll(self, log: Log, new_base: int) -> None:
         if self._running_loop() is not None:
             self._submit(log.flush, new_base)
@@ -305,22 +316,24 @@ class LogManager:
 
     async def flush_dirty_logs(self) -> None:
         """Flush logs whose unflushed data is older than their flush.ms (in the executor)."""
-        loop = asyncio.get_running_loop()
         for log in list(self._logs.values()):
             if log.needs_time_flush():
-                await loop.run_in_executor(None, log.flush)
+                await self._in_executor(log.flush)
 
     async def checkpoint_recovery_points_async(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.checkpoint_recovery_points)
+        await self._in_executor(self.checkpoint_recovery_points)
 
     async def checkpoint_log_start_offsets_async(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.checkpoint_log_start_offsets)
+        await self._in_executor(self.checkpoint_log_start_offsets)
 
     def _checkpoint(self, name: str, value: Callable[[Log], int]) -> None:
-        for d in self.log_dirs:
-            entries = {tp: value(log) for tp, log in list(self._logs.items())
-                       if self._log_dir_of.get(tp) == d}
-            OffsetCheckpointFile(os.path.join(d, name)).write(entries)
+        # one writer at a time: a periodic job still running in its executor thread when
+        # shutdown writes the same file would share `<name>.tmp`, or write older values last
+        with self._checkpoint_lock:
+            for d in self.log_dirs:
+                entries = {tp: value(log) for tp, log in list(self._logs.items())
+                           if self._log_dir_of.get(tp) == d}
+                OffsetCheckpointFile(os.path.join(d, name)).write(entries)
 
     def checkpoint_recovery_points(self) -> None:
         """Write `recovery-point-offset-checkpoint` in every dir (blocking)."""

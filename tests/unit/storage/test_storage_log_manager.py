@@ -211,3 +211,39 @@ async def test_in_flight_slices_survive_delete_log_and_retention_until_the_delay
     await asyncio.gather(*list(mgr._pending))  # the rmtree after the close
     assert not [n for n in os.listdir(tmp_path) if n.startswith("gone-0")]
     await mgr.shutdown()
+
+
+def test_concurrent_checkpoint_writes_do_not_collide(tmp_path):
+    """The periodic checkpoint job runs in an executor thread and may still be running when
+    shutdown writes the same file: writers must not share the `.tmp` file mid-write."""
+    from concurrent.futures import ThreadPoolExecutor
+    mgr = LogManager([str(tmp_path)], CFG)
+    mgr.load_all()
+    mgr.get_or_create_log(("t", 0)).append_as_leader(build_batch(), 0)
+    with ThreadPoolExecutor(8) as ex:
+        for f in [ex.submit(mgr.checkpoint_recovery_points) for _ in range(400)]:
+            f.result()
+    mgr.close_all()
+    assert OffsetCheckpointFile(str(tmp_path / "recovery-point-offset-checkpoint")).read() == {
+        ("t", 0): 3}
+
+
+async def test_shutdown_waits_for_a_running_background_checkpoint(tmp_path):
+    """A periodic checkpoint already in its executor thread when shutdown cancels its task
+    finishes before `close_all` starts (else its older values could land last)."""
+    mgr = LogManager([str(tmp_path)], CFG)
+    await mgr.startup(background=False)
+    log = mgr.get_or_create_log(("t", 0))
+    log.append_as_leader(build_batch(), 0)
+    mgr._checkpoint_lock.acquire()  # hold the job inside its thread
+    job = asyncio.create_task(mgr.checkpoint_recovery_points_async())
+    await asyncio.sleep(0.05)
+    job.cancel()
+    stopping = asyncio.create_task(mgr.shutdown())
+    await asyncio.sleep(0.1)
+    started_close_all = log.recovery_point == 3  # close_all flushes before checkpointing
+    mgr._checkpoint_lock.release()
+    await stopping
+    assert not started_close_all
+    assert OffsetCheckpointFile(str(tmp_path / "recovery-point-offset-checkpoint")).read() == {
+        ("t", 0): 3}
