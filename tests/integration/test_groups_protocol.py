@@ -291,3 +291,25 @@ def test_list_describe_delete_groups(raw):
     assert {x.group_id: x.error_code for x in r.results} == {
         "adm-stable": E.NON_EMPTY_GROUP, "adm-empty": 0, "adm-none": E.GROUP_ID_NOT_FOUND}
     assert "adm-empty" not in {g.group_id for g in raw.call(LIST, 3).groups}
+
+
+def test_offsets_topic_replication_factor_is_enforced(broker_factory):
+    """KIP-115: with offsets.topic.replication.factor above the live brokers the internal
+    topic is not created and FindCoordinator keeps answering COORDINATOR_NOT_AVAILABLE."""
+    b = broker_factory({"offsets.topic.replication.factor": "3"})
+    r = Raw(b)
+    try:
+        for _ in range(10):
+            assert raw_find(r).error_code == E.COORDINATOR_NOT_AVAILABLE
+            time.sleep(0.05)
+        M = req(3)
+        md = r.call(3, 12, topics=[M.MetadataRequestTopic(name="__consumer_offsets")],
+                    allow_auto_topic_creation=False)
+        assert md.topics[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        r.close()
+    assert "INVALID_REPLICATION_FACTOR" in b.log_text()
+
+
+def raw_find(raw: Raw):
+    return raw.call(FIND, 3, key="rf-group", key_type=0)
