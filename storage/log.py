@@ -13,6 +13,7 @@ Errors: `protocol.errors.KafkaError` with Kafka's codes, documented per method.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import dataclasses
 import os
@@ -49,6 +50,9 @@ class LogAppendInfo:
     num_messages: int = 0
     valid_bytes: int = 0
     duplicate: bool = False  # idempotent retry: nothing written, original offsets returned
+    # flush.messages reached by this append: an awaitable done once the log is fsynced up to
+    # last_offset + 1 (await it before acknowledging to keep Kafka's semantics); else None
+    flush_future: object = None
 
 
 @dataclasses.dataclass
@@ -63,8 +67,8 @@ class Log:
     def __init__(self, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
                  log_start_offset: int = 0, clean_shutdown: bool = False,
                  time_ms: Callable[[], int] = wall_clock_ms,
-                 on_roll: Callable[[Log, int], None] | None = None,
-                 on_flush_needed: Callable[[Log, int], None] | None = None,
+                 on_roll: Callable[[Log, int], object] | None = None,
+                 on_flush_needed: Callable[[Log, int], object] | None = None,
                  on_delete_segments: Callable[[list[LogSegment]], None] | None = None,
                  topic_id: str | None = None):
         self.dir = dir_path
@@ -231,14 +235,28 @@ class Log:
             self.producer_state.update(b)
         self.log_end_offset = last + 1
         self.unflushed_messages += messages
+        flushed = None
         if self.unflushed_messages >= self.config.flush_interval_messages:
+            # Kafka (UnifiedLog.append) fsyncs inside the append once flush.messages is
+            # reached, so the produce response follows the fsync. Here the fsync is only
+            # scheduled off the event loop; the caller awaits `flush_future` before acking.
             self.unflushed_messages = 0
-            if self.on_flush_needed is not None:
-                self.on_flush_needed(self, self.log_end_offset)
-            else:
-                self.flush()
+            flushed = self._schedule_flush(self.on_flush_needed, self.log_end_offset)
         return LogAppendInfo(first, last, max_ts, off_max, -1, self.log_start_offset,
-                             messages, len(buf))
+                             messages, len(buf), flush_future=flushed)
+
+    def _schedule_flush(self, hook: Callable[[Log, int], object] | None, offset: int):
+        """Flush below `offset` off the event loop: through `hook` (LogManager: executor,
+        returns a future), else in the default executor when a loop runs in this thread,
+        else at once (tools, crash tests). Returns an awaitable or None."""
+        if hook is not None:
+            return hook(self, offset)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush(offset)
+            return None
+        return loop.run_in_executor(None, self.flush, offset)
 
     # --- roll -------------------------------------------------------------------------------
     def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int
@@ -270,10 +288,7 @@ class Log:
         old.on_become_inactive()
         seg = self._new_segment(new_base)
         self._add_segment(seg)
-        if self.on_roll is not None:
-            self.on_roll(self, new_base)
-        else:
-            self.flush(new_base)
+        self._schedule_flush(self.on_roll, new_base)
         return seg
 
     # --- read -------------------------------------------------------------------------------

@@ -248,14 +248,15 @@ class LogManager:
         except RuntimeError:
             return None
 
-    def _submit(self, fn, *args) -> None:
+    def _submit(self, fn, *args) -> asyncio.Future | None:
         loop = self._loop
         if loop is None:
             fn(*args)
-            return
+            return None
         fut = loop.run_in_executor(None, fn, *args)
         self._pending.add(fut)
         fut.add_done_callback(self._pending.discard)
+        return fut
 
     async def _in_executor(self, fn, *args):
         """Run a background job's blocking part in the executor, tracked in `_pending` and
@@ -266,11 +267,13 @@ class LogManager:
         fut.add_done_callback(self._pending.discard)
         return await asyncio.shield(fut)
 
-    def _on_roll(self, log: Log, new_base: int) -> None:
+    def _on_roll(self, log: Log, new_base: int) -> asyncio.Future | None:
+        """Flush `log` below `new_base` (roll, or flush.messages reached): in the executor
+        when called on the loop, returning the future; at once otherwise."""
         if self._running_loop() is not None:
-            self._submit(log.flush, new_base)
-        else:
-            log.flush(new_base)
+            return self._submit(log.flush, new_base)
+        log.flush(new_base)
+        return None
 
     def _attach(self, log: Log) -> None:
         """Give `log` its segment-deletion hook, bound to the log so the delay is the

@@ -247,3 +247,50 @@ async def test_shutdown_waits_for_a_running_background_checkpoint(tmp_path):
     assert not started_close_all
     assert OffsetCheckpointFile(str(tmp_path / "recovery-point-offset-checkpoint")).read() == {
         ("t", 0): 3}
+
+
+class _ThreadRecordingLog:
+    """Wraps Log.flush to record which thread ran each fsync pass."""
+
+    @staticmethod
+    def install(log):
+        import threading
+        threads = []
+        real = log.flush
+
+        def flush(offset=None):
+            threads.append(threading.get_ident())
+            real(offset)
+        log.flush = flush
+        return threads
+
+
+async def test_flush_messages_without_manager_fsyncs_off_the_loop(make_log):
+    """flush.messages=1 on a bare Log used from an event loop: the fsync runs in an executor
+    thread, and the append hands back `flush_future` to hold the acknowledgement on."""
+    import threading
+    cfg = dataclasses.replace(CFG, flush_interval_messages=1)
+    log = make_log(cfg, name="t-0")
+    threads = _ThreadRecordingLog.install(log)
+    info = log.append_as_leader(build_batch(n=2), 0)
+    assert info.flush_future is not None
+    await info.flush_future
+    assert threads and threading.get_ident() not in threads  # never on the loop's thread
+    assert log.recovery_point == 2
+
+
+async def test_flush_messages_append_returns_a_future_for_the_ack(tmp_path, clock):
+    """Kafka flushes inside the append when flush.messages is reached, so the produce
+    response follows the fsync; here the append returns at once with `flush_future`, done
+    once the log is durable up to that append (recovery point >= its last offset + 1)."""
+    cfg = dataclasses.replace(CFG, flush_interval_messages=4)
+    mgr = LogManager([str(tmp_path)], cfg, time_ms=clock)
+    await mgr.startup(background=False)
+    log = mgr.get_or_create_log(("t", 0), cfg)
+    first = log.append_as_leader(build_batch(n=3), 0)
+    assert first.flush_future is None  # below flush.messages: nothing to wait for
+    second = log.append_as_leader(build_batch(n=3), 0)
+    assert second.flush_future is not None
+    await second.flush_future
+    assert log.recovery_point >= second.last_offset + 1
+    await mgr.shutdown()
