@@ -90,8 +90,6 @@ async def handle_offset_commit(ctx, request):
                 metadata=p.committed_metadata if p.committed_metadata is not None else "",
                 commit_timestamp=commit_ts, expire_timestamp=expire)
     if offsets:
-        if not request.group_id and version >= 1 and request.generation_id_or_member_epoch >= 0:
-            raise KafkaError(E.INVALID_GROUP_ID, "empty group id")
         generation = request.generation_id_or_member_epoch if version >= 1 else -1
         member_id = request.member_id if version >= 1 else ""
         results = await coordinator.handle_commit_offsets(
