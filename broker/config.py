@@ -108,7 +108,8 @@ def _is_sensitive(key: str) -> bool:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One listener: ``listener_name://host:port`` with its security protocol.
+    """One listener: ``listener_name://host:port`` with its security protocol (the one
+    endpoint type: ``KafkaConfig.listeners`` and ``broker.network.SocketServer`` share it).
 
     ``host`` is ``""`` to bind all interfaces (Kafka's ``PLAINTEXT://:9092``); ``port`` 0
     asks the OS for an ephemeral port.
@@ -117,11 +118,13 @@ class Endpoint:
     listener_name: str
     host: str
     port: int
-    security_protocol: str
+    security_protocol: str = "PLAINTEXT"
 
     def connection_string(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.listener_name}://{host}:{self.port}"
+
+    __str__ = connection_string
 
 
 @dataclass(frozen=True)

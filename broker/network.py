@@ -36,22 +36,24 @@ Everything runs on one event loop; ``num.network.threads`` has no meaning here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from broker.config import Endpoint
 from broker.request_channel import FileSlice, Handler, Request, RequestChannel, Response
 from protocol.errors import ProtocolError
 from protocol.frames import SIZE_PREFIX, FrameDecoder
 from protocol.headers import peek_request_header
 
+# Endpoint is broker.config's (re-exported here for callers of the network layer)
 __all__ = ["Acceptor", "DataReceivedProcessor", "Endpoint", "Processor", "ProcessorBase",
-           "SocketServer", "parse_listeners"]
+           "SocketServer"]
 
 log = logging.getLogger(__name__)
 
@@ -60,43 +62,6 @@ SMALL_WRITE_JOIN = 64 * 1024  # responses up to this size are joined into one wr
 PREAD_CHUNK = 1024 * 1024  # fallback read size for file slices
 SENDFILE_BURST = 4 * 1024 * 1024  # most bytes sent with os.sendfile before yielding
 MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux: hold a header back for the file bytes
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One ``listeners`` entry: ``NAME://host:port`` (empty host: all interfaces)."""
-
-    listener_name: str
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener_name}://{host}:{self.port}"
-
-
-def parse_listeners(value: str) -> list[Endpoint]:
-    """Parse Kafka's ``listeners`` value, e.g. ``PLAINTEXT://127.0.0.1:9092,INT://:9093``.
-
-    Raises ``ValueError`` naming the bad entry (duplicate listener names included).
-    """
-    endpoints: list[Endpoint] = []
-    for raw in value.split(","):
-        entry = raw.strip()
-        if not entry:
-            continue
-        name, sep, rest = entry.partition("://")
-        host, colon, port_s = rest.rpartition(":")
-        if not sep or not name or not colon or not port_s.isdigit() or int(port_s) > 65535:
-            raise ValueError(f"listeners: bad entry {entry!r}, expected NAME://host:port")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        if any(e.listener_name == name.upper() for e in endpoints):
-            raise ValueError(f"listeners: listener name {name!r} used twice")
-        endpoints.append(Endpoint(name.upper(), host, int(port_s)))
-    if not endpoints:
-        raise ValueError("listeners: no endpoint given")
-    return endpoints
 
 
 def _monotonic_ms() -> float:
@@ -556,7 +521,7 @@ class Acceptor:
 
     @property
     def bound_endpoint(self) -> Endpoint:
-        return Endpoint(self.endpoint.listener_name, self.endpoint.host, self.port)
+        return dataclasses.replace(self.endpoint, port=self.port)
 
     def close(self) -> None:
         if self._aserver is not None:

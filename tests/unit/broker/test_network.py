@@ -6,7 +6,8 @@ import struct
 
 import pytest
 
-from broker.network import DataReceivedProcessor, Endpoint, SocketServer, parse_listeners
+from broker.config import Endpoint
+from broker.network import DataReceivedProcessor, SocketServer
 from broker.request_channel import FileSlice, Response
 from protocol.frames import encode_frame
 
@@ -503,14 +504,19 @@ async def test_data_received_processor_same_behaviour(make_server, connect):
     await assert_closed(reader)
 
 
-def test_parse_listeners():
-    assert parse_listeners("PLAINTEXT://127.0.0.1:9092, internal://:0") == [
-        Endpoint("PLAINTEXT", "127.0.0.1", 9092), Endpoint("INTERNAL", "", 0)]
-    assert parse_listeners("PLAINTEXT://[::1]:9092")[0].host == "::1"
-    for bad in ["", "127.0.0.1:9092", "PLAINTEXT://host", "PLAINTEXT://h:99999",
-                "A://h:1,A://h:2"]:
-        with pytest.raises(ValueError):
-            parse_listeners(bad)
+async def test_bound_endpoint_keeps_the_configured_endpoint():
+    """The network layer uses broker.config's Endpoint: the bound one differs only by the
+    real port (listener name, host and security protocol kept)."""
+    ep = Endpoint("INTERNAL", "127.0.0.1", 0, "PLAINTEXT")
+    server = SocketServer([ep], lambda request: None)
+    await server.start()
+    try:
+        bound = server.bound_endpoints[0]
+        assert bound.port > 0 and bound == Endpoint("INTERNAL", "127.0.0.1",
+                                                    server.port("internal"), "PLAINTEXT")
+        assert str(bound) == f"INTERNAL://127.0.0.1:{bound.port}"
+    finally:
+        await server.stop()
 
 
 def test_response_rejects_bad_parts():
