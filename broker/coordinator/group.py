@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.errors import ErrorCode
+
 __all__ = [
     "GroupMetadata",
     "GroupState",
@@ -342,8 +344,6 @@ class GroupMetadata:
                               new_member_id: str) -> MemberMetadata:
         """KIP-345: the rejoining instance takes over the old member under a new id; the old
         one's waiters answer FENCED_INSTANCE_ID."""
-        from protocol.errors import ErrorCode  # local: keep this module codec-free at import
-
         member = self.members.pop(old_member_id)
         if member.is_awaiting_join:
             cb, member.join_callback = member.join_callback, None
