@@ -5,6 +5,7 @@
   parked in the purgatory.
 - ``records``: Kafka's ``__consumer_offsets`` key/value records for groups and offsets.
 - ``group_store``: partition mapping, appends to and loading from ``__consumer_offsets``.
-- ``group_coordinator``: the protocol logic (JoinGroup ... OffsetDelete).
+- ``group_membership``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and rebalances.
+- ``group_coordinator``: ownership/loading, offsets, admin and expiry (+ the membership mixin).
 - ``wiring``: hooks the coordinator into the broker (elections, shutdown).
 """
