@@ -154,11 +154,16 @@ class AbstractIndex:
         return rel
 
     def truncate_entries(self, n: int) -> None:
-        """Keep only the first n entries (the bytes beyond are zeroed)."""
+        """Keep only the first n entries (the bytes beyond read as zeros). The tail is cut off
+        the file and the file extended again (`ftruncate` twice) rather than zero-filled
+        through the map: after an unclean shutdown the whole preallocated file counts as
+        entries, and writing zeros over it would make a sparse 10 MiB index dense."""
         n = max(0, min(n, self._entries))
         if self._mm is not None and n < self._entries:
-            start, end = n * self.entry_size, self._entries * self.entry_size
-            self._mm[start:end] = bytes(end - start)
+            size = self._capacity * self.entry_size
+            self._unmap()
+            os.ftruncate(self._file.fileno(), n * self.entry_size)
+            self._map(size)
         self._entries = n
 
     def reset(self) -> None:
