@@ -28,11 +28,10 @@ HANDLER_MODULES = [
 
 
 def load_all() -> None:
-    """Import every handler module (idempotent). Missing modules are skipped while the
-    broker is being built up; the registry then simply does not advertise those APIs."""
+    """Import every handler module in ``HANDLER_MODULES`` (idempotent).
+
+    Every listed module exists, so any import failure (``ModuleNotFoundError`` included)
+    propagates: a broker missing a handler module fails at startup instead of silently not
+    advertising those APIs in ApiVersions."""
     for name in HANDLER_MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
+        importlib.import_module(f"{__name__}.{name}")
