@@ -11,7 +11,8 @@ case copies nothing (Kafka's LogValidator recompresses in the same cases).
 
 from __future__ import annotations
 
-from protocol.records import RecordBatch, RecordBatchBuilder, iter_batches
+from protocol.record_builder import RecordBatchBuilder
+from protocol.records import RecordBatch, iter_batches
 
 #: compression.type value -> RecordBatch codec id; "producer" is absent (no recompression).
 TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

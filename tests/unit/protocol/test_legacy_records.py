@@ -17,12 +17,11 @@ from protocol.legacy_records import (
     iter_legacy_entries,
     iter_legacy_messages,
 )
+from protocol.record_builder import RecordBatchBuilder, build_control_batch
 from protocol.records import (
     LOG_APPEND_TIME,
     CorruptRecordError,
     RecordBatch,
-    RecordBatchBuilder,
-    build_control_batch,
     iter_batches,
 )
 

@@ -4,7 +4,8 @@ import warnings
 
 import pytest
 
-from protocol.records import RecordBatch, RecordBatchBuilder, build_control_batch
+from protocol.record_builder import RecordBatchBuilder, build_control_batch
+from protocol.records import RecordBatch
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 uses importlib.resources.read_text (deprecated) at import time.

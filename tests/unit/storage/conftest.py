@@ -2,7 +2,7 @@
 
 import pytest
 
-from protocol.records import RecordBatchBuilder
+from protocol.record_builder import RecordBatchBuilder
 from storage.config import LogConfig
 
 

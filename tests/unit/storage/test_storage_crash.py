@@ -24,7 +24,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[2])
-    from protocol.records import RecordBatchBuilder
+    from protocol.record_builder import RecordBatchBuilder
     from storage.config import LogConfig
     from storage.log_manager import LogManager
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from protocol.records import RecordBatchBuilder
+from protocol.record_builder import RecordBatchBuilder
 from storage.config import LogConfig
 
 pytestmark = pytest.mark.java

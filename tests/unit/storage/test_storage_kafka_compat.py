@@ -4,7 +4,7 @@ import warnings
 
 import crc32c
 
-from protocol.records import RecordBatchBuilder
+from protocol.record_builder import RecordBatchBuilder
 from storage.config import LogConfig
 
 with warnings.catch_warnings():

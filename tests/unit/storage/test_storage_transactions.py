@@ -1,4 +1,4 @@
-from protocol.records import RecordBatchBuilder, build_control_batch
+from protocol.record_builder import RecordBatchBuilder, build_control_batch
 
 
 def txn_batch(seq, n=2, pid=7, epoch=0):
