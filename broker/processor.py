@@ -13,7 +13,9 @@
 * Backpressure: reading pauses while a connection has ``max_queued_requests_per_connection``
   unanswered requests, or more than ``max_buffered_bytes_per_connection`` bytes of received
   frames and held responses, or the transport's write buffer is over its high-water mark
-  (client not reading); it resumes when those drain.
+  (client not reading), or while a request of it waits for room on a full ``RequestChannel``
+  (``queued.max.requests``; the request stays here until ``channel_has_room``); it resumes
+  when those drain.
 * Malformed input closes that connection only: a size prefix < 0 or > socket.request.max.bytes
   (before buffering it), or a frame too short for a request header (< 8 bytes).
 * Responses with file slices: on a plain TCP socket, once the transport's write buffer has
@@ -82,6 +84,7 @@ class ProcessorBase:
         self._out_bytes = 0
         self._out_scheduled = False
         self._reading = True
+        self._waiting_for_channel = False  # registered with RequestChannel.wait_for_room
         self._writing_paused = False
         self._drained: asyncio.Future[None] | None = None
         self._sendfile_ok = server.use_sendfile
@@ -164,10 +167,21 @@ class ProcessorBase:
         limit = self.server.max_inflight_per_connection
         channel = self.server.request_channel
         while self._pending and self._in_handler < limit:
+            if channel.full:  # queued.max.requests: keep it, stop reading until there is room
+                if not self._waiting_for_channel:
+                    self._waiting_for_channel = True
+                    channel.wait_for_room(self)
+                return
             request = self._pending.popleft()
             self._held_bytes -= len(request.frame)
             self._in_handler += 1
             channel.send_request(request)
+
+    def channel_has_room(self) -> None:
+        """Called by the RequestChannel when its queue dropped below queued.max.requests."""
+        self._waiting_for_channel = False
+        self._dispatch()
+        self._update_reading()
 
     def handler_done(self, request: Request) -> Request | None:
         """Called by an IO worker when the handler returned (response or parked future).
@@ -410,7 +424,7 @@ class ProcessorBase:
         if self.closed or self._sending or self.transport is None:
             return  # re-applied when the file send is over
         server = self.server
-        pause = (self._writing_paused
+        pause = (self._writing_paused or self._waiting_for_channel
                  or self.unanswered >= server.max_queued_requests_per_connection
                  or self._held_bytes > server.max_buffered_bytes_per_connection)
         if pause and self._reading:

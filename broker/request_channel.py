@@ -19,6 +19,12 @@ The result goes back to the request's connection, which sends responses in reque
   turn Kafka errors into error responses itself; Kafka's ``getErrorResponse``).
 
 The handler may also be a plain function returning the same things.
+
+``queued.max.requests`` bounds the queue (Kafka's data-plane request queue, "the number of
+queued requests allowed before blocking the network threads"): a processor never puts a request
+on a full channel. It keeps the request, pauses reading its connection and registers with
+``wait_for_room``; each time an IO worker takes a request off the queue, the longest-waiting
+processors are called back (``ProcessorBase.channel_has_room``) while there is room, FIFO.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
@@ -155,23 +162,49 @@ _STOP = object()
 class RequestChannel:
     """The request queue and its pool of ``num_io_threads`` IO worker tasks.
 
-    Processors call ``send_request``; workers call the handler and hand the outcome back to the
-    request's processor (``Processor.handler_done`` / ``Processor.response_ready``).
+    Processors call ``send_request`` (only when not ``full``); workers call the handler and
+    hand the outcome back to the request's processor (``Processor.handler_done`` /
+    ``Processor.response_ready``). ``queued_max_requests`` is ``queued.max.requests``
+    (Kafka default 500, >= 1).
     """
 
-    def __init__(self, handler: Handler, num_io_threads: int = 8) -> None:
+    def __init__(self, handler: Handler, num_io_threads: int = 8,
+                 queued_max_requests: int = 500) -> None:
         if num_io_threads < 1:
             raise ValueError(f"num.io.threads must be >= 1, got {num_io_threads}")
+        if queued_max_requests < 1:
+            raise ValueError(f"queued.max.requests must be >= 1, got {queued_max_requests}")
         self.handler = handler
         self.num_io_threads = num_io_threads
+        self.queued_max_requests = queued_max_requests
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
         self._parked: set[asyncio.Future[Any]] = set()
+        self._blocked: deque[ProcessorBase] = deque()  # waiting for room, oldest first
+        self.blocked_total = 0  # times a processor found the channel full
 
     @property
     def size(self) -> int:
         """Requests waiting for a worker."""
         return self._queue.qsize()
+
+    @property
+    def full(self) -> bool:
+        """True while ``queued.max.requests`` requests wait for a worker."""
+        return self._queue.qsize() >= self.queued_max_requests
+
+    def wait_for_room(self, processor: ProcessorBase) -> None:
+        """Call ``processor.channel_has_room()`` once the queue is below its bound (FIFO among
+        waiting processors). The processor registers once per wait."""
+        self._blocked.append(processor)
+        self.blocked_total += 1
+
+    def _wake_blocked(self) -> None:
+        blocked = self._blocked
+        while blocked and not self.full:
+            processor = blocked.popleft()
+            if not processor.closed:
+                processor.channel_has_room()
 
     def start(self) -> None:
         if self._workers:
@@ -193,6 +226,7 @@ class RequestChannel:
                 t.cancel()
             await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
+        self._blocked.clear()
         for fut in list(self._parked):
             fut.cancel()
 
@@ -205,6 +239,8 @@ class RequestChannel:
                 request = await queue.get()
                 if request is _STOP:
                     return
+                if self._blocked:
+                    self._wake_blocked()
             processor = request.processor
             if processor is not None and processor.closed:
                 request = None
