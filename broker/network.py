@@ -1,13 +1,23 @@
 """The broker's network layer: SocketServer and an Acceptor per listener.
 
 The asyncio edition of Kafka's ``SocketServer`` (Kafka docs, "Network Layer"; broker configs
-``listeners``, ``socket.request.max.bytes``, ``num.io.threads``, ``connections.max.idle.ms``).
+``listeners``, ``socket.request.max.bytes``, ``num.io.threads``, ``connections.max.idle.ms``,
+``queued.max.requests``, ``socket.send.buffer.bytes``, ``socket.receive.buffer.bytes``,
+``socket.listen.backlog.size``, ``max.connections``, ``max.connections.per.ip``).
 Everything runs on one event loop; ``num.network.threads`` has no meaning here.
 
 * ``Acceptor``: one asyncio server per listener endpoint (``broker.config.Endpoint``,
   ``PLAINTEXT://host:port``; port 0 binds an ephemeral port, reported by ``Acceptor.port``);
   each accepted connection gets a ``Processor`` (``broker.processor``: framing, in-order
-  responses, backpressure, sendfile).
+  responses, backpressure, sendfile). The listening socket's accept backlog is
+  ``socket.listen.backlog.size`` (Kafka default 50).
+* Accepted sockets get SO_SNDBUF = ``socket.send.buffer.bytes`` and SO_RCVBUF =
+  ``socket.receive.buffer.bytes`` (bytes; -1 leaves the OS default, as in Kafka; Linux
+  reports twice the value set).
+* Connection limits: a new connection from an IP that already has ``max.connections.per.ip``
+  connections is closed at once, as Kafka does (KIP-402's per-IP check). A new connection
+  while the broker has ``max.connections`` connections is closed too; Kafka instead leaves it
+  in the accept backlog until a slot frees. Both default to 2**31 - 1 (no limit).
 * Idle connections (no bytes in or out for ``connections.max.idle.ms`` and no request waiting
   for its handler or a parked future; a client that stops reading its responses counts as
   idle) are closed by one periodic sweep task.
@@ -18,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 from broker.config import Endpoint
 from broker.processor import DataReceivedProcessor, Processor, ProcessorBase
@@ -31,6 +43,8 @@ __all__ = ["Acceptor", "DataReceivedProcessor", "Endpoint", "Processor", "Proces
            "SocketServer"]
 
 log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1  # Kafka's Integer.MAX_VALUE, the default of both connection limits
 
 
 def _monotonic_ms() -> float:
@@ -78,7 +92,8 @@ class SocketServer:
     together.
 
     ``handler`` is the API dispatcher (see ``broker.request_channel``). Sizes are in bytes,
-    times in ms. ``clock`` returns monotonic milliseconds (inject a manual one in tests).
+    times in ms. ``queued_max_requests`` bounds the RequestChannel queue; socket buffer sizes of
+    -1 keep the OS defaults (the broker passes Kafka's 102400 from its config). ``clock`` returns monotonic milliseconds (inject a manual one in tests).
     ``use_sendfile=False`` sends file slices with ``os.pread`` even on plain TCP.
     """
 
@@ -90,6 +105,9 @@ class SocketServer:
                  max_queued_requests_per_connection: int = 16,
                  max_buffered_bytes_per_connection: int = 16 * 1024 * 1024,
                  listen_backlog: int = 50, use_sendfile: bool = True,
+                 queued_max_requests: int = 500, socket_send_buffer_bytes: int = -1,
+                 socket_receive_buffer_bytes: int = -1, max_connections: int = INT_MAX,
+                 max_connections_per_ip: int = INT_MAX,
                  clock: Callable[[], float] = _monotonic_ms) -> None:
         if max_inflight_per_connection < 1 or max_queued_requests_per_connection < 1:
             raise ValueError("per-connection request limits must be >= 1")
@@ -101,10 +119,16 @@ class SocketServer:
         self.max_buffered_bytes_per_connection = max_buffered_bytes_per_connection
         self.clock = clock
         self.use_sendfile = use_sendfile
-        self.request_channel = RequestChannel(handler, num_io_threads)
+        self.socket_send_buffer_bytes = socket_send_buffer_bytes
+        self.socket_receive_buffer_bytes = socket_receive_buffer_bytes
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.request_channel = RequestChannel(handler, num_io_threads, queued_max_requests)
         self.acceptors = [Acceptor(self, e, listen_backlog) for e in self.endpoints]
         self.connections: dict[str, ProcessorBase] = {}
+        self._per_ip: dict[str, int] = {}  # open connections by client IP
         self.accepted_total = 0
+        self.limit_closed = 0  # closed at accept by max.connections / max.connections.per.ip
         self.malformed_closed = 0
         self.idle_closed = 0
         self._conn_index = 0
@@ -120,14 +144,54 @@ class SocketServer:
         return self._conn_index
 
     def register(self, processor: ProcessorBase) -> None:
+        """Admit a new connection (called from ``connection_made``) or close it at once when
+        the server is stopping or a connection limit is reached."""
         if self._stopped:
             processor.close()
             return
+        ip = _client_ip(processor.client_address)
+        if self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+            log.info("closing %s: %s already has max.connections.per.ip=%d connections",
+                     processor.connection_id, ip, self.max_connections_per_ip)
+            self.limit_closed += 1
+            processor.close()
+            return
+        if len(self.connections) >= self.max_connections:
+            log.info("closing %s: the broker has max.connections=%d connections",
+                     processor.connection_id, self.max_connections)
+            self.limit_closed += 1
+            processor.close()
+            return
+        self._set_buffer_sizes(processor)
         self.connections[processor.connection_id] = processor
+        self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         self.accepted_total += 1
 
     def unregister(self, processor: ProcessorBase) -> None:
-        self.connections.pop(processor.connection_id, None)
+        if self.connections.get(processor.connection_id) is not processor:
+            return  # never admitted
+        del self.connections[processor.connection_id]
+        ip = _client_ip(processor.client_address)
+        left = self._per_ip[ip] - 1
+        if left:
+            self._per_ip[ip] = left
+        else:
+            del self._per_ip[ip]
+
+    def connections_from(self, ip: str) -> int:
+        """Open connections whose client is ``ip``."""
+        return self._per_ip.get(ip, 0)
+
+    def _set_buffer_sizes(self, processor: ProcessorBase) -> None:
+        transport = processor.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is None:
+            return
+        if self.socket_send_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.socket_send_buffer_bytes)
+        if self.socket_receive_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
+                            self.socket_receive_buffer_bytes)
 
     async def start(self) -> None:
         """Start workers, then listeners, then the idle sweep."""
@@ -187,3 +251,10 @@ class SocketServer:
                 await asyncio.wait_for(acceptor.wait_closed(), timeout)
             except TimeoutError:
                 log.warning("listener %s did not close in %.1f s", acceptor.endpoint, timeout)
+
+
+def _client_ip(address: Any) -> str:
+    """The IP of a peer address tuple (``str(address)`` for anything else)."""
+    if isinstance(address, tuple) and address:
+        return str(address[0])
+    return str(address)

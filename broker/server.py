@@ -329,7 +329,12 @@ class BrokerServer:
             socket_request_max_bytes=cfg.socket_request_max_bytes,
             num_io_threads=cfg.num_io_threads,
             connections_max_idle_ms=cfg.connections_max_idle_ms,
-            listen_backlog=cfg.get("socket.listen.backlog.size"))
+            listen_backlog=cfg.get("socket.listen.backlog.size"),
+            queued_max_requests=cfg.queued_max_requests,
+            socket_send_buffer_bytes=cfg.socket_send_buffer_bytes,
+            socket_receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+            max_connections=cfg.get("max.connections"),
+            max_connections_per_ip=cfg.get("max.connections.per.ip"))
         try:
             await self.socket_server.start()
         except OSError as e:
