@@ -14,8 +14,8 @@ store (:mod:`controller.metadata_store`, same znode documents as ZooKeeper):
   -> NO_LEADER) bumps the leader epoch by one and rewrites the state znode (partition epoch
   +1). A partition whose recorded leader is this live broker is *not* re-elected on restart,
   so its leader epoch survives restarts unchanged.
-- admin operations (CreateTopics, DeleteTopics, CreatePartitions, (Incremental)AlterConfigs,
-  ElectLeaders, producer-id blocks) with Kafka's error codes; each decision goes out through
+- admin operations (CreateTopics, DeleteTopics, CreatePartitions: :mod:`controller.topic_admin`;
+  (Incremental)AlterConfigs, ElectLeaders, producer-id blocks here) with Kafka's error codes; each decision goes out through
   the :class:`~controller.api.ControllerChannel` in Kafka's order (LeaderAndIsr, then
   UpdateMetadata, then StopReplica).
 
@@ -30,9 +30,8 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from controller import admin_validation as av
 from controller import decisions, elections
 from controller.api import (
     ELECTION_PREFERRED,
@@ -43,19 +42,15 @@ from controller.api import (
     BrokerMetadataListener,
     Controller,
     ControllerChannel,
-    CreatableTopic,
-    CreatePartitionsTopic,
-    CreateTopicResult,
-    DeleteTopicResult,
     ElectLeadersResult,
     TopicResult,
 )
 from controller.channel import LocalControllerChannel
 from controller.kafka_uuid import random_uuid, to_base64
 from controller.metadata_store import Create, Delete, EmbeddedMetadataStore, Op, SetData
+from controller.topic_admin import TopicAdmin, _Topic, _topic_config_path
 from controller.topic_config import apply_incremental, validate_topic_config
 from controller.zk_data import (
-    INITIAL_LEADER_EPOCH,
     NO_LEADER,
     PERSISTENT_ZK_PATHS,
     BrokerIdZNode,
@@ -69,10 +64,8 @@ from controller.zk_data import (
     LeaderIsrAndControllerEpoch,
     ProducerIdBlock,
     ProducerIdBlockZNode,
-    ReplicaAssignment,
     TopicAssignment,
     TopicPartitionStateZNode,
-    TopicPartitionsZNode,
     TopicsZNode,
     TopicZNode,
 )
@@ -83,20 +76,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_PARTITIONS_PER_TOPIC = 10_000
 
 
-@dataclass
-class _Topic:
-    name: str
-    topic_id: uuid.UUID
-    assignment: dict[int, ReplicaAssignment]
-    states: dict[int, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
-    configs: dict[str, str] = field(default_factory=dict)
-
-
-def _topic_config_path(topic: str) -> str:
-    return ConfigEntityZNode.path("topics", topic)
-
-
-class EmbeddedController(Controller):
+class EmbeddedController(TopicAdmin, Controller):
     """Single-node controller. ``broker`` is this broker's registration (id, advertised
     endpoints, rack). ``default_num_partitions`` / ``default_replication_factor`` answer -1
     in CreateTopics (``num.partitions``, ``default.replication.factor``)."""
@@ -311,228 +291,6 @@ class EmbeddedController(Controller):
                 me, self._epoch, self._broker_epoch, request_type, hosted, self._live(), is_new))
         await self._channel.send_update_metadata(me, decisions.update_metadata(
             me, self._epoch, self._broker_epoch, request_type, views, self._live()))
-
-    # ------------------------------------------------------------------ CreateTopics
-
-    async def create_topics(self, topics, validate_only: bool = False) -> list[CreateTopicResult]:
-        """One result per requested topic, in order. Error codes: INVALID_REQUEST
-        (duplicate name in the request; counts given together with an assignment),
-        INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
-        INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG."""
-        reqs = [t if isinstance(t, CreatableTopic) else CreatableTopic(*t) for t in topics]
-        counts: dict[str, int] = {}
-        for r in reqs:
-            counts[r.name] = counts.get(r.name, 0) + 1
-        async with self._lock:
-            results: list[CreateTopicResult] = []
-            created: list[_Topic] = []
-            ops: list[Op] = []
-            for r in reqs:
-                try:
-                    if counts[r.name] > 1:
-                        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                         f"Create topics request contains duplicate topic {r.name}")
-                    topic = self._new_topic(r, [c.name for c in created])
-                except KafkaError as e:
-                    results.append(CreateTopicResult(r.name, int(e.code), e.message))
-                    continue
-                rf = len(next(iter(topic.assignment.values())).replicas)
-                results.append(CreateTopicResult(
-                    r.name, int(ErrorCode.NONE), None, topic.topic_id, len(topic.assignment), rf,
-                    dict(topic.configs)))
-                if not validate_only:
-                    created.append(topic)
-                    ops += self._create_ops(topic)
-            if created:
-                await self._store.multi(ops)
-                views = []
-                for t in created:
-                    self._topics[t.name] = t
-                    self._ids[t.topic_id] = t.name
-                    if t.configs:
-                        await self._channel.send_topic_config_change(self._broker.id, t.name,
-                                                                     dict(t.configs))
-                    views += self._views(t)
-                await self._send(views, TYPE_INCREMENTAL, is_new=True)
-            return results
-
-    def _new_topic(self, r: CreatableTopic, pending: list[str]) -> _Topic:
-        av.validate_topic_name(r.name)
-        if r.name in self._topics or r.name in pending:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{r.name}' already exists.")
-        av.check_collision(r.name, list(self._topics) + pending)
-        live = self._live_ids()
-        if r.replica_assignment:
-            if r.num_partitions != -1 or r.replication_factor != -1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or "
-                                 "replicationFactor and replicasAssignment were set. Both "
-                                 "cannot be used at the same time.")
-            if len(r.replica_assignment) > self._max_partitions:
-                av.check_counts(len(r.replica_assignment), 1, 1, self._max_partitions)
-            av.check_assignment(r.replica_assignment, 0, live)
-            assignment = {p: ReplicaAssignment(tuple(rs))
-                          for p, rs in sorted(r.replica_assignment.items())}
-        else:
-            n = self._default_partitions if r.num_partitions == -1 else r.num_partitions
-            rf = self._default_rf if r.replication_factor == -1 else r.replication_factor
-            av.check_counts(n, rf, len(live), self._max_partitions)
-            assignment = self._assign(range(n), rf)
-        configs = r.configs if isinstance(r.configs, dict) else dict(r.configs)
-        configs = validate_topic_config(configs)
-        topic = _Topic(r.name, random_uuid(), assignment, configs=configs)
-        for p, a in assignment.items():
-            topic.states[p] = self._initial_state(a)
-        return topic
-
-    def _assign(self, partitions: Iterable[int], rf: int) -> dict[int, ReplicaAssignment]:
-        """Round-robin over live brokers in id order (one broker here: always [self])."""
-        ids = sorted(self._live_ids())
-        return {p: ReplicaAssignment(tuple(ids[(p + i) % len(ids)] for i in range(rf)))
-                for p in partitions}
-
-    def _initial_state(self, a: ReplicaAssignment) -> LeaderIsrAndControllerEpoch:
-        live = [r for r in a.replicas if r in self._live_ids()]
-        leader = live[0] if live else NO_LEADER
-        return LeaderIsrAndControllerEpoch(leader, INITIAL_LEADER_EPOCH, tuple(live), self._epoch, 0)
-
-    def _create_ops(self, t: _Topic) -> list[Op]:
-        ops: list[Op] = [
-            Delete(_topic_config_path(t.name), must_exist=False),  # left by an old deletion
-            Create(_topic_config_path(t.name), ConfigEntityZNode.encode(t.configs), make_parents=True),
-            Create(TopicZNode.path(t.name), TopicZNode.encode(TopicAssignment(t.topic_id, t.assignment)),
-                   make_parents=True),
-            Create(TopicPartitionsZNode.path(t.name)),
-        ]
-        for p, state in t.states.items():
-            ops.append(self._state_op(t.name, p, None, state))
-        return ops
-
-    # ------------------------------------------------------------------ DeleteTopics
-
-    async def delete_topics(self, names: Iterable[str] = (), topic_ids: Iterable[uuid.UUID] = ()
-                            ) -> list[DeleteTopicResult]:
-        """Results for ``names`` then ``topic_ids``, in order. UNKNOWN_TOPIC_OR_PARTITION for
-        an unknown name, UNKNOWN_TOPIC_ID for an unknown id. Returns after the broker applied
-        UpdateMetadata (leader -2) and StopReplica(delete) and the znodes are gone."""
-        async with self._lock:
-            results: list[DeleteTopicResult] = []
-            doomed: dict[str, _Topic] = {}
-            for name in names:
-                t = self._topics.get(name)
-                if t is None:
-                    results.append(DeleteTopicResult(
-                        name, None, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                        "This server does not host this topic-partition."))
-                else:
-                    doomed[name] = t
-                    results.append(DeleteTopicResult(name, t.topic_id, int(ErrorCode.NONE)))
-            for tid in topic_ids:
-                name = self._ids.get(tid)
-                if name is None:
-                    results.append(DeleteTopicResult(None, tid, int(ErrorCode.UNKNOWN_TOPIC_ID),
-                                                     "This server does not host this topic ID."))
-                else:
-                    doomed[name] = self._topics[name]
-                    results.append(DeleteTopicResult(name, tid, int(ErrorCode.NONE)))
-            if doomed:
-                await self._store.multi([Create(DeleteTopicsTopicZNode.path(n), make_parents=True)
-                                         for n in doomed
-                                         if self._store.exists(DeleteTopicsTopicZNode.path(n)) is None])
-                for t in doomed.values():
-                    await self._delete_topic(t)
-            return results
-
-    async def _delete_topic(self, t: _Topic) -> None:
-        """Kafka's TopicDeletionManager, one broker: UpdateMetadata with leader -2, then
-        StopReplica(delete=True), then remove the topic's znodes."""
-        me = self._broker.id
-        views = self._views(t)
-        if views:
-            await self._channel.send_update_metadata(me, decisions.update_metadata(
-                me, self._epoch, self._broker_epoch, TYPE_INCREMENTAL, views, self._live(),
-                deleting=True))
-        hosted = [(t.name, p, t.states[p].leader_epoch if p in t.states else -1)
-                  for p, a in t.assignment.items() if me in a.replicas]
-        if hosted:
-            await self._channel.send_stop_replica(me, decisions.stop_replica(
-                me, self._epoch, self._broker_epoch, hosted, delete=True))
-        await self._store.multi([
-            Delete(TopicZNode.path(t.name), recursive=True, must_exist=False),
-            Delete(_topic_config_path(t.name), must_exist=False),
-            Delete(DeleteTopicsTopicZNode.path(t.name), must_exist=False),
-        ])
-        self._topics.pop(t.name, None)
-        if t.topic_id is not None:
-            self._ids.pop(t.topic_id, None)
-
-    # ------------------------------------------------------------------ CreatePartitions
-
-    async def create_partitions(self, topics, validate_only: bool = False) -> list[TopicResult]:
-        """Increase partition counts. INVALID_REQUEST (duplicate topic), UNKNOWN_TOPIC_OR_PARTITION,
-        INVALID_PARTITIONS (count not above the current one, or above the limit),
-        INVALID_REPLICA_ASSIGNMENT (wrong number of assignments, unknown brokers, duplicates,
-        replication factor differing from the topic's), INVALID_REPLICATION_FACTOR (the
-        topic's replication factor exceeds the live brokers)."""
-        reqs = [t if isinstance(t, CreatePartitionsTopic) else CreatePartitionsTopic(*t)
-                for t in topics]
-        counts: dict[str, int] = {}
-        for r in reqs:
-            counts[r.name] = counts.get(r.name, 0) + 1
-        async with self._lock:
-            results = []
-            for r in reqs:
-                try:
-                    if counts[r.name] > 1:
-                        raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-                    await self._grow(r, validate_only)
-                    results.append(TopicResult(r.name, int(ErrorCode.NONE)))
-                except KafkaError as e:
-                    results.append(TopicResult(r.name, int(e.code), e.message))
-            return results
-
-    async def _grow(self, r: CreatePartitionsTopic, validate_only: bool) -> None:
-        t = self._topics.get(r.name)
-        if t is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"The topic '{r.name}' does not exist.")
-        current = len(t.assignment)
-        if r.count < current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} "
-                             f"partitions, which is higher than the requested {r.count}.")
-        if r.count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic already has {current} partitions.")
-        if r.count > self._max_partitions:
-            av.check_counts(r.count, 1, 1, self._max_partitions)
-        rf = len(t.assignment[0].replicas) if 0 in t.assignment else 1
-        new_ids = range(current, r.count)
-        if r.assignments is not None:
-            if len(r.assignments) != len(new_ids):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Increasing the number of partitions by {len(new_ids)} but "
-                                 f"{len(r.assignments)} assignments provided.")
-            given = dict(zip(new_ids, r.assignments, strict=True))
-            av.check_assignment(given, current, self._live_ids(), expected_rf=rf)
-            added = {p: ReplicaAssignment(tuple(rs)) for p, rs in given.items()}
-        else:
-            if rf > len(self._live_ids()):
-                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"Replication factor: {rf} larger than available brokers: "
-                                 f"{len(self._live_ids())}.")
-            added = self._assign(new_ids, rf)
-        if validate_only:
-            return
-        states = {p: self._initial_state(a) for p, a in added.items()}
-        assignment = {**t.assignment, **added}
-        topic_stat = self._store.exists(TopicZNode.path(t.name))
-        ops: list[Op] = [SetData(TopicZNode.path(t.name),
-                                 TopicZNode.encode(TopicAssignment(t.topic_id, assignment)),
-                                 expected_version=topic_stat.version if topic_stat else -1)]
-        ops += [self._state_op(t.name, p, None, s) for p, s in states.items()]
-        await self._store.multi(ops)
-        t.assignment = assignment
-        t.states.update(states)
-        await self._send(self._views(t, sorted(added)), TYPE_INCREMENTAL, is_new=True)
 
     # ------------------------------------------------------------------ configs
 
