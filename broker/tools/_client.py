@@ -219,14 +219,30 @@ class KafkaClient:
                             f"v{version}: {e}") from None
 
     def request(self, api_key: int, body, version: int | None = None,
-                node: int | None = None):
+                node: int | None = None, timeout: float | None = None):
         """Send one request (a message or a dict of its fields) and return the decoded
         response. ``version`` defaults to the highest common one; ``node`` picks a broker
-        by id (from the last Metadata), default the bootstrap connection."""
+        by id (from the last Metadata), default the bootstrap connection. ``timeout``
+        (seconds) overrides the socket timeout for this round trip only (a JoinGroup parks
+        up to the rebalance timeout)."""
         if version is None:
             version = self.version_for(api_key)
         body = build(api.API_KEYS[api_key].request_cls, body)
-        return self._send(self._connection(node), api_key, version, body)
+        conn = self._connection(node)
+        if timeout is None:
+            return self._send(conn, api_key, version, body)
+        conn.sock.settimeout(timeout)
+        try:
+            return self._send(conn, api_key, version, body)
+        finally:
+            conn.sock.settimeout(self.timeout)
+
+    def reset_connection(self, node: int) -> None:
+        """Close the connection to broker ``node`` (not the bootstrap one); the next request
+        to it reconnects. For a connection left mid-response (an interrupted request)."""
+        conn = self._conns.pop(node, None)
+        if conn is not None:
+            conn.close()
 
     def send_no_response(self, api_key: int, body, version: int | None = None,
                          node: int | None = None) -> None:

@@ -2,8 +2,8 @@
 
 Start position: ``--offset N|earliest|latest`` (needs ``--partition``, as in Kafka), else
 ``--from-beginning`` (earliest), else the latest offset. Stops after ``--max-messages`` or
-when no record arrived for ``--timeout-ms``; prints "Processed a total of N messages" on
-stderr, as Kafka's tool does.
+when no record arrived for ``--timeout-ms`` (counted from the first assignment when in a
+group); prints "Processed a total of N messages" on stderr, as Kafka's tool does.
 
 Output follows Kafka's DefaultMessageFormatter: optional fields in the order timestamp
 (``CreateTime:ts`` / ``LogAppendTime:ts`` / ``NO_TIMESTAMP``), ``Partition:p``, ``Offset:o``,
@@ -14,17 +14,30 @@ print.headers, print.key, print.value, key.separator, line.separator, headers.se
 headers.key.separator, null.literal.
 
 Isolation level 0 (READ_UNCOMMITTED), the console consumer's default; control batches are
-skipped. ``--group g``: starts each partition at the group's committed offset (partitions
-without one start as above) and commits the positions reached when it stops
-(FindCoordinator, OffsetFetch, OffsetCommit with generation -1). It reads every partition
-itself: it does not join the group (no JoinGroup/SyncGroup), so two console consumers of one
-group do not split partitions, unlike Kafka's. APIs: Metadata, ListOffsets, Fetch (v4-v12).
+skipped. APIs: Metadata, ListOffsets, Fetch (v4-v12).
+
+``--group g`` (or ``group.id`` in ``--consumer-property``/``--consumer.config``): the tool
+joins the group like any Kafka consumer (:mod:`broker.tools._group_member`: FindCoordinator,
+JoinGroup, SyncGroup with the ``range`` assignor, background Heartbeat, LeaveGroup on exit),
+so consumers of one group split the topic's partitions. Each assigned partition starts at
+the group's committed offset, else per ``auto.offset.reset`` (``earliest`` with
+``--from-beginning``, else ``latest``; ``none`` is an error, Kafka's
+NoOffsetForPartitionException). Positions are committed every ``auto.commit.interval.ms``
+(5000), before giving partitions up in a rebalance, and on exit (Ctrl-C, SIGTERM,
+``--max-messages``, ``--timeout-ms``) unless ``enable.auto.commit=false``. Consumer
+properties read: group.id, group.instance.id, session.timeout.ms (45000),
+heartbeat.interval.ms (3000), max.poll.interval.ms (300000, the rebalance timeout),
+auto.offset.reset, enable.auto.commit, auto.commit.interval.ms, client.id,
+retry.backoff.ms; others are ignored. With ``--partition`` the tool reads that partition
+without joining (Kafka's ``assign()``) and commits as a standalone consumer (generation -1).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 
 from broker.tools._client import ToolError, error_name
@@ -53,8 +66,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "print.partition, print.value, key.separator, line.separator, "
                         "headers.separator, headers.key.separator, null.literal")
     p.add_argument("--group", metavar="GROUP",
-                   help="start from the group's committed offsets and commit on exit "
-                        "(does not join the group)")
+                   help="join this consumer group (members split the partitions) and "
+                        "commit the positions reached")
+    p.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="consumer config, e.g. session.timeout.ms, auto.offset.reset, "
+                        "group.instance.id, enable.auto.commit")
+    p.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
+                   help="a .properties file of consumer configs (--consumer-property wins)")
 
 
 class Formatter:
@@ -167,79 +185,294 @@ def _commit(client, node: int, group: str, positions: dict[tuple[str, int], int]
                                 f"failed: {error_name(p.error_code)}")
 
 
+def _consumer_config(args) -> dict[str, str]:
+    """``--consumer.config`` file, then ``--consumer-property`` pairs on top."""
+    out: dict[str, str] = {}
+    if args.consumer_config:
+        from broker.properties import PropertiesError, load_properties
+
+        try:
+            out.update(load_properties(args.consumer_config))
+        except (OSError, PropertiesError) as e:
+            raise UsageError(f"cannot read --consumer.config {args.consumer_config}: "
+                             f"{e}") from None
+    for item in args.consumer_property:
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
+            raise UsageError(f"--consumer-property needs key=value, got {item!r}")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _int_config(cfg: dict[str, str], key: str, default: int) -> int:
+    try:
+        value = int(cfg.get(key, default))
+    except ValueError:
+        raise UsageError(f"{key} must be an integer, not {cfg[key]!r}") from None
+    if value <= 0:
+        raise UsageError(f"{key} must be positive")
+    return value
+
+
+def _group_id(args, cfg: dict[str, str]) -> str | None:
+    """The group from --group or group.id; UsageError when they differ (as Kafka's tool)."""
+    ids = {g for g in (args.group, cfg.get("group.id")) if g is not None}
+    if len(ids) > 1:
+        raise UsageError("The group ids provided in different places (directly using "
+                         "'--group', using '--consumer-property', or using "
+                         "'--consumer.config') do not match.")
+    return ids.pop() if ids else None
+
+
+def _reset_policy(args, cfg: dict[str, str]) -> str:
+    """auto.offset.reset: ``earliest`` with --from-beginning, else the config or latest."""
+    policy = cfg.get("auto.offset.reset", "earliest" if args.from_beginning else "latest")
+    policy = policy.strip().lower()
+    if policy not in ("earliest", "latest", "none"):
+        raise UsageError(f"auto.offset.reset must be earliest, latest or none, not "
+                         f"{policy!r}")
+    if args.from_beginning and policy != "earliest":
+        raise UsageError(f"Can't simultaneously specify --from-beginning and "
+                         f"'auto.offset.reset={policy}', as they are conflicting.")
+    return policy
+
+
+# Fetch errors after which the leaders are looked up again (retriable in Kafka).
+_REFRESH_LEADERS = frozenset({3, 5, 6, 74, 75})
+
+
+class _Reader:
+    """Fetch (v4-v12) of ``positions``' partitions from their leaders; prints records.
+
+    ``positions`` maps (topic, partition) to the next offset to read and is advanced in
+    place; :meth:`reset` gives new positions per auto.offset.reset (after
+    OFFSET_OUT_OF_RANGE, or for a group's partitions without a committed offset)."""
+
+    def __init__(self, client, fmt: Formatter, out, max_messages: int | None,
+                 policy: str) -> None:
+        self.client = client
+        self.fmt = fmt
+        self.out = out
+        self.max_messages = max_messages
+        self.policy = policy
+        self.count = 0
+        self.leaders: dict[tuple[str, int], int] = {}
+        self.version = client.version_for(FETCH, max_version=12)
+        if self.version < 4:
+            raise ToolError("the broker's Fetch is too old (needs v4+)")
+
+    def done(self) -> bool:
+        return self.max_messages is not None and self.count >= self.max_messages
+
+    def reset(self, tps) -> dict[tuple[str, int], int]:
+        if self.policy == "none":
+            raise ToolError(f"no valid offset for {', '.join(f'{t}-{p}' for t, p in tps)} "
+                            f"and auto.offset.reset=none (NoOffsetForPartitionException)")
+        return list_offsets(self.client, list(tps),
+                            EARLIEST if self.policy == "earliest" else LATEST,
+                            self.leaders or None)
+
+    def refresh_leaders(self, tps) -> None:
+        self.leaders = partition_leaders(self.client, sorted({t for t, _ in tps}))
+
+    def fetch(self, positions: dict[tuple[str, int], int], max_wait: int) -> bool:
+        """One Fetch per leader; True when a record was printed."""
+        got = False
+        by_leader: dict[int, list] = {}
+        for tp in sorted(positions):
+            if tp not in self.leaders:
+                self.refresh_leaders(positions)
+            by_leader.setdefault(self.leaders.get(tp, -1), []).append(tp)
+        if -1 in by_leader:
+            time.sleep(max_wait / 1000.0)
+            self.refresh_leaders(positions)
+            return False
+        for leader, tps in by_leader.items():
+            topics: dict[str, list] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append({"partition": p, "fetch_offset": positions[(t, p)],
+                                                 "partition_max_bytes": 1 << 20})
+            resp = self.client.request(FETCH, {
+                "replica_id": -1, "max_wait_ms": max_wait, "min_bytes": 1,
+                "max_bytes": 50 << 20, "isolation_level": 0, "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""},
+                version=self.version, node=leader)
+            for t in resp.responses:
+                for pr in t.partitions:
+                    tp = (t.topic, pr.partition_index)
+                    if tp not in positions:
+                        continue
+                    if pr.error_code == OFFSET_OUT_OF_RANGE:
+                        positions.update(self.reset([tp]))
+                        continue
+                    if pr.error_code in _REFRESH_LEADERS:
+                        self.leaders.pop(tp, None)
+                        continue
+                    if pr.error_code:
+                        raise ToolError(f"fetch {tp[0]}-{tp[1]}: {error_name(pr.error_code)}")
+                    for item, nxt in _records(pr.records, positions[tp]):
+                        positions[tp] = max(positions[tp], nxt)
+                        if item is None:
+                            continue
+                        got = True
+                        self.out.write(self.fmt.format(tp[1], item[0], item[1]))
+                        self.count += 1
+                        if self.done():
+                            break
+                    if self.done():
+                        break
+                if self.done():
+                    break
+            if self.done():
+                break
+        self.out.flush()
+        return got
+
+
+def _max_wait(args) -> int:
+    return 500 if args.timeout_ms is None else max(min(500, args.timeout_ms), 1)
+
+
+def _idle_too_long(args, last_data: float) -> bool:
+    return args.timeout_ms is not None and \
+        (time.monotonic() - last_data) * 1000 >= args.timeout_ms
+
+
 @tool_main(COMMAND)
 def run(args: argparse.Namespace) -> int:
-    if args.group and args.offset is not None:
-        raise UsageError("--offset cannot be used with --group")
+    if args.offset is not None and args.partition is None:
+        raise UsageError("--offset needs --partition")
+    cfg = _consumer_config(args)
+    group = _group_id(args, cfg)
+    if group is not None and args.offset is not None:
+        raise UsageError("Options group and offset cannot be specified together.")
+    policy = _reset_policy(args, cfg)
     fmt = Formatter(_props(args.property))
-    out = sys.stdout
-    count = 0
+    reader = None
     try:
         with connect(args) as client:
-            leaders = partition_leaders(client, [args.topic])
-            if args.partition is not None:
-                leaders = {tp: n for tp, n in leaders.items() if tp[1] == args.partition}
-                if not leaders:
-                    raise ToolError(f"topic {args.topic} has no partition {args.partition}")
-            tps = sorted(leaders)
-            positions = _start_offsets(client, args, tps, leaders)
-            coordinator = None
-            if args.group:
-                from broker.tools.consumer_groups import _committed, _coordinator
-
-                coordinator = _coordinator(client, args.group)
-                committed = _committed(client, coordinator, args.group)
-                positions.update({tp: off for tp, off in committed.items() if tp in positions})
-            version = client.version_for(FETCH, max_version=12)
-            if version < 4:
-                raise ToolError("the broker's Fetch is too old (needs v4+)")
-            last_data = time.monotonic()
-            max_wait = 500 if args.timeout_ms is None else max(min(500, args.timeout_ms), 1)
-            while args.max_messages is None or count < args.max_messages:
-                got = False
-                by_leader: dict[int, list] = {}
-                for tp in tps:
-                    by_leader.setdefault(leaders[tp], []).append(tp)
-                for leader, group in by_leader.items():
-                    resp = client.request(FETCH, {
-                        "replica_id": -1, "max_wait_ms": max_wait, "min_bytes": 1,
-                        "max_bytes": 50 << 20, "isolation_level": 0, "session_id": 0,
-                        "session_epoch": -1,
-                        "topics": [{"topic": args.topic, "partitions": [
-                            {"partition": p, "fetch_offset": positions[(t, p)],
-                             "partition_max_bytes": 1 << 20} for t, p in group]}],
-                        "forgotten_topics_data": [], "rack_id": ""},
-                        version=version, node=leader)
-                    for t in resp.responses:
-                        for pr in t.partitions:
-                            tp = (args.topic, pr.partition_index)
-                            if pr.error_code == OFFSET_OUT_OF_RANGE:
-                                positions.update(list_offsets(
-                                    client, [tp], EARLIEST if args.from_beginning else LATEST,
-                                    leaders))
-                                continue
-                            if pr.error_code:
-                                raise ToolError(f"fetch {tp[0]}-{tp[1]}: "
-                                                f"{error_name(pr.error_code)}")
-                            for item, nxt in _records(pr.records, positions[tp]):
-                                positions[tp] = max(positions[tp], nxt)
-                                if item is None:
-                                    continue
-                                got = True
-                                out.write(fmt.format(tp[1], item[0], item[1]))
-                                count += 1
-                                if args.max_messages is not None and count >= args.max_messages:
-                                    break
-                            if args.max_messages is not None and count >= args.max_messages:
-                                break
-                out.flush()
-                now = time.monotonic()
-                if got:
-                    last_data = now
-                elif args.timeout_ms is not None and (now - last_data) * 1000 >= args.timeout_ms:
-                    break
-            if coordinator is not None:
-                _commit(client, coordinator, args.group, positions)
+            reader = _Reader(client, fmt, sys.stdout, args.max_messages, policy)
+            if group is not None and args.partition is None:
+                _run_group(args, client, reader, group, cfg)
+            else:
+                _run_assigned(args, client, reader, group)
     finally:
-        print(f"Processed a total of {count} messages", file=sys.stderr)
+        print(f"Processed a total of {reader.count if reader else 0} messages",
+              file=sys.stderr)
     return 0
+
+
+def _run_assigned(args, client, reader: _Reader, group: str | None) -> None:
+    """Read the topic's partitions (or ``--partition``) without joining a group; with a
+    group, start at its committed offsets and commit on exit (generation -1)."""
+    leaders = partition_leaders(client, [args.topic])
+    if args.partition is not None:
+        leaders = {tp: n for tp, n in leaders.items() if tp[1] == args.partition}
+        if not leaders:
+            raise ToolError(f"topic {args.topic} has no partition {args.partition}")
+    reader.leaders = dict(leaders)
+    tps = sorted(leaders)
+    positions = _start_offsets(client, args, tps, leaders)
+    coordinator = None
+    if group is not None:
+        from broker.tools.consumer_groups import _committed, _coordinator
+
+        coordinator = _coordinator(client, group)
+        committed = _committed(client, coordinator, group)
+        positions.update({tp: off for tp, off in committed.items() if tp in positions})
+    last_data = time.monotonic()
+    while not reader.done():
+        if reader.fetch(positions, _max_wait(args)):
+            last_data = time.monotonic()
+        elif _idle_too_long(args, last_data):
+            break
+    if coordinator is not None:
+        _commit(client, coordinator, group, positions)
+
+
+def _sigterm_as_interrupt():
+    """Make SIGTERM end the run like Ctrl-C (so the group is committed and left, as Kafka's
+    shutdown hook does); returns the previous handler, or None off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -> None:
+    """Consume as a member of ``group`` (see the module docstring)."""
+    from broker.tools._group_member import GroupMember
+
+    auto_commit = cfg.get("enable.auto.commit", "true").strip().lower() != "false"
+    commit_interval = _int_config(cfg, "auto.commit.interval.ms", 5000) / 1000.0
+
+    def warn(msg: str) -> None:
+        print(f"josef {COMMAND}: warning: {msg}", file=sys.stderr, flush=True)
+
+    previous = _sigterm_as_interrupt()
+    member = GroupMember(
+        args.bootstrap_server, group, [args.topic],
+        session_timeout_ms=_int_config(cfg, "session.timeout.ms", 45000),
+        heartbeat_interval_ms=_int_config(cfg, "heartbeat.interval.ms", 3000),
+        rebalance_timeout_ms=_int_config(cfg, "max.poll.interval.ms", 300000),
+        group_instance_id=cfg.get("group.instance.id") or None,
+        client_id=cfg.get("client.id", "console-consumer"),
+        request_timeout_ms=args.command_timeout_ms,
+        retry_backoff_ms=_int_config(cfg, "retry.backoff.ms", 100), warn=warn)
+    positions: dict[tuple[str, int], int] = {}
+    committed: dict[tuple[str, int], int] = {}
+    try:
+        partition_leaders(client, [args.topic])  # UNKNOWN_TOPIC_OR_PARTITION before joining
+        positions = _assigned_positions(member, reader)
+        committed = dict(positions)
+        last_data = last_commit = time.monotonic()
+        while not reader.done():
+            if member.rejoin_needed:
+                if auto_commit and positions != committed:
+                    member.commit(positions)
+                positions = {}
+                positions = _assigned_positions(member, reader)
+                committed = dict(positions)
+            if positions:
+                got = reader.fetch(positions, _max_wait(args))
+            else:
+                time.sleep(_max_wait(args) / 1000.0)
+                got = False
+            now = time.monotonic()
+            if got:
+                last_data = now
+            elif _idle_too_long(args, last_data):
+                break
+            if auto_commit and now - last_commit >= commit_interval:
+                last_commit = now
+                if positions != committed and member.commit(positions):
+                    committed = dict(positions)
+    finally:
+        try:
+            if auto_commit and positions and positions != committed:
+                member.commit(positions)
+        except ToolError as e:
+            warn(str(e))
+        finally:
+            member.close()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _assigned_positions(member, reader: _Reader) -> dict[tuple[str, int], int]:
+    """Join, then the start offset of every assigned partition: the committed one, else
+    per auto.offset.reset."""
+    assigned = member.join()
+    if not assigned:
+        return {}
+    reader.refresh_leaders(assigned)
+    positions = member.committed(assigned)
+    missing = [tp for tp in assigned if tp not in positions]
+    if missing:
+        positions.update(reader.reset(missing))
+    return {tp: positions[tp] for tp in assigned}
