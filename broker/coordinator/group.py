@@ -200,6 +200,7 @@ class GroupMetadata:
         self.members: dict[str, MemberMetadata] = {}
         self.static_members: dict[str, str] = {}
         self.pending_members: set[str] = set()
+        self.pending_sync_members: set[str] = set()
         self.num_members_awaiting_join = 0
         self.supported_protocols: dict[str, int] = {}
         self.new_member_added = False
@@ -269,6 +270,7 @@ class GroupMetadata:
                 self.supported_protocols.pop(name, None)
         if member.is_awaiting_join:
             self.num_members_awaiting_join -= 1
+        self.pending_sync_members.discard(member_id)
         if member.group_instance_id is not None and \
                 self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
@@ -327,6 +329,21 @@ class GroupMetadata:
     def remove_pending_member(self, member_id: str) -> None:
         self.pending_members.discard(member_id)
 
+    # pending sync (KAFKA-13054): members of the current generation that owe a SyncGroup
+    def add_pending_sync_member(self, member_id: str) -> None:
+        if member_id not in self.members:
+            raise ValueError(f"pending sync for {member_id}, not a member of {self.group_id}")
+        self.pending_sync_members.add(member_id)
+
+    def remove_pending_sync_member(self, member_id: str) -> None:
+        self.pending_sync_members.discard(member_id)
+
+    def has_received_sync_from_all_members(self) -> bool:
+        return not self.pending_sync_members
+
+    def clear_pending_sync_members(self) -> None:
+        self.pending_sync_members.clear()
+
     def add_static_member(self, instance_id: str, member_id: str) -> None:
         self.static_members[instance_id] = member_id
 
@@ -354,6 +371,9 @@ class GroupMetadata:
             cb(SyncResult(int(ErrorCode.FENCED_INSTANCE_ID)))
         member.member_id = new_member_id
         self.members[new_member_id] = member
+        if old_member_id in self.pending_sync_members:
+            self.pending_sync_members.discard(old_member_id)
+            self.pending_sync_members.add(new_member_id)
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         self.static_members[instance_id] = new_member_id

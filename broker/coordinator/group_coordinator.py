@@ -96,6 +96,7 @@ class GroupCoordinator(GroupMembership):
         self.time_ms = time_ms
         self.join_purgatory = DelayedOperationPurgatory("Rebalance", timer)
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", timer)
+        self.sync_purgatory = DelayedOperationPurgatory("Sync", timer)
         self.groups: dict[str, GroupMetadata] = {}
         self.owned: set[int] = set()
         self.loading: set[int] = set()
@@ -121,6 +122,7 @@ class GroupCoordinator(GroupMembership):
             t.cancel()
         self.join_purgatory.shutdown()
         self.heartbeat_purgatory.shutdown()
+        self.sync_purgatory.shutdown()
         self.groups.clear()
         self.owned.clear()
 
@@ -191,6 +193,8 @@ class GroupCoordinator(GroupMembership):
             group = self.groups.pop(group_id)
             self._fail_waiters(group, E.NOT_COORDINATOR)
             group.state = S.DEAD
+            group.clear_pending_sync_members()
+            self.sync_purgatory.check_and_complete(GroupKey(group_id))
             self.join_purgatory.check_and_complete(GroupKey(group_id))
             for mid in list(group.members):
                 self.heartbeat_purgatory.check_and_complete(MemberKey(group_id, mid))

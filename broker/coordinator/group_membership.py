@@ -2,8 +2,8 @@
 GroupCoordinator join/sync/heartbeat/leave paths), a mixin of ``GroupCoordinator``.
 
 It uses the coordinator's ``config`` (GroupConfig), ``groups``, ``store``, ``time_ms``,
-``join_purgatory`` (DelayedJoin / InitialDelayedJoin, key GroupKey), ``heartbeat_purgatory``
-(DelayedHeartbeat, key MemberKey), ``coordinator_error(group_id)`` and ``_spawn(coro)``.
+``join_purgatory`` (DelayedJoin / InitialDelayedJoin, key GroupKey), ``sync_purgatory``
+(DelayedSync, key GroupKey), ``heartbeat_purgatory`` (DelayedHeartbeat, key MemberKey), ``coordinator_error(group_id)`` and ``_spawn(coro)``.
 
 - JoinGroup: KIP-394 member ids (MEMBER_ID_REQUIRED with the generated id for v4+ joins
   without one; the pending id expires after the session timeout), KIP-345 static members
@@ -16,7 +16,9 @@ It uses the coordinator's ``config`` (GroupConfig), ``groups``, ``store``, ``tim
   did not are dropped (dynamic ones) and the next generation forms; new members get
   NEW_MEMBER_JOIN_TIMEOUT_MS (5 min) to heartbeat after their first join.
 - SyncGroup: the leader's assignment is written to ``__consumer_offsets`` and then handed to
-  every member (Stable); a failed write answers its error and rebalances.
+  every member (Stable); a failed write answers its error and rebalances. Every member of a
+  new generation must send SyncGroup within the rebalance timeout (DelayedSync, Kafka 3.0+):
+  the ones that did not are removed and the group rebalances.
 - Heartbeat / LeaveGroup: see the method docstrings for the error codes.
 """
 
@@ -27,6 +29,7 @@ from collections.abc import Callable
 
 from broker.coordinator.delayed_heartbeat import DelayedHeartbeat
 from broker.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
+from broker.coordinator.delayed_sync import DelayedSync
 from broker.coordinator.group import (
     GroupMetadata,
     GroupState,
@@ -252,6 +255,7 @@ class GroupMembership:
     def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_state(S.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS)
+        self._remove_sync_expiration(group)
         if group.is_state(S.EMPTY):
             delay = self.config.initial_rebalance_delay_ms
             op = InitialDelayedJoin(self, self.join_purgatory, group, delay, delay,
@@ -283,6 +287,36 @@ class GroupMembership:
             group.invoke_join_callback(member, self._join_result(group, member, True))
             self._complete_and_schedule_heartbeat(group, member)
             member.is_new = False
+            group.add_pending_sync_member(member.member_id)
+        self.sync_purgatory.try_complete_else_watch(
+            DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms),
+            [GroupKey(group.group_id)])
+
+    # --- pending sync (DelayedSync) -------------------------------------------------------------
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.remove_pending_sync_member(member_id)
+        self.sync_purgatory.check_and_complete(GroupKey(group.group_id))
+
+    def _remove_sync_expiration(self, group: GroupMetadata) -> None:
+        group.clear_pending_sync_members()
+        self.sync_purgatory.check_and_complete(GroupKey(group.group_id))
+
+    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        """DelayedSync timed out: remove the members of ``generation_id`` that never sent
+        SyncGroup and rebalance (nothing if the generation or state moved on meanwhile)."""
+        if generation_id != group.generation_id or \
+                group.state not in (S.COMPLETING_REBALANCE, S.STABLE):
+            return
+        pending = [mid for mid in group.pending_sync_members if mid in group]
+        group.clear_pending_sync_members()
+        if not pending:
+            return
+        for mid in pending:
+            group.remove(mid)
+            self.heartbeat_purgatory.check_and_complete(MemberKey(group.group_id, mid))
+        log.info("Group %s removed members who did not send SyncGroup within the rebalance "
+                 "timeout of generation %d: %s", group.group_id, generation_id, pending)
+        self._prepare_rebalance(group, f"removing {pending} on pending sync request expiration")
 
     async def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes] | None
                            ) -> ErrorCode:
@@ -365,6 +399,7 @@ class GroupMembership:
         if group.is_state(S.PREPARING_REBALANCE):
             return fail(E.REBALANCE_IN_PROGRESS)
         if group.is_state(S.STABLE):
+            self._remove_pending_sync_member(group, member_id)
             self._complete_and_schedule_heartbeat(group, member)
             return callback(SyncResult(int(E.NONE), group.protocol_type, group.protocol_name,
                                        member.assignment))
@@ -372,6 +407,7 @@ class GroupMembership:
         if member.is_awaiting_sync:  # a duplicate: answer the earlier one
             group.invoke_sync_callback(member, SyncResult(int(E.REBALANCE_IN_PROGRESS)))
         member.sync_callback = callback
+        self._remove_pending_sync_member(group, member_id)
         self._complete_and_schedule_heartbeat(group, member)
         if group.is_leader(member_id):
             full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
