@@ -317,3 +317,50 @@ def test_group_options_checked(shared_broker):
     res = josef("console-consumer", "--bootstrap-server", b, "--topic", "t", "--group", "g",
                 "--from-beginning", "--consumer-property", "auto.offset.reset=latest")
     assert res.returncode == 2 and b"--from-beginning" in res.stderr
+
+
+def test_rebalance_commits_before_giving_partitions_up(shared_broker, consoles):
+    b = shared_broker.bootstrap
+    topic = _create_topic(b)
+    group = f"ccg-{uuid.uuid4().hex[:6]}"
+    # Auto-commit far away: only the commit made before revoking can tell the newcomer
+    # where the first consumer stopped.
+    args = ["--bootstrap-server", b, "--topic", topic, "--group", group,
+            "--property", "print.partition=true", "--consumer-property",
+            "session.timeout.ms=6000", "--consumer-property", "heartbeat.interval.ms=300",
+            "--consumer-property", "auto.commit.interval.ms=600000"]
+    first = consoles(*args)
+    _wait_split(b, group, 1)
+    before = _produce(b, topic, 80, prefix="a")
+    _wait_lines(80, [lambda: first.lines])
+    assert len(first.lines) == 80
+    second = consoles(*args, "--from-beginning")  # would re-read everything if not resumed
+    _wait_split(b, group, 2)
+    assert _committed(b, group) == {0: 20, 1: 20, 2: 20, 3: 20}
+    after = _produce(b, topic, 80, prefix="b")
+    _wait_lines(160, [lambda: first.lines, lambda: second.lines])
+    assert first.interrupt() == 130 and second.interrupt() == 130
+    _, v1 = _split_lines(first.lines)
+    p2, v2 = _split_lines(second.lines)
+    assert len(p2) == 2
+    assert sorted(v1 + v2) == sorted(before + after)
+    assert _committed(b, group) == {0: 40, 1: 40, 2: 40, 3: 40}
+
+
+def test_static_member_does_not_leave_and_comes_back(shared_broker):
+    b = shared_broker.bootstrap
+    topic = _create_topic(b, partitions=2)
+    group = f"ccg-{uuid.uuid4().hex[:6]}"
+    values = _produce(b, topic, 10, partitions=2)
+    base = ["--bootstrap-server", b, "--topic", topic, "--group", group, *FAST,
+            "--consumer-property", "group.instance.id=console-1"]
+    first = josef("console-consumer", *base, "--from-beginning", "--max-messages", "4")
+    assert first.returncode == 0, first.stderr
+    # KIP-345: a static member sends no LeaveGroup; it stays until its session times out.
+    members = _members(b, group)
+    assert len(members) == 1 and sorted(next(iter(members.values()))) == \
+        [(topic, 0), (topic, 1)]
+    rest = josef("console-consumer", *base, "--from-beginning", "--timeout-ms", "2000")
+    assert rest.returncode == 0, rest.stderr
+    assert sorted(first.stdout.decode().split() + rest.stdout.decode().split()) == \
+        sorted(values)
