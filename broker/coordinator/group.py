@@ -33,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import MESSAGES
 
 __all__ = [
     "GroupMetadata",
@@ -44,6 +45,10 @@ __all__ = [
     "VALID_PREVIOUS_STATES",
     "consumer_subscribed_topics",
 ]
+
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+_SUBSCRIPTION = MESSAGES["ConsumerProtocolSubscription"]
 
 
 class GroupState(enum.Enum):
@@ -455,31 +460,59 @@ class GroupMetadata:
         return tp in self.pending_offset_commits
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
-        """KIP-211: offsets of an Empty group expire ``retention_ms`` after the later of the
-        commit and the moment the group became Empty; an explicit ``expire_timestamp``
-        (OffsetCommit v2-v4 retention time) wins. Non-empty groups keep their offsets."""
-        if self.state is not GroupState.EMPTY:
+        """The offsets to expire now (Kafka's ``removeExpiredOffsets``; ``retention_ms`` =
+        ``offsets.retention.minutes``). An offset with a commit in flight never expires; one
+        with an explicit ``expire_timestamp`` (OffsetCommit v2-v4 retention time) expires at
+        that time. Otherwise, by group:
+
+        - Empty group with a protocol type (its members left; KIP-211): ``retention_ms``
+          after the group became Empty (``current_state_timestamp``; the commit time when
+          unknown). Later commits to the Empty group do not restart that clock.
+        - Stable ``consumer`` group whose members' subscriptions parse (KIP-496): offsets of
+          topics no member subscribes to, ``retention_ms`` after their commit.
+        - no protocol type (a "simple" group that only stores offsets): ``retention_ms``
+          after each commit.
+        - any other group (rebalancing, other protocols, unknown subscriptions): none.
+        """
+        subscribed: set[str] = set()
+        if self.protocol_type is not None and self.state is GroupState.EMPTY:
+            state_ts = self.current_state_timestamp
+
+            def base(om: OffsetAndMetadata) -> int:
+                return state_ts if state_ts >= 0 else om.commit_timestamp
+        elif self.protocol_type is None:
+            def base(om: OffsetAndMetadata) -> int:
+                return om.commit_timestamp
+        elif self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.state is GroupState.STABLE:
+            topics = self.subscribed_topics()
+            if topics is None:
+                return []
+            subscribed = topics
+
+            def base(om: OffsetAndMetadata) -> int:
+                return om.commit_timestamp
+        else:
             return []
         out = []
         for tp, om in self.offsets.items():
+            if tp[0] in subscribed or tp in self.pending_offset_commits:
+                continue
             if om.expire_timestamp >= 0:
                 if now_ms >= om.expire_timestamp:
                     out.append(tp)
-                continue
-            base = max(om.commit_timestamp, self.current_state_timestamp)
-            if now_ms - base >= retention_ms:
+            elif now_ms - base(om) >= retention_ms:
                 out.append(tp)
         return out
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to (consumer protocol only; None if unknown)."""
-        if self.protocol_type != "consumer" or self.protocol_name is None:
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
             return None
         topics: set[str] = set()
         for m in self.members.values():
             try:
                 topics |= consumer_subscribed_topics(m.metadata(self.protocol_name))
-            except (KeyError, ValueError, struct.error):
+            except (KeyError, ValueError):
                 return None
         return topics
 
@@ -494,17 +527,19 @@ def new_member_id(client_id: str) -> str:
 
 
 def consumer_subscribed_topics(metadata: Any) -> set[str]:
-    """Topics of a ConsumerProtocolSubscription (any version): ``int16 version, int32 count,
-    count x (int16 length + UTF-8 topic)`` then version-specific fields we do not need."""
+    """Topics of a consumer-protocol JoinGroup metadata: ``int16 version`` then a
+    ``ConsumerProtocolSubscription`` of that version (v0 topics + user data, v1 owned
+    partitions, v2 generation, v3 rack). A version newer than the schema is read with the
+    newest schema (Kafka's ConsumerProtocol does the same: fields are only appended).
+    Raises ValueError for malformed bytes."""
     buf = bytes(metadata)
-    (count,) = struct.unpack_from(">i", buf, 2)
-    if count < 0 or count > len(buf):
-        raise ValueError("bad subscription topic count")
-    pos, out = 6, set()
-    for _ in range(count):
-        (n,) = struct.unpack_from(">h", buf, pos)
-        if n < 0 or pos + 2 + n > len(buf):
-            raise ValueError("bad subscription topic")
-        out.add(buf[pos + 2:pos + 2 + n].decode("utf-8"))
-        pos += 2 + n
-    return out
+    if len(buf) < 2:
+        raise ValueError("consumer protocol subscription shorter than its version")
+    (version,) = struct.unpack_from(">h", buf, 0)
+    if version < 0:
+        raise ValueError(f"consumer protocol subscription version {version}")
+    try:
+        sub = _SUBSCRIPTION.decode(buf[2:], min(version, _SUBSCRIPTION.max_version))
+    except KafkaError as e:
+        raise ValueError(f"malformed consumer protocol subscription: {e}") from None
+    return {t for t in sub.topics if t is not None}

@@ -11,8 +11,10 @@ Membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, rebalances, DelayedJoin an
 DelayedHeartbeat) is ``group_membership.GroupMembership``, mixed in. The group is written to
 ``__consumer_offsets`` when a generation forms with the leader's assignment, when it becomes
 Empty, and when a static member is replaced; offsets on every commit; tombstones on
-deletion and expiry (KIP-211: only Empty groups' offsets expire, after
-``offsets.retention.minutes``).
+deletion and expiry (``offsets.retention.minutes``: KIP-211 for Empty groups, counted from
+when they became Empty; KIP-496 for Stable consumer groups, the offsets of topics no member
+subscribes to, counted from their commit; simple groups from each commit; see
+``GroupMetadata.expired_offsets``).
 
 Results reach the caller through callbacks (``JoinResult``, ``SyncResult``, error codes) so
 the purgatory operations can answer parked requests; the handlers wrap them in futures.
@@ -380,8 +382,8 @@ class GroupCoordinator(GroupMembership):
 
     # --- offset expiration (KIP-211) -------------------------------------------------------------
     async def expire_offsets(self) -> int:
-        """One retention pass (Kafka's cleanupGroupMetadata): tombstone expired offsets of
-        Empty groups; an Empty group left without offsets, pending members or commits in
+        """One retention pass (Kafka's cleanupGroupMetadata): tombstone the offsets
+        ``GroupMetadata.expired_offsets`` picks (KIP-211 / KIP-496); an Empty group left without offsets, pending members or commits in
         flight becomes Dead and its group record is tombstoned. Returns the number of
         offsets expired."""
         now = self.time_ms()

@@ -87,16 +87,19 @@ def test_init_next_generation():
 def test_offsets_expire_only_when_empty_kip211():
     now = [1000]
     g = GroupMetadata("g", S.EMPTY, lambda: now[0])
+    g.protocol_type = "consumer"  # its members left at 1000
     g.offsets[("t", 0)] = OffsetAndMetadata(5, commit_timestamp=500)
     g.offsets[("t", 1)] = OffsetAndMetadata(6, commit_timestamp=3000)
     g.offsets[("t", 2)] = OffsetAndMetadata(7, commit_timestamp=0, expire_timestamp=99999)
-    # base = max(commit, became-empty 1000)
+    # base = when the group became Empty (1000), whatever the commit time (Kafka)
     assert g.expired_offsets(1999, 1000) == []
-    assert g.expired_offsets(2000, 1000) == [("t", 0)]
-    assert sorted(g.expired_offsets(4000, 1000)) == [("t", 0), ("t", 1)]
+    assert sorted(g.expired_offsets(2000, 1000)) == [("t", 0), ("t", 1)]
     assert ("t", 2) in g.expired_offsets(99999, 1000)
-    g.state = S.STABLE
+    g.state = S.STABLE  # not a consumer-protocol subscription: nothing expires
     assert g.expired_offsets(10**9, 1) == []
+    # a simple group (no protocol type): by commit time
+    g.state, g.protocol_type = S.EMPTY, None
+    assert g.expired_offsets(1500, 1000) == [("t", 0)]
 
 
 def test_consumer_subscription_topics():
