@@ -1,11 +1,12 @@
 """GroupCoordinator: Kafka's classic group protocol and offset storage for the groups whose
 ``__consumer_offsets`` partition this broker leads.
 
-Ownership: ``on_election(partition)`` (this broker became leader of
-``__consumer_offsets-<partition>``) loads the partition (COORDINATOR_LOAD_IN_PROGRESS
-meanwhile); ``on_resignation(partition)`` unloads its groups (waiters answer NOT_COORDINATOR).
-A group on a partition this broker does not own -> NOT_COORDINATOR; before ``startup`` /
-after ``shutdown`` -> COORDINATOR_NOT_AVAILABLE.
+Ownership (``partition_loading.PartitionLoading``, mixed in): ``on_election(partition)``
+(this broker became leader of ``__consumer_offsets-<partition>``) loads the partition
+(COORDINATOR_LOAD_IN_PROGRESS meanwhile; failed loads are retried with backoff);
+``on_resignation(partition)`` unloads its groups (waiters answer NOT_COORDINATOR). A group on
+a partition this broker does not own -> NOT_COORDINATOR; before ``startup`` / after
+``shutdown`` -> COORDINATOR_NOT_AVAILABLE.
 
 Membership (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, rebalances, DelayedJoin and
 DelayedHeartbeat) is ``group_membership.GroupMembership``, mixed in. The group is written to
@@ -39,8 +40,9 @@ from broker.coordinator.group import (
 )
 from broker.coordinator.group_membership import GroupMembership
 from broker.coordinator.group_store import GroupStore
+from broker.coordinator.partition_loading import PartitionLoading
 from broker.coordinator.records import group_tombstone, offset_commit_record, offset_tombstone
-from broker.purgatory import DelayedOperationPurgatory, GroupKey, MemberKey
+from broker.purgatory import DelayedOperationPurgatory
 from protocol.errors import ErrorCode
 
 __all__ = ["GroupConfig", "GroupCoordinator", "JoinResult", "SyncResult"]
@@ -85,7 +87,7 @@ class GroupConfig:
             num_partitions=config.get("offsets.topic.num.partitions"))
 
 
-class GroupCoordinator(GroupMembership):
+class GroupCoordinator(PartitionLoading, GroupMembership):
     """See the module docstring. ``store`` is a GroupStore (or anything with its
     ``partition_for``/``append``/``load``), ``timer`` the purgatory Timer."""
 
@@ -103,6 +105,7 @@ class GroupCoordinator(GroupMembership):
         self.owned: set[int] = set()
         self.loading: set[int] = set()
         self.epochs: dict[int, int] = {}
+        self._load_retries: dict[int, Any] = {}
         self.active = False
         self.rebalances = 0
         self._tasks: set[asyncio.Task] = set()
@@ -120,6 +123,8 @@ class GroupCoordinator(GroupMembership):
             self._expiry_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._expiry_task
+        for p in list(self._load_retries):
+            self._cancel_load_retry(p)
         for t in list(self._tasks):
             t.cancel()
         self.join_purgatory.shutdown()
@@ -147,75 +152,6 @@ class GroupCoordinator(GroupMembership):
     # --- partition ownership -------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
         return self.store.partition_for(group_id)
-
-    def on_election(self, partition: int, epoch: int = 0) -> asyncio.Task | None:
-        """This broker leads ``__consumer_offsets-<partition>``: load its groups."""
-        if partition in self.owned and self.epochs.get(partition) == epoch:
-            return None
-        if partition in self.loading:
-            self.epochs[partition] = epoch
-            return None
-        self.epochs[partition] = epoch
-        self.loading.add(partition)
-        return self._spawn(self._load(partition, epoch))
-
-    async def _load(self, partition: int, epoch: int) -> None:
-        start = time.monotonic()
-        try:
-            loaded = await self.store.load(
-                partition, lambda: partition in self.loading and self.epochs.get(partition) == epoch)
-        except Exception:
-            self.loading.discard(partition)
-            log.exception("loading __consumer_offsets-%d failed", partition)
-            return
-        if partition not in self.loading or self.epochs.get(partition) != epoch:
-            return
-        for group_id, group in loaded.items():
-            if self.partition_for(group_id) != partition:
-                continue
-            group._now_ms = self.time_ms
-            self.groups[group_id] = group
-            for member in group.members.values():
-                self._complete_and_schedule_heartbeat(group, member)
-        self.loading.discard(partition)
-        self.owned.add(partition)
-        log.log(logging.INFO if loaded else logging.DEBUG,
-                "loaded %d groups of __consumer_offsets-%d in %.1f ms", len(loaded),
-                 partition, (time.monotonic() - start) * 1000)
-
-    def on_resignation(self, partition: int) -> None:
-        """No longer leader: drop the partition's groups; waiters answer NOT_COORDINATOR."""
-        self.loading.discard(partition)
-        self.epochs.pop(partition, None)
-        was_owned = partition in self.owned
-        self.owned.discard(partition)
-        if not was_owned:
-            return
-        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
-            group = self.groups.pop(group_id)
-            self._fail_waiters(group, E.NOT_COORDINATOR)
-            group.state = S.DEAD
-            group.clear_pending_sync_members()
-            self.sync_purgatory.check_and_complete(GroupKey(group_id))
-            self.join_purgatory.check_and_complete(GroupKey(group_id))
-            for mid in list(group.members):
-                self.heartbeat_purgatory.check_and_complete(MemberKey(group_id, mid))
-
-    def _fail_waiters(self, group: GroupMetadata, error: ErrorCode) -> None:
-        for m in list(group.members.values()):
-            group.invoke_join_callback(m, JoinResult(int(error), m.member_id))
-            group.invoke_sync_callback(m, SyncResult(int(error)))
-
-    def coordinator_error(self, group_id: str) -> ErrorCode:
-        """NONE, or why this broker cannot serve ``group_id`` (Kafka's validateGroupStatus)."""
-        if not self.active:
-            return E.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_for(group_id)
-        if p in self.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        if p not in self.owned:
-            return E.NOT_COORDINATOR
-        return E.NONE
 
     # --- offsets -------------------------------------------------------------------------------
     async def handle_commit_offsets(self, group_id: str, member_id: str,

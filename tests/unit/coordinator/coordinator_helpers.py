@@ -24,6 +24,9 @@ class MemoryStore:
         self.error = ErrorCode.NONE
         self.loaded: dict[int, dict] = {}
         self.gate: asyncio.Event | None = None  # when set, appends wait for it
+        self.load_failures = 0  # the next n loads raise OSError
+        self.load_gate: asyncio.Event | None = None  # when set, loads wait for it
+        self.loads = 0
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -35,6 +38,12 @@ class MemoryStore:
         return self.error
 
     async def load(self, partition, is_current=lambda: True):
+        self.loads += 1
+        if self.load_gate is not None:
+            await self.load_gate.wait()
+        if self.load_failures > 0:
+            self.load_failures -= 1
+            raise OSError(f"injected read error on partition {partition}")
         return self.loaded.get(partition, {})
 
     def records(self):
