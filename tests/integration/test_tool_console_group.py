@@ -67,6 +67,11 @@ class Console:
         self.proc.send_signal(signal.SIGINT)
         return self.wait(timeout)
 
+    def terminate(self, timeout: float = 20) -> int:
+        """SIGTERM: the tool shuts down as on Ctrl-C (Kafka's shutdown hook)."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
     def wait(self, timeout: float = 30) -> int:
         try:
             rc = self.proc.wait(timeout)
@@ -231,12 +236,13 @@ def test_two_console_consumers_split_the_partitions(shared_broker, consoles):
     assert sorted(len(tps) for tps in members.values()) == [2, 2]
     values = _produce(b, topic, 200)
     _wait_lines(200, [lambda: first.lines, lambda: second.lines])
-    assert first.interrupt() == 130 and second.interrupt() == 130
+    assert first.interrupt() == 130 and second.terminate() == 130
     p1, v1 = _split_lines(first.lines)
     p2, v2 = _split_lines(second.lines)
     assert len(p1) == 2 and len(p2) == 2 and p1 | p2 == {0, 1, 2, 3}
     assert sorted(v1 + v2) == sorted(values)
     assert "Processed a total of 100 messages" in first.stderr, first.stderr
+    assert "Processed a total of 100 messages" in second.stderr, second.stderr
     # Committed on exit, and both members left (the group is Empty, not waiting for them).
     assert _committed(b, group) == {0: 50, 1: 50, 2: 50, 3: 50}
     assert _members(b, group) == {}
