@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import inspect
 import logging
 import os
@@ -220,6 +221,7 @@ class BrokerServer:
 
         self._gate.open.set()
         self._started = True
+        _tune_gc_once()
         log.info("[KafkaServer id=%d] started (cluster id %s, controller epoch %d)",
                  self.broker_id, self.controller.cluster_id, self.controller.controller_epoch)
 
@@ -495,3 +497,27 @@ async def run_server(config: KafkaConfig) -> None:
 def _on_signal(sig: int, stop: asyncio.Event) -> None:
     log.info("received %s; shutting down", signal.Signals(sig).name)
     stop.set()
+
+
+_GC_TUNED = False
+
+
+def _tune_gc_once() -> None:
+    """After the first startup in this process: move every object alive now (modules, schemas,
+    config, loaded logs) to the permanent generation (`gc.freeze()`, after one collection so no
+    garbage is kept) and collect generation 0 every 50 000 net allocations instead of 700.
+
+    Why: the cyclic GC's cost grows with the number of tracked objects, and the purgatories
+    keep up to ~1M pending operations/timer tasks alive. Measured (micro-benchmark on
+    benchmarks/bench_purgatory.py's workloads, best of 3, kops/s, default -> tuned, GC off):
+    timer add+cancel at 100k pending 780-930 -> 1055-1100 (1204), at 1M 610-630 -> 1080-1090
+    (1189); park+complete ops unchanged within noise (550-650 either way). Cyclic garbage is
+    found later (50k allocations), which costs at most a few MB.
+    """
+    global _GC_TUNED
+    if _GC_TUNED:
+        return
+    _GC_TUNED = True
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
