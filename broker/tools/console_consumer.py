@@ -414,7 +414,6 @@ def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -
     def warn(msg: str) -> None:
         print(f"josef {COMMAND}: warning: {msg}", file=sys.stderr, flush=True)
 
-    previous = _sigterm_as_interrupt()
     member = GroupMember(
         args.bootstrap_server, group, [args.topic],
         session_timeout_ms=_int_config(cfg, "session.timeout.ms", 45000),
@@ -426,18 +425,18 @@ def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -
         retry_backoff_ms=_int_config(cfg, "retry.backoff.ms", 100), warn=warn)
     positions: dict[tuple[str, int], int] = {}
     committed: dict[tuple[str, int], int] = {}
+    previous = None
     try:
+        previous = _sigterm_as_interrupt()
         partition_leaders(client, [args.topic])  # UNKNOWN_TOPIC_OR_PARTITION before joining
-        positions = _assigned_positions(member, reader)
-        committed = dict(positions)
+        positions, committed = _assigned_positions(member, reader)
         last_data = last_commit = time.monotonic()
         while not reader.done():
             if member.rejoin_needed:
                 if auto_commit and positions != committed:
                     member.commit(positions)
                 positions = {}
-                positions = _assigned_positions(member, reader)
-                committed = dict(positions)
+                positions, committed = _assigned_positions(member, reader)
             if positions:
                 got = reader.fetch(positions, _max_wait(args))
             else:
@@ -464,15 +463,18 @@ def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -
                 signal.signal(signal.SIGTERM, previous)
 
 
-def _assigned_positions(member, reader: _Reader) -> dict[tuple[str, int], int]:
-    """Join, then the start offset of every assigned partition: the committed one, else
-    per auto.offset.reset."""
+def _assigned_positions(member, reader: _Reader
+                        ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """Join, then (start offset of every assigned partition, the group's committed
+    offsets of those that have one). A partition without one starts per auto.offset.reset
+    and that position is committed like any other (so a restart does not reset again)."""
     assigned = member.join()
     if not assigned:
-        return {}
+        return {}, {}
     reader.refresh_leaders(assigned)
-    positions = member.committed(assigned)
+    committed = member.committed(assigned)
+    positions = dict(committed)
     missing = [tp for tp in assigned if tp not in positions]
     if missing:
         positions.update(reader.reset(missing))
-    return {tp: positions[tp] for tp in assigned}
+    return {tp: positions[tp] for tp in assigned}, committed

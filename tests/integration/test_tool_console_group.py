@@ -370,3 +370,21 @@ def test_static_member_does_not_leave_and_comes_back(shared_broker):
     assert rest.returncode == 0, rest.stderr
     assert sorted(first.stdout.decode().split() + rest.stdout.decode().split()) == \
         sorted(values)
+
+
+def test_reset_position_is_committed_so_a_restart_does_not_skip(shared_broker):
+    # Kafka commits the position auto.offset.reset chose even when nothing was read: records
+    # produced between two runs of a group are not skipped by a second "latest" reset.
+    b = shared_broker.bootstrap
+    topic = _create_topic(b, partitions=2)
+    group = f"ccg-{uuid.uuid4().hex[:6]}"
+    _produce(b, topic, 4, partitions=2, prefix="old")
+    base = ["--bootstrap-server", b, "--topic", topic, "--group", group, *FAST,
+            "--timeout-ms", "1500"]
+    first = josef("console-consumer", *base)
+    assert first.returncode == 0 and first.stdout == b"", first.stderr
+    assert _committed(b, group) == {0: 2, 1: 2}
+    values = _produce(b, topic, 6, partitions=2, prefix="new")
+    second = josef("console-consumer", *base)
+    assert second.returncode == 0, second.stderr
+    assert sorted(second.stdout.decode().split()) == sorted(values)
