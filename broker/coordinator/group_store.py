@@ -3,8 +3,9 @@
 - ``partition_for(group_id)``: ``(java_string_hashcode(group_id) & 0x7fffffff) %
   offsets.topic.num.partitions`` -- Kafka's mapping, so a group lands on the same partition
   number as in Kafka.
-- ``append(partition, records)``: one uncompressed v2 RecordBatch (CreateTime = now ms) of
-  ``(key, value)`` pairs (value None = tombstone) appended as leader with acks=-1 through the
+- ``append(partition, records)``: one v2 RecordBatch (CreateTime = now ms), compressed with
+  ``offsets.topic.compression.codec`` (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd; Kafka's
+  default none), of ``(key, value)`` pairs (value None = tombstone) appended as leader with acks=-1 through the
   ReplicaManager (``origin="coordinator"``). Returns the error code mapped as Kafka maps a
   failed group/offset append for clients: UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
   REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER,
@@ -30,7 +31,8 @@ from broker.coordinator.records import GroupRecord, OffsetRecord, decode_record,
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import RecordBatchBuilder, iter_batches_lenient
 
-__all__ = ["GROUP_METADATA_TOPIC", "GroupStore", "java_string_hashcode", "partition_for"]
+__all__ = ["COMPRESSION_CODECS", "GROUP_METADATA_TOPIC", "GroupStore", "java_string_hashcode",
+           "partition_for"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,9 @@ _APPEND_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
 }
+#: offsets.topic.compression.codec values (Kafka's CompressionType ids)
+COMPRESSION_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+COMPRESSION_CODECS_ALLOWED = ", ".join(f"{k} ({v})" for k, v in COMPRESSION_CODECS.items())
 SIZE_ERRORS = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
                          ErrorCode.INVALID_FETCH_SIZE})
 
@@ -74,7 +79,11 @@ class GroupStore:
     def __init__(self, replica_manager, num_partitions: int = 50,
                  load_buffer_size: int = 5 * 1024 * 1024,
                  commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS,
-                 time_ms: Callable[[], int] = _now_ms) -> None:
+                 time_ms: Callable[[], int] = _now_ms, compression_type: int = 0) -> None:
+        if compression_type not in COMPRESSION_CODECS:
+            raise ValueError(f"unknown compression codec {compression_type} "
+                             f"(allowed: {COMPRESSION_CODECS_ALLOWED})")
+        self.compression_type = compression_type
         self.replica_manager = replica_manager
         self.num_partitions = num_partitions
         self.load_buffer_size = max(int(load_buffer_size), 1024)
@@ -86,7 +95,7 @@ class GroupStore:
         return partition_for(group_id, self.num_partitions)
 
     def build_batch(self, records: list[tuple[bytes, bytes | None]]) -> bytearray:
-        builder = RecordBatchBuilder()
+        builder = RecordBatchBuilder(compression_type=self.compression_type)
         now = self.time_ms()
         for key, value in records:
             builder.append(now, key, value)

@@ -1,7 +1,8 @@
 """How the broker runs the group coordinator (called once from ``broker.server``).
 
 ``attach_group_coordinator(services, listener)`` builds a GroupCoordinator from the broker
-config (``GroupConfig.from_kafka_config``) over a GroupStore on the ReplicaManager, sets
+config (``GroupConfig.from_kafka_config``) over a GroupStore on the ReplicaManager
+(``group_store_from_config``: ConfigError for an unknown ``offsets.topic.compression.codec``), sets
 ``services.group_coordinator`` and hooks the controller decisions that move coordinator
 ownership (Kafka's ``onElection`` / ``onResignation`` from LeaderAndIsr and StopReplica):
 
@@ -20,10 +21,17 @@ from __future__ import annotations
 import functools
 import logging
 
+from broker.config import ConfigError
 from broker.coordinator.group_coordinator import GroupConfig, GroupCoordinator
-from broker.coordinator.group_store import GROUP_METADATA_TOPIC, GroupStore
+from broker.coordinator.group_store import (
+    COMPRESSION_CODECS,
+    COMPRESSION_CODECS_ALLOWED,
+    GROUP_METADATA_TOPIC,
+    GroupStore,
+)
 
-__all__ = ["attach_group_coordinator", "apply_leader_and_isr", "apply_stop_replica"]
+__all__ = ["attach_group_coordinator", "apply_leader_and_isr", "apply_stop_replica",
+           "group_store_from_config"]
 
 log = logging.getLogger(__name__)
 TYPE_FULL = 2
@@ -53,13 +61,24 @@ def apply_stop_replica(coordinator: GroupCoordinator, decision) -> None:
                 coordinator.on_resignation(ps.partition_index)
 
 
+def group_store_from_config(config, replica_manager) -> GroupStore:
+    """The GroupStore of a broker config (``offsets.topic.num.partitions``,
+    ``offsets.load.buffer.size``, ``offsets.commit.timeout.ms``,
+    ``offsets.topic.compression.codec``; an unknown codec raises ConfigError)."""
+    codec = config.get("offsets.topic.compression.codec")
+    if codec not in COMPRESSION_CODECS:
+        raise ConfigError("offsets.topic.compression.codec", codec, COMPRESSION_CODECS_ALLOWED)
+    return GroupStore(replica_manager, config.get("offsets.topic.num.partitions"),
+                      load_buffer_size=config.get("offsets.load.buffer.size"),
+                      commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
+                      compression_type=codec)
+
+
 def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
     if services.replica_manager is None:
         return None
     cfg = GroupConfig.from_kafka_config(services.config)
-    store = GroupStore(services.replica_manager, cfg.num_partitions,
-                       load_buffer_size=services.config.get("offsets.load.buffer.size"),
-                       commit_timeout_ms=services.config.get("offsets.commit.timeout.ms"))
+    store = group_store_from_config(services.config, services.replica_manager)
     coordinator = GroupCoordinator(services.broker_id, cfg, store, services.timer)
     coordinator.startup()
     services.group_coordinator = coordinator
