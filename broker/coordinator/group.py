@@ -388,6 +388,21 @@ class GroupMetadata:
     def has_all_members_joined(self) -> bool:
         return len(self.members) == self.num_members_awaiting_join and not self.pending_members
 
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Kafka's ``maybeElectNewJoinedLeader``: True when the leader has rejoined, or
+        another member that rejoined now leads; False when no member rejoined (or there is
+        no leader)."""
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.is_awaiting_join:
+            return True
+        for mid, m in self.members.items():
+            if m.is_awaiting_join:
+                self.leader_id = mid
+                return True
+        return False
+
     def not_yet_rejoined_members(self) -> list[MemberMetadata]:
         return [m for m in self.members.values() if not m.is_awaiting_join]
 

@@ -270,13 +270,21 @@ class GroupMembership:
 
     def on_complete_join(self, group: GroupMetadata) -> None:
         """DelayedJoin completed: drop dynamic members that did not rejoin, form the next
-        generation and answer every waiting JoinGroup (the leader gets the members)."""
+        generation and answer every waiting JoinGroup (the leader, a member that rejoined,
+        gets the members). If members remain but none rejoined (static members only), the
+        join phase waits another rebalance timeout instead (Kafka's onCompleteJoin)."""
         if group.is_state(S.DEAD):
             return
         for m in group.not_yet_rejoined_members():
             if not m.is_static:
                 group.remove(m.member_id)
                 self.heartbeat_purgatory.check_and_complete(MemberKey(group.group_id, m.member_id))
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            log.error("Group %s could not complete rebalance because no members rejoined",
+                      group.group_id)
+            self.join_purgatory.try_complete_else_watch(
+                DelayedJoin(self, group, group.rebalance_timeout_ms), [GroupKey(group.group_id)])
+            return
         group.init_next_generation()
         if group.is_state(S.EMPTY):
             self._spawn(self._store_group(group, None))

@@ -1,0 +1,68 @@
+"""Behaviours checked against Kafka's GroupCoordinator (classic protocol) where the first
+implementation differed; MockTimer throughout."""
+
+from __future__ import annotations
+
+from broker.coordinator.group import GroupState
+from protocol.errors import ErrorCode as E
+from tests.unit.coordinator.coordinator_helpers import Harness
+
+S = GroupState
+P1 = (("range", b"m"),)
+P2 = (("range", b"changed"),)
+
+
+async def static_group(h: Harness, *instances: str, rebalance_ms=5000, session_ms=30000):
+    """Static members join within one initial delay; the leader syncs. Returns the
+    JoinResults in ``instances`` order."""
+    h.coordinator.config.initial_rebalance_delay_ms = 100
+    waits = [h.join(instance_id=i, client_id=i, rebalance_ms=rebalance_ms,
+                    session_ms=session_ms) for i in instances]
+    for _ in range(20):
+        if all(waits):
+            break
+        h.advance(100)
+    h.coordinator.config.initial_rebalance_delay_ms = 0
+    results = [w[0] for w in waits]
+    assert all(r.error == E.NONE for r in results)
+    leader = next(r for r in results if r.leader_id == r.member_id)
+    h.sync("g", leader.generation_id, leader.member_id, {r.member_id: b"x" for r in results},
+           instance_id=next(i for i, r in zip(instances, results, strict=True)
+                                     if r is leader))
+    await h.settle()
+    assert h.coordinator.groups["g"].state is S.STABLE
+    return results
+
+
+async def test_a_joined_member_becomes_leader_when_the_static_leader_did_not_rejoin():
+    """Kafka's maybeElectNewJoinedLeader: the generation's leader must be a member that
+    rejoined, else nobody would compute the assignment."""
+    h = Harness()
+    c = await h.start()
+    a, b = await static_group(h, "a", "b")
+    assert a.leader_id == a.member_id
+    # b rejoins with new metadata (rebalance); the static leader a stays silent
+    w = h.join(member_id=b.member_id, instance_id="b", protocols=P2, rebalance_ms=5000,
+               session_ms=30000)
+    h.advance(5000)
+    r = w[0]
+    assert r.error == E.NONE and r.generation_id == 2
+    assert r.leader_id == b.member_id
+    assert {m[0] for m in r.members} == {a.member_id, b.member_id}
+    assert c.groups["g"].leader_id == b.member_id
+
+
+async def test_rebalance_waits_again_when_no_member_rejoined():
+    """Kafka: if only static members remain and none rejoined, the join phase is postponed
+    (another DelayedJoin) instead of forming a generation nobody knows about."""
+    h = Harness()
+    c = await h.start()
+    a, b = await static_group(h, "a", "b")
+    c._maybe_prepare_rebalance(c.groups["g"], "test")
+    g = c.groups["g"]
+    h.advance(5000)
+    assert g.state is S.PREPARING_REBALANCE and g.generation_id == 1
+    w = h.join(member_id=a.member_id, instance_id="a", rebalance_ms=5000, session_ms=30000)
+    h.advance(5000)
+    assert w[0].generation_id == 2 and w[0].leader_id == a.member_id
+    assert g.state is S.COMPLETING_REBALANCE
