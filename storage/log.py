@@ -83,7 +83,7 @@ class Log:
         self.leader_epoch_cache = LeaderEpochFileCache(dir_path)
         self.producer_state = ProducerStateManager()
         self.high_watermark = 0
-        self.unflushed_messages = 0
+        self._flush_scheduled_to = 0  # highest offset a flush.messages flush was asked up to
         self.last_flush_ms = time_ms()
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -234,13 +234,14 @@ class Log:
         for b in batches:
             self.producer_state.update(b)
         self.log_end_offset = last + 1
-        self.unflushed_messages += messages
         flushed = None
-        if self.unflushed_messages >= self.config.flush_interval_messages:
+        if self.log_end_offset - max(self.recovery_point, self._flush_scheduled_to) \
+                >= self.config.flush_interval_messages:
             # Kafka (UnifiedLog.append) fsyncs inside the append once flush.messages is
             # reached, so the produce response follows the fsync. Here the fsync is only
             # scheduled off the event loop; the caller awaits `flush_future` before acking.
-            self.unflushed_messages = 0
+            # Offsets already covered by a scheduled flush do not count twice.
+            self._flush_scheduled_to = self.log_end_offset
             flushed = self._schedule_flush(self.on_flush_needed, self.log_end_offset)
         return LogAppendInfo(first, last, max_ts, off_max, -1, self.log_start_offset,
                              messages, len(buf), flush_future=flushed)
@@ -380,6 +381,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.producer_state.truncate_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._flush_scheduled_to = min(self._flush_scheduled_to, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         return True
 
@@ -392,6 +394,7 @@ class Log:
         self._add_segment(self._new_segment(offset))
         self.log_start_offset = self.log_end_offset = offset
         self.recovery_point = self.high_watermark = offset
+        self._flush_scheduled_to = offset
         self.leader_epoch_cache.clear()
         self.producer_state.clear()
 
@@ -475,13 +478,18 @@ class Log:
         target = self.log_end_offset if offset is None else offset
         if target <= self.recovery_point:
             return
-        self.unflushed_messages = 0
         self.last_flush_ms = self.time_ms()
         for seg in list(self.segments):
             if seg.base_offset < target:
                 seg.flush()
         self.leader_epoch_cache.flush()
         self.recovery_point = max(self.recovery_point, target)
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Offsets appended but not yet fsynced: LEO - recovery point (Kafka's
+        unflushedMessages)."""
+        return self.log_end_offset - self.recovery_point
 
     def needs_time_flush(self) -> bool:
         return self.unflushed_messages > 0 and \

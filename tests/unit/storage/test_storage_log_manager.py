@@ -294,3 +294,23 @@ async def test_flush_messages_append_returns_a_future_for_the_ack(tmp_path, cloc
     await second.flush_future
     assert log.recovery_point >= second.last_offset + 1
     await mgr.shutdown()
+
+
+async def test_flush_messages_counts_appends_made_while_a_flush_runs(tmp_path, clock):
+    """Kafka's unflushed count is LEO - recovery point: appends made while a scheduled flush
+    runs in the executor still count towards the next flush.messages trigger."""
+    cfg = dataclasses.replace(CFG, flush_interval_messages=4)
+    mgr = LogManager([str(tmp_path)], cfg, time_ms=clock)
+    await mgr.startup(background=False)
+    log = mgr.get_or_create_log(("t", 0), cfg)
+    first = log.append_as_leader(build_batch(n=4), 0)  # offsets 0-3: flush scheduled
+    assert first.flush_future is not None
+    for _ in range(3):  # offsets 4-6, appended before that flush has run
+        assert log.append_as_leader(build_batch(n=1), 0).flush_future is None
+    await first.flush_future
+    assert log.recovery_point == 4
+    fourth = log.append_as_leader(build_batch(n=1), 0)  # offset 7: 4 unflushed again
+    assert fourth.flush_future is not None
+    await fourth.flush_future
+    assert log.recovery_point == 8
+    await mgr.shutdown()
