@@ -60,9 +60,12 @@ class GroupMembership:
                           require_known_member_id: bool, client_id: str, client_host: str,
                           rebalance_timeout_ms: int, session_timeout_ms: int,
                           protocol_type: str, protocols: list[tuple[str, bytes]],
-                          callback: Callable[[JoinResult], None]) -> None:
+                          callback: Callable[[JoinResult], None],
+                          support_skip_assignment: bool = True) -> None:
         """Answers through ``callback`` (at once for errors, else when the rebalance
-        completes). Errors: INVALID_GROUP_ID, COORDINATOR_*, NOT_COORDINATOR,
+        completes). ``support_skip_assignment``: the request is JoinGroup v9+ (KIP-814; a
+        static leader rejoining a Stable group is told it leads but must skip the
+        assignment; older versions get the previous leader id and no members). Errors: INVALID_GROUP_ID, COORDINATOR_*, NOT_COORDINATOR,
         INVALID_SESSION_TIMEOUT, UNKNOWN_MEMBER_ID, INCONSISTENT_GROUP_PROTOCOL,
         MEMBER_ID_REQUIRED, GROUP_MAX_SIZE_REACHED, FENCED_INSTANCE_ID."""
         def fail(error: ErrorCode, mid: str = member_id) -> None:
@@ -89,7 +92,8 @@ class GroupMembership:
         args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
                 protocols, callback)
         if is_unknown:
-            self._unknown_member_join(group, group_instance_id, require_known_member_id, *args)
+            self._unknown_member_join(group, group_instance_id, require_known_member_id,
+                                      support_skip_assignment, *args)
         else:
             self._current_member_join(group, member_id, group_instance_id, *args)
         if group.is_state(S.PREPARING_REBALANCE):
@@ -106,9 +110,9 @@ class GroupMembership:
                 group.num_members_awaiting_join < max_size
         return member_id in group or group.size < max_size
 
-    def _unknown_member_join(self, group, instance_id, require_known, client_id, client_host,
-                             rebalance_timeout, session_timeout, protocol_type, protocols,
-                             callback) -> None:
+    def _unknown_member_join(self, group, instance_id, require_known, support_skip_assignment,
+                             client_id, client_host, rebalance_timeout, session_timeout,
+                             protocol_type, protocols, callback) -> None:
         if group.is_state(S.DEAD):
             return callback(JoinResult(int(E.COORDINATOR_NOT_AVAILABLE), UNKNOWN_MEMBER_ID))
         if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
@@ -118,7 +122,8 @@ class GroupMembership:
             old = group.static_member_id(instance_id)
             if old is not None:
                 return self._update_static_member(group, old, member_id, instance_id, protocols,
-                                                  rebalance_timeout, session_timeout, callback)
+                                                  rebalance_timeout, session_timeout, callback,
+                                                  support_skip_assignment)
         elif require_known:
             # KIP-394: hand out the id; the member must come back with it.
             group.add_pending_member(member_id)
@@ -198,7 +203,8 @@ class GroupMembership:
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _update_static_member(self, group, old_member_id, new_member_id, instance_id,
-                              protocols, rebalance_timeout, session_timeout, callback) -> None:
+                              protocols, rebalance_timeout, session_timeout, callback,
+                              support_skip_assignment: bool = True) -> None:
         """KIP-345: a known instance rejoins with an unknown member id."""
         old_leader = group.leader_id
         old_member = group.get(old_member_id)
@@ -218,7 +224,7 @@ class GroupMembership:
             # same protocols: no rebalance; persist the new member id, then answer
             self._spawn(self._store_static_replacement(
                 group, member, old_member_id, old_leader, old_protocols, old_rebalance,
-                old_session, callback))
+                old_session, callback, support_skip_assignment))
         elif state is S.COMPLETING_REBALANCE:
             group.update_member(member, protocols, rebalance_timeout, session_timeout, callback)
             self._maybe_prepare_rebalance(group, "static member rejoined after join phase")
@@ -228,7 +234,8 @@ class GroupMembership:
             callback(JoinResult(int(E.UNKNOWN_MEMBER_ID), new_member_id))
 
     async def _store_static_replacement(self, group, member, old_member_id, old_leader,
-                                        old_protocols, old_rebalance, old_session, callback):
+                                        old_protocols, old_rebalance, old_session, callback,
+                                        support_skip_assignment: bool = True):
         generation = group.generation_id
         err = await self.store.append(self.partition_for(group.group_id),
                                       [group_metadata_record(group)])
@@ -241,7 +248,7 @@ class GroupMembership:
             return callback(JoinResult(int(err), UNKNOWN_MEMBER_ID))
         if err != E.NONE:
             return callback(JoinResult(int(err), member.member_id))
-        is_leader = group.is_leader(member.member_id)
+        is_leader = group.is_leader(member.member_id) and support_skip_assignment
         callback(JoinResult(
             int(E.NONE), member.member_id, group.generation_id, group.protocol_type,
             group.protocol_name,

@@ -102,7 +102,7 @@ def handle_join_group(ctx, request):
         request.group_instance_id if version >= 5 else None, version >= 4,
         ctx.client_id or "", client_host(ctx), rebalance_timeout, request.session_timeout_ms,
         request.protocol_type, [(p.name, bytes(p.metadata)) for p in request.protocols],
-        callback)
+        callback, support_skip_assignment=version >= 9)
     return _settled(fut)
 
 

@@ -66,3 +66,26 @@ async def test_rebalance_waits_again_when_no_member_rejoined():
     h.advance(5000)
     assert w[0].generation_id == 2 and w[0].leader_id == a.member_id
     assert g.state is S.COMPLETING_REBALANCE
+
+
+async def test_static_leader_rejoining_before_join_group_v9_is_not_told_it_leads():
+    """KIP-814 only from JoinGroup v9: older clients get the old leader id and no members,
+    so the rejoining static leader does not run a (discarded) assignment."""
+    h = Harness()
+    c = await h.start()
+    a, = await static_group(h, "a")
+    out: list = []
+    c.handle_join_group("g", "", "a", True, "a", "/h", 5000, 30000, "consumer", list(P1),
+                        out.append, support_skip_assignment=False)
+    await h.settle()
+    r = out[0]
+    assert r.error == E.NONE and r.member_id != a.member_id and r.generation_id == 1
+    assert r.leader_id == a.member_id and r.members == [] and not r.skip_assignment
+    assert c.groups["g"].leader_id == r.member_id and c.rebalances == 1
+    # v9+: told it leads, with the members, and to skip the assignment
+    out9: list = []
+    c.handle_join_group("g", "", "a", True, "a", "/h", 5000, 30000, "consumer", list(P1),
+                        out9.append)
+    await h.settle()
+    assert out9[0].leader_id == out9[0].member_id and out9[0].skip_assignment
+    assert out9[0].members == [(out9[0].member_id, "a", b"m")]
