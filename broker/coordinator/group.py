@@ -362,6 +362,18 @@ class GroupMetadata:
         known = self.static_members.get(instance_id)
         return known is not None and known != member_id
 
+    def member_error(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's ``validateCurrentMember``: with an instance id, it must be known
+        (UNKNOWN_MEMBER_ID) and map to ``member_id`` (FENCED_INSTANCE_ID); the member id
+        must be a member (UNKNOWN_MEMBER_ID). NONE when valid."""
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
+
     def replace_static_member(self, instance_id: str, old_member_id: str,
                               new_member_id: str) -> MemberMetadata:
         """KIP-345: the rejoining instance takes over the old member under a new id; the old

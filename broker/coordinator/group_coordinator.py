@@ -181,8 +181,9 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         if not (generation_id < 0 and group.is_state(S.EMPTY)):
             if group.is_state(S.COMPLETING_REBALANCE):
                 return all_(E.REBALANCE_IN_PROGRESS)
-            if member_id not in group:
-                return all_(E.UNKNOWN_MEMBER_ID)
+            member_err = group.member_error(member_id, group_instance_id)
+            if member_err != E.NONE:
+                return all_(member_err)
             if generation_id != group.generation_id:
                 return all_(E.ILLEGAL_GENERATION)
             self._complete_and_schedule_heartbeat(group, group.get(member_id))

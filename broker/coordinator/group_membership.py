@@ -146,10 +146,9 @@ class GroupMembership:
             return self._add_member_and_rebalance(
                 group, member_id, None, client_id, client_host, rebalance_timeout,
                 session_timeout, protocol_type, protocols, callback)
-        if group.is_static_member_fenced(member_id, instance_id):
-            return callback(JoinResult(int(E.FENCED_INSTANCE_ID), member_id))
-        if member_id not in group:
-            return callback(JoinResult(int(E.UNKNOWN_MEMBER_ID), member_id))
+        err = group.member_error(member_id, instance_id)
+        if err != E.NONE:
+            return callback(JoinResult(int(err), member_id))
         member = group.get(member_id)
         state = group.state
         if state is S.PREPARING_REBALANCE:
@@ -399,10 +398,9 @@ class GroupMembership:
             return fail(E.UNKNOWN_MEMBER_ID)
         if group.is_state(S.DEAD):
             return fail(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return fail(E.FENCED_INSTANCE_ID)
-        if member_id not in group:
-            return fail(E.UNKNOWN_MEMBER_ID)
+        err = group.member_error(member_id, group_instance_id)
+        if err != E.NONE:
+            return fail(err)
         if generation_id != group.generation_id:
             return fail(E.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
@@ -469,10 +467,9 @@ class GroupMembership:
             return E.UNKNOWN_MEMBER_ID
         if group.is_state(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return E.FENCED_INSTANCE_ID
-        if member_id not in group:
-            return E.UNKNOWN_MEMBER_ID
+        err = group.member_error(member_id, group_instance_id)
+        if err != E.NONE:
+            return err
         if generation_id != group.generation_id:
             return E.ILLEGAL_GENERATION
         if group.is_state(S.EMPTY):
@@ -508,10 +505,8 @@ class GroupMembership:
                 if group.is_state(S.PREPARING_REBALANCE):
                     self.join_purgatory.check_and_complete(GroupKey(group_id))
                 out.append(E.NONE)
-            elif group.is_static_member_fenced(member_id, instance_id):
-                out.append(E.FENCED_INSTANCE_ID)
-            elif member_id not in group:
-                out.append(E.UNKNOWN_MEMBER_ID)
+            elif (err := group.member_error(member_id, instance_id)) != E.NONE:
+                out.append(err)
             else:
                 member = group.get(member_id)
                 member.is_leaving = True

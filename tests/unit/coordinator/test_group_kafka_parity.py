@@ -89,3 +89,24 @@ async def test_static_leader_rejoining_before_join_group_v9_is_not_told_it_leads
     await h.settle()
     assert out9[0].leader_id == out9[0].member_id and out9[0].skip_assignment
     assert out9[0].members == [(out9[0].member_id, "a", b"m")]
+
+
+async def test_an_unknown_group_instance_id_is_an_unknown_member():
+    """Kafka's validateCurrentMember: a request naming a group.instance.id the group does
+    not know is UNKNOWN_MEMBER_ID even when the member id exists (join, sync, heartbeat,
+    leave, commit); the member stays."""
+    from broker.coordinator.group import OffsetAndMetadata
+    h = Harness()
+    c = await h.start()
+    a, = await static_group(h, "a")
+    mid = a.member_id
+    assert c.handle_heartbeat("g", mid, "nope", 1) == E.UNKNOWN_MEMBER_ID
+    assert h.sync("g", 1, mid, instance_id="nope")[0].error == E.UNKNOWN_MEMBER_ID
+    assert h.join(member_id=mid, instance_id="nope")[0].error == E.UNKNOWN_MEMBER_ID
+    assert await c.handle_commit_offsets("g", mid, "nope", 1, {("t", 0): OffsetAndMetadata(1)}) \
+        == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert c.handle_leave_group("g", [(mid, "nope")]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
+    assert mid in c.groups["g"] and c.groups["g"].state is S.STABLE
+    # the right instance id still works; another member's id is FENCED_INSTANCE_ID
+    assert c.handle_heartbeat("g", mid, "a", 1) == E.NONE
+    assert c.handle_heartbeat("g", "someone-else", "a", 1) == E.FENCED_INSTANCE_ID
