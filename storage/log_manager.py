@@ -12,7 +12,9 @@ runs in the default executor, so the loop never blocks on the disk:
 - retention every `log.retention.check.interval.ms` (300000),
 - flush of logs past `flush.ms`/`flush.messages` every `log.flush.scheduler.interval.ms`,
 - recovery-point checkpoint every `log.flush.offset.checkpoint.interval.ms` (60000),
-- log-start-offset checkpoint every `log.flush.start.offset.checkpoint.interval.ms` (60000).
+- log-start-offset checkpoint every `log.flush.start.offset.checkpoint.interval.ms` (60000),
+- high-watermark checkpoint (`replication-offset-checkpoint`) every
+  `replica.high.watermark.checkpoint.interval.ms` (5000).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ class LogManager:
                  retention_check_interval_ms: int = 300_000,
                  flush_check_interval_ms: int = 1_000,
                  recovery_point_checkpoint_interval_ms: int = 60_000,
-                 log_start_offset_checkpoint_interval_ms: int = 60_000):
+                 log_start_offset_checkpoint_interval_ms: int = 60_000,
+                 replication_checkpoint_interval_ms: int = 5_000):
         if not log_dirs:
             raise KafkaError(ErrorCode.INVALID_CONFIG, "log.dirs is empty")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -64,6 +67,7 @@ class LogManager:
             "flush": flush_check_interval_ms,
             "recovery_point": recovery_point_checkpoint_interval_ms,
             "log_start": log_start_offset_checkpoint_interval_ms,
+            "replication": replication_checkpoint_interval_ms,
         }
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
@@ -85,7 +89,8 @@ class LogManager:
         if background:
             for name, fn in (("retention", self.cleanup_logs), ("flush", self.flush_dirty_logs),
                              ("recovery_point", self.checkpoint_recovery_points_async),
-                             ("log_start", self.checkpoint_log_start_offsets_async)):
+                             ("log_start", self.checkpoint_log_start_offsets_async),
+                             ("replication", self.checkpoint_replication_offsets_async)):
                 self._tasks.append(asyncio.create_task(self._every(self.intervals[name], fn),
                                                        name=f"log-manager-{name}"))
 
@@ -326,6 +331,9 @@ class LogManager:
     async def checkpoint_recovery_points_async(self) -> None:
         await self._in_executor(self.checkpoint_recovery_points)
 
+    async def checkpoint_replication_offsets_async(self) -> None:
+        await self._in_executor(self.checkpoint_replication_offsets)
+
     async def checkpoint_log_start_offsets_async(self) -> None:
         await self._in_executor(self.checkpoint_log_start_offsets)
 
@@ -348,7 +356,7 @@ class LogManager:
 
     def checkpoint_replication_offsets(self) -> None:
         """Write `replication-offset-checkpoint` (high watermarks) in every dir (blocking);
-        the ReplicaManager calls this periodically."""
+        a background task does it every `replica.high.watermark.checkpoint.interval.ms`."""
         self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
 
     def read_replication_offsets(self) -> dict[TopicPartition, int]:

@@ -314,3 +314,21 @@ async def test_flush_messages_counts_appends_made_while_a_flush_runs(tmp_path, c
     await fourth.flush_future
     assert log.recovery_point == 8
     await mgr.shutdown()
+
+
+async def test_high_watermarks_checkpointed_periodically(tmp_path, clock):
+    """replica.high.watermark.checkpoint.interval.ms: the HW survives a crash (no clean
+    shutdown) up to the last periodic checkpoint."""
+    mgr = LogManager([str(tmp_path)], CFG, time_ms=clock,
+                     replication_checkpoint_interval_ms=5)
+    await mgr.startup()
+    log = mgr.get_or_create_log(("t", 0))
+    log.append_as_leader(build_batch(n=3), 0)
+    log.high_watermark = 3
+    path = str(tmp_path / "replication-offset-checkpoint")
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if os.path.exists(path) and OffsetCheckpointFile(path).read().get(("t", 0)) == 3:
+            break
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 3}
+    await mgr.shutdown()
