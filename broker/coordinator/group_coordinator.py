@@ -174,20 +174,36 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
             # not using group management: a "simple" group that only stores offsets
             group = GroupMetadata(group_id, S.EMPTY, self.time_ms)
             self.groups[group_id] = group
-        if group.is_state(S.DEAD):
-            return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return all_(E.FENCED_INSTANCE_ID)
-        if not (generation_id < 0 and group.is_state(S.EMPTY)):
-            if group.is_state(S.COMPLETING_REBALANCE):
-                return all_(E.REBALANCE_IN_PROGRESS)
-            member_err = group.member_error(member_id, group_instance_id)
-            if member_err != E.NONE:
-                return all_(member_err)
-            if generation_id != group.generation_id:
-                return all_(E.ILLEGAL_GENERATION)
+        err = self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
+        if err != E.NONE:
+            return all_(err)
+        if group.is_state(S.COMPLETING_REBALANCE):
+            # a valid member of the new generation: it has not synced yet
+            return all_(E.REBALANCE_IN_PROGRESS)
+        if not group.is_state(S.EMPTY):
             self._complete_and_schedule_heartbeat(group, group.get(member_id))
         return await self._do_commit(group, offsets)
+
+    @staticmethod
+    def _validate_offset_commit(group: GroupMetadata, member_id: str,
+                                group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        """Kafka's validateOffsetCommit: Dead -> COORDINATOR_NOT_AVAILABLE; generation < 0
+        on an Empty group is an admin / simple-consumer commit (allowed); with a generation,
+        member id or instance id the member must be current (UNKNOWN_MEMBER_ID,
+        FENCED_INSTANCE_ID) and the generation the group's (ILLEGAL_GENERATION); without
+        any of them only an Empty group takes the commit (UNKNOWN_MEMBER_ID)."""
+        if group.is_state(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_state(S.EMPTY):
+            return E.NONE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            err = group.member_error(member_id, group_instance_id)
+            if err != E.NONE:
+                return err
+            if generation_id != group.generation_id:
+                return E.ILLEGAL_GENERATION
+            return E.NONE
+        return E.NONE if group.is_state(S.EMPTY) else E.UNKNOWN_MEMBER_ID
 
     async def _do_commit(self, group: GroupMetadata,
                          offsets: dict[tuple[str, int], OffsetAndMetadata]

@@ -110,3 +110,27 @@ async def test_an_unknown_group_instance_id_is_an_unknown_member():
     # the right instance id still works; another member's id is FENCED_INSTANCE_ID
     assert c.handle_heartbeat("g", mid, "a", 1) == E.NONE
     assert c.handle_heartbeat("g", "someone-else", "a", 1) == E.FENCED_INSTANCE_ID
+
+
+async def test_commit_checks_member_and_generation_before_the_rebalance_state():
+    """Kafka's validateOffsetCommit runs before the state check: in CompletingRebalance a
+    stale generation is ILLEGAL_GENERATION and a stranger UNKNOWN_MEMBER_ID; only a valid
+    member of the new generation gets REBALANCE_IN_PROGRESS."""
+    from broker.coordinator.group import OffsetAndMetadata
+    h = Harness()
+    c = await h.start()
+    a, = await static_group(h, "a")
+    h.join(member_id=a.member_id, instance_id="a", protocols=P2, rebalance_ms=5000,
+           session_ms=30000)
+    g = c.groups["g"]
+    assert g.state is S.COMPLETING_REBALANCE and g.generation_id == 2
+    tp = {("t", 0): OffsetAndMetadata(1)}
+    assert await c.handle_commit_offsets("g", a.member_id, "a", 1, tp) == \
+        {("t", 0): E.ILLEGAL_GENERATION}
+    assert await c.handle_commit_offsets("g", "ghost", None, 2, tp) == \
+        {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert await c.handle_commit_offsets("g", a.member_id, "a", 2, tp) == \
+        {("t", 0): E.REBALANCE_IN_PROGRESS}
+    # an admin commit (generation -1, no member) to a non-empty group
+    assert await c.handle_commit_offsets("g", "", None, -1, tp) == \
+        {("t", 0): E.UNKNOWN_MEMBER_ID}
