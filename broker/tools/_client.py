@@ -269,15 +269,17 @@ class KafkaClient:
                                                self.max_response_bytes)
         return conn
 
-    def metadata(self, topics: list[str] | None = None):
-        """Metadata for ``topics`` (None = all, [] = brokers only); remembers the brokers."""
+    def metadata(self, topics: list[str] | None = None, auto_create: bool = False):
+        """Metadata for ``topics`` (None = all, [] = brokers only); remembers the brokers.
+        ``auto_create`` lets the broker create missing topics (``allow_auto_topic_creation``,
+        v4+), as a producer's Metadata requests do."""
         version = self.version_for(METADATA, max_version=12)
         if topics is None:
             body = {"topics": None}
         else:
             body = {"topics": [{"name": t} for t in topics]}
         if version >= 4:
-            body["allow_auto_topic_creation"] = False
+            body["allow_auto_topic_creation"] = auto_create
         resp = self.request(METADATA, body, version=version)
         self._nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
         return resp

@@ -11,6 +11,7 @@ import argparse
 import functools
 import re
 import sys
+import time
 from collections.abc import Callable
 
 from broker.tools._client import KafkaClient, ToolError, error_name
@@ -86,9 +87,18 @@ def topic_matcher(pattern: str | None) -> Callable[[str], bool]:
     return lambda name: name == pattern or rx.fullmatch(name) is not None
 
 
-def partition_leaders(client: KafkaClient, topics: list[str]) -> dict[tuple[str, int], int]:
-    """(topic, partition) -> leader id for existing topics; ToolError for unknown ones."""
-    md = client.metadata(topics)
+def partition_leaders(client: KafkaClient, topics: list[str],
+                      auto_create: bool = False) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> leader id for existing topics; ToolError for unknown ones.
+    With ``auto_create`` the broker may create missing topics (when its
+    ``auto.create.topics.enable`` allows); LEADER_NOT_AVAILABLE (5), its first answer for a
+    topic being created, is retried for up to ``client.timeout`` seconds."""
+    deadline = time.monotonic() + client.timeout
+    while True:
+        md = client.metadata(topics, auto_create=auto_create)
+        if not any(t.error_code == 5 for t in md.topics) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
     out = {}
     for t in md.topics:
         if t.error_code:

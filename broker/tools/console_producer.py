@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         stream, total = sys.stdin, None
         interactive = sys.stdin.isatty()
     with connect(args) as client, stream:
-        leaders_tp = partition_leaders(client, [args.topic])
+        leaders_tp = partition_leaders(client, [args.topic], auto_create=True)
         leaders = {p: leader for (_, p), leader in leaders_tp.items()}
         if not leaders:
             raise ToolError(f"topic {args.topic} has no partitions")

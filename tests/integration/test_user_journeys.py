@@ -83,3 +83,32 @@ def test_sigkill_recovery_keeps_preallocated_indexes_sparse(broker_factory):
     finally:
         c.close()
     assert_no_traceback(broker)
+
+
+def test_console_producer_auto_creates_a_new_topic(broker_factory):
+    """Bug: ``josef console-producer --topic new`` on a broker with
+    ``auto.create.topics.enable=true`` (the default) failed with UNKNOWN_TOPIC_OR_PARTITION:
+    its Metadata request always said ``allow_auto_topic_creation=false``. Kafka's console
+    producer (a KafkaProducer) lets the broker auto-create the topic, waiting through the
+    first LEADER_NOT_AVAILABLE answers; with auto-creation off it still fails clearly."""
+    import subprocess
+    import sys
+
+    broker = broker_factory()
+    cmd = [sys.executable, "-m", "broker.cli", "console-producer"]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    run = subprocess.run([*cmd, "--bootstrap-server", broker.bootstrap, "--topic", "fresh"],
+                         input=b"a\nb\n", capture_output=True, timeout=60, env=env)
+    assert run.returncode == 0, run.stderr.decode()
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition("fresh", 0), timeout=10) == (0, 2)
+    finally:
+        c.close()
+    off = broker_factory({"auto.create.topics.enable": "false"}, name="noauto")
+    run = subprocess.run([*cmd, "--bootstrap-server", off.bootstrap, "--topic", "fresh"],
+                         input=b"a\n", capture_output=True, timeout=60, env=env)
+    assert run.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in run.stderr
+    assert_no_traceback(broker)
