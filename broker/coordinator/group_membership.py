@@ -86,12 +86,17 @@ class GroupMembership:
                 return fail(E.UNKNOWN_MEMBER_ID)
             group = GroupMetadata(group_id, S.EMPTY, self.time_ms)
             self.groups[group_id] = group
-        if not self._accept_joining_member(group, member_id):
-            group.remove_pending_member(member_id)
-            return fail(E.GROUP_MAX_SIZE_REACHED)
         args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
                 protocols, callback)
-        if is_unknown:
+        if not self._accept_joining_member(group, member_id):
+            # Kafka sheds the refused member, so a rebalance does not wait for it
+            group.remove_pending_member(member_id)
+            if group.remove(member_id) is not None:
+                log.info("Member %s of group %s removed: group.max.size %d reached", member_id,
+                         group_id, cfg.max_size)
+                self.heartbeat_purgatory.check_and_complete(MemberKey(group_id, member_id))
+            callback(JoinResult(int(E.GROUP_MAX_SIZE_REACHED), UNKNOWN_MEMBER_ID))
+        elif is_unknown:
             self._unknown_member_join(group, group_instance_id, require_known_member_id,
                                       support_skip_assignment, *args)
         else:
