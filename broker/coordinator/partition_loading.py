@@ -109,6 +109,12 @@ class PartitionLoading:
                 GROUP_METADATA_TOPIC, partition, (time.monotonic() - start) * 1000, attempt)
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
+        """Kafka's onGroupLoaded: a group over ``group.max.size`` rebalances (members beyond
+        the limit are refused when they rejoin); every member's session timeout starts."""
+        if group.size > self.config.max_size and group.can_rebalance():
+            self._prepare_rebalance(
+                group, f"freshly-loaded group is over capacity ({self.config.max_size}); "
+                       "rebalancing to give consumers a chance to commit offsets")
         for member in group.members.values():
             self._complete_and_schedule_heartbeat(group, member)
 

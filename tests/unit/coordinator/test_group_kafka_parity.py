@@ -134,3 +134,49 @@ async def test_commit_checks_member_and_generation_before_the_rebalance_state():
     # an admin commit (generation -1, no member) to a non-empty group
     assert await c.handle_commit_offsets("g", "", None, -1, tp) == \
         {("t", 0): E.UNKNOWN_MEMBER_ID}
+
+
+async def _three_dynamic_members(h: Harness):
+    h.coordinator.config.initial_rebalance_delay_ms = 100
+    waits = [h.join_known(client_id=f"c{i}", rebalance_ms=5000) for i in range(3)]
+    for _ in range(20):
+        if all(waits):
+            break
+        h.advance(100)
+    h.coordinator.config.initial_rebalance_delay_ms = 0
+    results = [w[0] for w in waits]
+    leader = next(r for r in results if r.leader_id == r.member_id)
+    h.sync("g", 1, leader.member_id, {r.member_id: b"x" for r in results})
+    await h.settle()
+    return leader, [r for r in results if r is not leader]
+
+
+async def test_over_capacity_rejoin_is_removed_so_the_rebalance_completes():
+    """Kafka's handleJoinGroup: a member refused with GROUP_MAX_SIZE_REACHED is removed
+    from the group (the rebalance then need not wait for it)."""
+    h = Harness(max_size=3)
+    c = await h.start()
+    leader, (b, d) = await _three_dynamic_members(h)
+    c.config.max_size = 2  # lowered (e.g. a broker restarted with a smaller group.max.size)
+    wl = h.join(member_id=leader.member_id, rebalance_ms=5000)
+    wb = h.join(member_id=b.member_id, rebalance_ms=5000)
+    wd = h.join(member_id=d.member_id, rebalance_ms=5000)
+    assert wd[0].error == E.GROUP_MAX_SIZE_REACHED
+    g = c.groups["g"]
+    assert d.member_id not in g
+    assert wl[0].generation_id == wb[0].generation_id == 2 and g.size == 2
+
+
+async def test_a_loaded_group_over_capacity_rebalances():
+    """Kafka's onGroupLoaded: a group loaded with more members than group.max.size
+    rebalances at once."""
+    from broker.coordinator.records import decode_record, group_from_value, group_metadata_record
+    h = Harness(max_size=3)
+    c = await h.start()
+    await _three_dynamic_members(h)
+    stored = decode_record(*group_metadata_record(c.groups["g"])).value
+    h2 = Harness(max_size=2)
+    h2.store.loaded[h2.store.partition_for("g")] = {
+        "g": group_from_value("g", stored, h2.time.milliseconds)}
+    c2 = await h2.start()
+    assert c2.groups["g"].state is S.PREPARING_REBALANCE
