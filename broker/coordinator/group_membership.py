@@ -375,7 +375,7 @@ class GroupMembership:
         self._remove_member_and_update_group(group, member, "session timeout expired")
 
     def _remove_member_and_update_group(self, group, member, reason: str) -> None:
-        group.invoke_join_callback(member, JoinResult(int(E.UNKNOWN_MEMBER_ID), member.member_id))
+        group.invoke_join_callback(member, JoinResult(int(E.UNKNOWN_MEMBER_ID), UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, reason)

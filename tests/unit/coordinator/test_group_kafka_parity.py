@@ -180,3 +180,20 @@ async def test_a_loaded_group_over_capacity_rebalances():
         "g": group_from_value("g", stored, h2.time.milliseconds)}
     c2 = await h2.start()
     assert c2.groups["g"].state is S.PREPARING_REBALANCE
+
+
+async def test_a_new_member_timing_out_in_join_is_answered_without_its_member_id():
+    """Kafka's removeMemberAndUpdateGroup answers the parked JoinGroup with UNKNOWN_MEMBER_ID
+    and member id "" (the client resets it and joins again)."""
+    from broker.coordinator.group_membership import NEW_MEMBER_JOIN_TIMEOUT_MS
+    h = Harness()
+    c = await h.start()
+    a, b = await static_group(h, "a", "b", rebalance_ms=10 * NEW_MEMBER_JOIN_TIMEOUT_MS,
+                              session_ms=60000)
+    w = h.join_known(client_id="new", rebalance_ms=10 * NEW_MEMBER_JOIN_TIMEOUT_MS)
+    assert w == [] and c.groups["g"].state is S.PREPARING_REBALANCE
+    for _ in range(NEW_MEMBER_JOIN_TIMEOUT_MS // 30000):  # a and b keep their sessions
+        h.advance(30000)
+        for r, i in ((a, "a"), (b, "b")):
+            c.handle_heartbeat("g", r.member_id, i, 1)
+    assert w[0].error == E.UNKNOWN_MEMBER_ID and w[0].member_id == ""
