@@ -313,3 +313,26 @@ def test_offsets_topic_replication_factor_is_enforced(broker_factory):
 
 def raw_find(raw: Raw):
     return raw.call(FIND, 3, key="rf-group", key_type=0)
+
+
+def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout(raw):
+    """Kafka 3.0+ (KAFKA-13054): a member that joins but sends no SyncGroup within the
+    rebalance timeout is removed even though it heartbeats."""
+    wait_coordinator(raw, "no-sync-group")
+    J = req(JOIN)
+    j = raw.call(JOIN, 1, group_id="no-sync-group", session_timeout_ms=6000,
+                 rebalance_timeout_ms=1500, member_id="", protocol_type="consumer",
+                 protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"sub")])
+    assert j.error_code == 0 and j.leader == j.member_id
+    joined = time.monotonic()
+    codes = []
+    while time.monotonic() - joined < 4.0:
+        codes.append(raw.call(HEARTBEAT, 1, group_id="no-sync-group", generation_id=1,
+                              member_id=j.member_id).error_code)
+        if codes[-1] != 0:
+            break
+        time.sleep(0.2)
+    assert codes[0] == 0 and codes[-1] == E.UNKNOWN_MEMBER_ID
+    assert 1.2 < time.monotonic() - joined < 4.0
+    d = raw.call(DESCRIBE, 0, groups=["no-sync-group"])
+    assert d.groups[0].group_state == "Empty" and d.groups[0].members == []
