@@ -13,13 +13,15 @@ Fetch purgatory (DelayedFetch); both are woken through `TopicPartitionKey`s:
   partition's new error).
 
 Everything runs on the event loop; no disk flush happens here (the LogManager flushes in its
-executor). Results are `ProducePartitionResult` / `FetchPartitionData` keyed by
+executor). When an append reaches `flush.messages` the answer waits for that fsync (Kafka
+fsyncs inside the append); a failed fsync answers KAFKA_STORAGE_ERROR for its partition. Results are `ProducePartitionResult` / `FetchPartitionData` keyed by
 (topic, partition); when an operation parks, an `asyncio.Future` of that dict is returned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -281,7 +283,10 @@ class ReplicaManager:
 
         `required_acks` not in {-1, 0, 1} -> every partition INVALID_REQUIRED_ACKS, nothing
         appended. acks=-1: returns a Future when some partition waits for its HW (a
-        DelayedProduce for `timeout_ms`), else the dict at once."""
+        DelayedProduce for `timeout_ms`), else the dict at once. acks=1/-1: also a Future
+        when an append reached `flush.messages` (`LogAppendInfo.flush_future`), done only
+        after that fsync ran (Kafka fsyncs inside the append); a failed fsync answers
+        KAFKA_STORAGE_ERROR for that partition."""
         if required_acks not in (-1, 0, 1):
             return {tp: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS,
                                                error_message=f"acks {required_acks}")
@@ -289,6 +294,7 @@ class ReplicaManager:
         results: dict[TopicPartition, ProducePartitionResult] = {}
         wake_fetch = []
         wake_produce = False
+        flushes = None  # tp -> flush_future, only when some append reached flush.messages
         for tp, records in entries.items():
             part = self.partitions.get(tp)
             try:
@@ -306,6 +312,10 @@ class ReplicaManager:
             results[tp] = ProducePartitionResult(ErrorCode.NONE, info.first_offset,
                                                  info.last_offset, info.log_append_time,
                                                  part.log.log_start_offset)
+            if info.flush_future is not None:
+                if flushes is None:
+                    flushes = {}
+                flushes[tp] = info.flush_future
             if hw_moved or part.followers:
                 wake_fetch.append(tp)
             wake_produce = wake_produce or hw_moved
@@ -316,9 +326,15 @@ class ReplicaManager:
         if wake_produce and self.delayed_produce_purgatory.num_keys:
             for tp in wake_fetch:
                 self.delayed_produce_purgatory.check_and_complete(TopicPartitionKey(*tp))
-        if required_acks != -1:
-            return results
-        return self._maybe_delay_produce(timeout_ms, results)
+        out = results if required_acks != -1 else self._maybe_delay_produce(timeout_ms, results)
+        if flushes is None:
+            return out
+        if required_acks == 0:  # no answer to hold back; still report a failed fsync
+            for tp, f in flushes.items():
+                asyncio.ensure_future(f).add_done_callback(
+                    functools.partial(_flush_failure, tp))
+            return out
+        return _after_flushes(flushes, out)
 
     def _maybe_delay_produce(self, timeout_ms: int, results: dict):
         statuses = {}
@@ -444,6 +460,55 @@ class ReplicaManager:
         if fut.done():
             return fut.result()
         return fut
+
+
+def _flush_failure(tp: TopicPartition, f: asyncio.Future) -> ProducePartitionResult | None:
+    """A KAFKA_STORAGE_ERROR result if the flush future `f` of `tp` failed (logged), else
+    None. Kafka marks the log dir offline on an fsync IOException; Josef answers the error."""
+    if not f.cancelled() and f.exception() is None:
+        return None
+    exc = "cancelled" if f.cancelled() else f.exception()
+    log.error("fsync of %s-%d failed: %s", tp[0], tp[1], exc)
+    return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                                  error_message=f"fsync of {tp[0]}-{tp[1]} failed: {exc}")
+
+
+def _after_flushes(flushes: dict, out) -> asyncio.Future:
+    """A Future of `out` (the results dict, or a DelayedProduce's Future of it) done once
+    every flush future in `flushes` (tp -> awaitable) is done; a failed one replaces its
+    partition's result with KAFKA_STORAGE_ERROR."""
+    fut: asyncio.Future = asyncio.get_running_loop().create_future()
+    failed: dict[TopicPartition, ProducePartitionResult] = {}
+    waiting = [len(flushes) + isinstance(out, asyncio.Future)]
+
+    def finish() -> None:
+        if fut.done():
+            return
+        res = out
+        if isinstance(out, asyncio.Future):
+            if out.cancelled():
+                fut.cancel()
+                return
+            if out.exception() is not None:
+                fut.set_exception(out.exception())
+                return
+            res = out.result()
+        fut.set_result({**res, **failed} if failed else res)
+
+    def one_done(tp: TopicPartition | None, f: asyncio.Future) -> None:
+        if tp is not None:
+            r = _flush_failure(tp, f)
+            if r is not None:
+                failed[tp] = r
+        waiting[0] -= 1
+        if waiting[0] == 0:
+            finish()
+
+    for tp, f in flushes.items():
+        asyncio.ensure_future(f).add_done_callback(functools.partial(one_done, tp))
+    if isinstance(out, asyncio.Future):
+        out.add_done_callback(functools.partial(one_done, None))
+    return fut
 
 
 def default_fetch_params(**kw) -> FetchParams:

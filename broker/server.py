@@ -190,7 +190,9 @@ class BrokerServer:
             recovery_point_checkpoint_interval_ms=_interval(
                 cfg.log_flush_offset_checkpoint_interval_ms),
             log_start_offset_checkpoint_interval_ms=_interval(
-                cfg.get("log.flush.start.offset.checkpoint.interval.ms")))
+                cfg.get("log.flush.start.offset.checkpoint.interval.ms")),
+            replication_checkpoint_interval_ms=_interval(
+                cfg.get("replica.high.watermark.checkpoint.interval.ms")))
         try:
             await self.log_manager.startup()
             self._log_manager_started = True
