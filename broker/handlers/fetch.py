@@ -25,10 +25,8 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from broker.fetch_session import INVALID_SESSION_ID, FetchSessionCache
-from broker.handlers.registry import handles
+from broker.handlers.registry import handles, then
 from broker.partition import READ_COMMITTED
 from broker.purgatory.delayed_fetch import FetchParams, FetchPartitionData, PartitionFetchInfo
 from protocol.errors import ErrorCode, KafkaError
@@ -184,23 +182,5 @@ def handle_fetch(ctx, req: FetchRequest):
         return FetchResponse(error_code=ErrorCode.NONE, session_id=session_id,
                              responses=_group(version, entries, isolation))
 
-    result = broker.replica_manager.fetch_messages(params, context.partitions_to_fetch())
-    if not isinstance(result, asyncio.Future):
-        return build(result)
-    out = asyncio.get_running_loop().create_future()
-
-    def done(f: asyncio.Future) -> None:
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-        elif f.exception() is not None:
-            out.set_exception(f.exception())
-        else:
-            try:
-                out.set_result(build(f.result()))
-            except Exception as e:  # noqa: BLE001 - the dispatcher turns it into an error
-                out.set_exception(e)
-
-    result.add_done_callback(done)
-    return out
+    return then(broker.replica_manager.fetch_messages(params, context.partitions_to_fetch()),
+                build)

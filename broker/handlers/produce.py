@@ -22,10 +22,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import struct
 
-from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles
+from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
+from broker.replica_manager import ProducePartitionResult
 from protocol.errors import ErrorCode, KafkaError
 from protocol.legacy_records import convert_to_v2
 from protocol.messages import ProduceRequest, ProduceResponse
@@ -42,17 +42,6 @@ MIN_BATCH_SIZE = 61
 
 _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
-
-
-class _Failed:
-    __slots__ = ("error", "error_message", "base_offset", "log_append_time", "log_start_offset")
-
-    def __init__(self, error: int, message: str | None) -> None:
-        self.error = error
-        self.error_message = message
-        self.base_offset = -1
-        self.log_append_time = -1
-        self.log_start_offset = -1
 
 
 def _prepare(records, version: int):
@@ -126,33 +115,16 @@ def handle_produce(ctx, req: ProduceRequest):
             try:
                 entries[tp] = _prepare(p.records, version)
             except KafkaError as e:
-                failed[tp] = _Failed(e.code, e.message)
-    if acks not in (-1, 0, 1):
-        results = ctx.broker.replica_manager.append_records(req.timeout_ms, acks, entries)
-        results.update(failed)
-        return _finish(req, acks, results)
+                failed[tp] = ProducePartitionResult(e.code, error_message=e.message)
     results = ctx.broker.replica_manager.append_records(req.timeout_ms, acks, entries) \
         if entries else {}
-    if isinstance(results, asyncio.Future):
-        out = asyncio.get_running_loop().create_future()
 
-        def done(f: asyncio.Future) -> None:
-            if out.done():
-                return
-            if f.cancelled():
-                out.cancel()
-            elif f.exception() is not None:
-                out.set_exception(f.exception())
-            else:
-                res = dict(f.result())
-                res.update(failed)
-                out.set_result(_finish(req, acks, res))
+    def finish(res: dict):
+        if failed:
+            res = {**res, **failed}
+        return _finish(req, acks, res)
 
-        results.add_done_callback(done)
-        return out
-    if failed:
-        results.update(failed)
-    return _finish(req, acks, results)
+    return then(results, finish)
 
 
 def _finish(req: ProduceRequest, acks: int, results: dict):

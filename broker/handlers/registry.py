@@ -10,7 +10,8 @@ A handler is ``fn(ctx: RequestContext, request) -> response | NO_RESPONSE | Futu
 * ``NO_RESPONSE`` (acks=0 produce);
 * ``CLOSE_CONNECTION`` (acks=0 produce failure: Kafka closes the connection);
 * an ``asyncio.Future`` resolving to one of the above (a DelayedProduce/DelayedFetch parked in
-  the purgatory).
+  the purgatory); :func:`then` turns a ReplicaManager result that may be such a Future into
+  the response (or a Future of it).
 
 ``error_response(request, version, error: KafkaError) -> response`` builds the response that
 carries ``error.code`` in every topic/partition of the request (Kafka's ``getErrorResponse``).
@@ -18,11 +19,12 @@ carries ``error.code`` in every topic/partition of the request (Kafka's ``getErr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CLOSE_CONNECTION", "NO_RESPONSE", "ApiHandler", "REGISTRY", "handles"]
+__all__ = ["CLOSE_CONNECTION", "NO_RESPONSE", "ApiHandler", "REGISTRY", "handles", "then"]
 
 
 class _Marker:
@@ -81,3 +83,31 @@ def handles(api_key: int, min_version: int, max_version: int,
         REGISTRY.register(ApiHandler(api_key, min_version, max_version, fn, error_response))
         return fn
     return deco
+
+
+def then(result: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn(result)`` at once, or - when ``result`` is an ``asyncio.Future`` (an operation
+    parked in a purgatory) - a Future of ``fn`` applied to its value. A cancelled source
+    cancels the returned Future; an exception of the source or of ``fn`` is set on it (the
+    dispatcher turns it into the request's error response)."""
+    if not isinstance(result, asyncio.Future):
+        return fn(result)
+    out = asyncio.get_running_loop().create_future()
+
+    def done(f: asyncio.Future) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+            return
+        try:
+            out.set_result(fn(f.result()))
+        except Exception as e:  # noqa: BLE001 - the dispatcher turns it into an error
+            out.set_exception(e)
+
+    result.add_done_callback(done)
+    return out
