@@ -14,8 +14,9 @@ Fetch purgatory (DelayedFetch); both are woken through `TopicPartitionKey`s:
 
 Everything runs on the event loop; no disk flush happens here (the LogManager flushes in its
 executor). When an append reaches `flush.messages` the answer waits for that fsync (Kafka
-fsyncs inside the append); a failed fsync answers KAFKA_STORAGE_ERROR for its partition. Results are `ProducePartitionResult` / `FetchPartitionData` keyed by
-(topic, partition); when an operation parks, an `asyncio.Future` of that dict is returned.
+fsyncs inside the append); a failed fsync answers KAFKA_STORAGE_ERROR for its partition.
+Results are `ProducePartitionResult` / `FetchPartitionData` keyed by (topic, partition); when
+an operation parks or waits for an fsync, an `asyncio.Future` of that dict is returned.
 """
 
 from __future__ import annotations
@@ -181,11 +182,7 @@ class ReplicaManager:
         one applied answers STALE_CONTROLLER_EPOCH in the result (Kafka's per-partition
         check). FULL requests drop hosted partitions they do not list. Returns
         (topic, partition) -> error code."""
-        if request.controller_epoch < self.controller_epoch:
-            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
-                             f"controller epoch {request.controller_epoch} < "
-                             f"{self.controller_epoch}")
-        self.controller_epoch = request.controller_epoch
+        self._check_controller_epoch(request.controller_epoch)
         results: dict[TopicPartition, int] = {}
         listed: set[TopicPartition] = set()
         changed: list[TopicPartition] = []
@@ -215,6 +212,13 @@ class ReplicaManager:
             self._wake(tp)
         return results
 
+    def _check_controller_epoch(self, epoch: int) -> None:
+        """STALE_CONTROLLER_EPOCH for a decision from an older controller; else remember it."""
+        if epoch < self.controller_epoch:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                             f"controller epoch {epoch} < {self.controller_epoch}")
+        self.controller_epoch = epoch
+
     def _create_partition(self, topic: str, index: int, topic_id) -> Partition:
         tp = (topic, index)
         config = self.log_config_for(topic)
@@ -229,11 +233,7 @@ class ReplicaManager:
         """Apply a StopReplica decision (v4 shape): stop hosting each partition; delete its
         log when `delete_partition` (or leader epoch -2). Parked operations on it complete
         (UNKNOWN_TOPIC_OR_PARTITION). Stale controller epoch -> STALE_CONTROLLER_EPOCH."""
-        if request.controller_epoch < self.controller_epoch:
-            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
-                             f"controller epoch {request.controller_epoch} < "
-                             f"{self.controller_epoch}")
-        self.controller_epoch = request.controller_epoch
+        self._check_controller_epoch(request.controller_epoch)
         results: dict[TopicPartition, int] = {}
         for ts in request.topic_states:
             for ps in ts.partition_states:
@@ -337,7 +337,6 @@ class ReplicaManager:
         return _after_flushes(flushes, out)
 
     def _maybe_delay_produce(self, timeout_ms: int, results: dict):
-        statuses = {}
         waiting = False
         for tp, r in results.items():
             if r.error == ErrorCode.NONE:
@@ -345,7 +344,7 @@ class ReplicaManager:
                 if part is None or part.high_watermark <= r.last_offset or \
                         len(part.isr) < part.min_insync_replicas:
                     waiting = True
-            statuses[tp] = r
+                    break
         if not waiting:
             return results
         loop = asyncio.get_running_loop()
@@ -357,9 +356,9 @@ class ReplicaManager:
 
         op = DelayedProduce(
             max(int(timeout_ms), 0),
-            {tp: ProducePartitionStatus(r.last_offset + 1, r) for tp, r in statuses.items()},
+            {tp: ProducePartitionStatus(r.last_offset + 1, r) for tp, r in results.items()},
             self.get_partition, done)
-        keys = [TopicPartitionKey(*tp) for tp, r in statuses.items()]
+        keys = [TopicPartitionKey(*tp) for tp in results]
         self.delayed_produce_purgatory.try_complete_else_watch(op, keys)
         if fut.done():
             return fut.result()
@@ -409,9 +408,7 @@ class ReplicaManager:
                                          read.last_stable_offset, read.log_start_offset,
                                          read.records)
         for tp in hw_moved:
-            key = TopicPartitionKey(*tp)
-            self.delayed_produce_purgatory.check_and_complete(key)
-            self.delayed_fetch_purgatory.check_and_complete(key)
+            self._wake(tp)
         return out
 
     def fetch_messages(self, params: FetchParams,
