@@ -139,7 +139,8 @@ class Log:
         `records`: a bytearray or writable memoryview is patched in place (else copied once).
         Raises CORRUPT_MESSAGE (torn batch, bad CRC, not magic 2), MESSAGE_TOO_LARGE (a batch
         > max.message.bytes), RECORD_LIST_TOO_LARGE (the append > segment.bytes),
-        INVALID_RECORD (record count != lastOffsetDelta + 1, control batch from a client),
+        INVALID_RECORD (record count != lastOffsetDelta + 1, control batch from a client, a
+        record without key on a `cleanup.policy=compact` topic, as Kafka's LogValidator),
         INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER (idempotence). A duplicate of
         one of a producer's last 5 batches is not written: its original offsets come back
         with `duplicate=True`.
@@ -147,6 +148,7 @@ class Log:
         buf = records if isinstance(records, bytearray) or (
             isinstance(records, memoryview) and not records.readonly) else bytearray(records)
         batches = self._analyze(buf)
+        compacted = origin == "client" and "compact" in self.config.cleanup_policy
         pending: dict[int, tuple[int, int]] = {}
         for b in batches:
             if b.record_count != b.last_offset_delta + 1:
@@ -155,6 +157,10 @@ class Log:
                                  f"delta {b.last_offset_delta}")
             if b.is_control and origin == "client":
                 raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+            if compacted and not b.is_control and any(
+                    r.key is None for r in b.iter_records()):
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 "Compacted topic cannot accept message without key")
             dup = self.producer_state.check(b, pending) if origin != "replication" else None
             if dup is not None:
                 return LogAppendInfo(dup.first_offset, dup.last_offset, dup.max_timestamp,

@@ -112,3 +112,31 @@ def test_console_producer_auto_creates_a_new_topic(broker_factory):
                          input=b"a\n", capture_output=True, timeout=60, env=env)
     assert run.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in run.stderr
     assert_no_traceback(broker)
+
+
+def test_compacted_topic_refuses_records_without_key(broker_factory):
+    """Bug: a topic with ``cleanup.policy=compact`` accepted records with a null key. Kafka's
+    LogValidator refuses them ("Compacted topic cannot accept message without key") with
+    INVALID_RECORD (87), compressed or not; keyed records and tombstones (null value) are
+    accepted, and ``compact,delete`` topics apply the same rule."""
+    from confluent_kafka import Producer
+
+    broker = broker_factory()
+    create_topic(broker, "compacted", 1, {"cleanup.policy": "compact"})
+    create_topic(broker, "both", 1, {"cleanup.policy": "compact,delete"})
+    create_topic(broker, "plain", 1)
+    results: list[tuple[str, object, object]] = []
+    for codec in ("none", "lz4"):
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
+                      "compression.type": codec, "retries": 0})
+        for topic in ("compacted", "both", "plain"):
+            for key, value in ((None, b"no key"), (b"k", b"v"), (b"k", None), (b"", b"empty")):
+                p.produce(topic, key=key, value=value, callback=lambda e, m, t=topic, k=key:
+                          results.append((t, k, e.code() if e else None)))
+                assert p.flush(10) == 0
+    from confluent_kafka import KafkaError
+
+    for topic, key, err in results:
+        want = KafkaError.INVALID_RECORD if key is None and topic != "plain" else None
+        assert err == want, (topic, key, err)
+    assert_no_traceback(broker)
