@@ -38,6 +38,7 @@ from typing import Any
 
 from broker.config_keys import BROKER_CONFIG_KEYS, ConfigKey, ConfigSource, ConfigType
 from broker.properties import PropertiesError, load_properties
+from controller.zk_data import Endpoint
 
 __all__ = [
     "ConfigError",
@@ -104,27 +105,6 @@ class ConfigFileError(ConfigError):
 def _is_sensitive(key: str) -> bool:
     k = BROKER_CONFIG_KEYS.get(key)
     return bool(k and k.sensitive)
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One listener: ``listener_name://host:port`` with its security protocol (the one
-    endpoint type: ``KafkaConfig.listeners`` and ``broker.network.SocketServer`` share it).
-
-    ``host`` is ``""`` to bind all interfaces (Kafka's ``PLAINTEXT://:9092``); ``port`` 0
-    asks the OS for an ephemeral port.
-    """
-
-    listener_name: str
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"
-
-    def connection_string(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener_name}://{host}:{self.port}"
-
-    __str__ = connection_string
 
 
 @dataclass(frozen=True)

@@ -359,12 +359,10 @@ class BrokerServer:
     async def _open_controller(self, listener: BrokerMetadataListener) -> Controller:
         from controller.embedded import EmbeddedController
         from controller.metadata_store import MetadataStoreCorruptError
-        from controller.zk_data import BrokerInfo, EndPoint
+        from controller.zk_data import BrokerInfo
 
         cfg = self.config
-        info = BrokerInfo(self.broker_id, tuple(
-            EndPoint(e.listener_name, e.host, e.port, e.security_protocol)
-            for e in self.advertised), rack=cfg.broker_rack)
+        info = BrokerInfo(self.broker_id, tuple(self.advertised), rack=cfg.broker_rack)
         try:
             controller = await EmbeddedController.open(
                 cfg.log_dirs[0], info, listener,

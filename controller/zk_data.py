@@ -116,28 +116,36 @@ def _int_text(value: Any, what: str) -> int:
 
 
 @dataclass(frozen=True)
-class EndPoint:
-    """One advertised listener: ``<listener_name>://<host>:<port>``."""
+class Endpoint:
+    """One listener: ``<listener_name>://<host>:<port>`` with its security protocol name (Kafka's
+    Endpoint). The one endpoint type: ``KafkaConfig.listeners`` / ``advertised_listeners``,
+    ``broker.network.SocketServer`` and the ``/brokers/ids/<id>`` registration share it.
+
+    ``host`` is ``""`` to bind all interfaces (Kafka's ``PLAINTEXT://:9092``); ``port`` 0
+    asks the OS for an ephemeral port.
+    """
 
     listener_name: str
     host: str
     port: int
     security_protocol: str = "PLAINTEXT"
 
-    @property
     def connection_string(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.listener_name}://{host}:{self.port}"
 
+    __str__ = connection_string
+
     @property
     def security_protocol_id(self) -> int:
+        """The id UpdateMetadata carries (Kafka's SecurityProtocol: PLAINTEXT 0 ... SASL_SSL 3)."""
         return SECURITY_PROTOCOL_IDS[self.security_protocol]
 
 
 _ENDPOINT_RE = re.compile(r"^([A-Za-z0-9_.-]+)://\[?([0-9A-Za-z%._:-]*?)\]?:(-?[0-9]+)$")
 
 
-def parse_endpoint(text: str, protocol_map: dict[str, str] | None = None) -> EndPoint:
+def parse_endpoint(text: str, protocol_map: dict[str, str] | None = None) -> Endpoint:
     """Parse ``LISTENER://host:port`` (IPv6 hosts in brackets); the security protocol comes
     from ``protocol_map`` (listener name -> protocol) or is the listener name itself."""
     match = _ENDPOINT_RE.match(text) if isinstance(text, str) else None
@@ -147,7 +155,7 @@ def parse_endpoint(text: str, protocol_map: dict[str, str] | None = None) -> End
     protocol = (protocol_map or {}).get(name, name)
     if protocol not in SECURITY_PROTOCOL_IDS:
         raise ZkDataError(f"endpoint {text!r}: unknown security protocol {protocol!r}")
-    return EndPoint(name, host, port, protocol)
+    return Endpoint(name, host, port, protocol)
 
 
 @dataclass(frozen=True)
@@ -155,7 +163,7 @@ class BrokerInfo:
     """A broker registration (``/brokers/ids/<id>``)."""
 
     id: int
-    endpoints: tuple[EndPoint, ...]
+    endpoints: tuple[Endpoint, ...]
     rack: str | None = None
     jmx_port: int = -1
     timestamp_ms: int = 0
@@ -288,7 +296,7 @@ class BrokerIdZNode:
             "port": plaintext.port if plaintext else -1,
             "jmx_port": info.jmx_port,
             "timestamp": str(info.timestamp_ms),
-            "endpoints": [e.connection_string for e in info.endpoints],
+            "endpoints": [e.connection_string() for e in info.endpoints],
             "listener_security_protocol_map": {
                 e.listener_name: e.security_protocol for e in info.endpoints
             },

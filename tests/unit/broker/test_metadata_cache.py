@@ -9,7 +9,7 @@ from controller.api import BrokerMetadataListener, CreatableTopic
 from controller.channel import LocalControllerChannel
 from controller.embedded import EmbeddedController
 from controller.metadata_store import EmbeddedMetadataStore
-from controller.zk_data import BrokerInfo, EndPoint
+from controller.zk_data import BrokerInfo, Endpoint
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import UpdateMetadataRequest as UMR
 
@@ -127,7 +127,7 @@ async def test_cache_follows_the_embedded_controller(tmp_path):
     store = EmbeddedMetadataStore(str(tmp_path))
     await store.open()
     cache = MetadataCache(7)
-    info = BrokerInfo(7, (EndPoint("PLAINTEXT", "127.0.0.1", 19092),))
+    info = BrokerInfo(7, (Endpoint("PLAINTEXT", "127.0.0.1", 19092),))
     ctl = EmbeddedController(store, info, LocalControllerChannel(7, CacheBroker(cache)))
     await ctl.startup()
     cache.set_cluster_id(ctl.cluster_id)

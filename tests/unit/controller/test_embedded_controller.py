@@ -17,11 +17,11 @@ from controller.channel import LocalControllerChannel
 from controller.embedded import EmbeddedController
 from controller.kafka_uuid import from_base64, random_uuid
 from controller.metadata_store import EmbeddedMetadataStore
-from controller.zk_data import BrokerInfo, EndPoint, TopicPartitionStateZNode
+from controller.zk_data import BrokerInfo, Endpoint, TopicPartitionStateZNode
 from protocol.errors import ErrorCode
 from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
-BROKER = BrokerInfo(id=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9092),), rack="r1")
+BROKER = BrokerInfo(id=1, endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", 9092),), rack="r1")
 
 
 class RecordingBroker(BrokerMetadataListener):

@@ -46,7 +46,7 @@ def test_cluster_id_and_controller_znodes():
 def test_broker_registration_v5():
     info = z.BrokerInfo(
         id=1,
-        endpoints=(z.EndPoint("PLAINTEXT", "h1", 9092), z.EndPoint("SSL", "::1", 9093, "SSL")),
+        endpoints=(z.Endpoint("PLAINTEXT", "h1", 9092), z.Endpoint("SSL", "::1", 9093, "SSL")),
         rack=None, timestamp_ms=42,
     )
     data = z.BrokerIdZNode.encode(info)
@@ -59,7 +59,7 @@ def test_broker_registration_v5():
     assert d["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
     assert z.BrokerIdZNode.path(1) == "/brokers/ids/1"
     assert z.BrokerIdZNode.decode(1, data) == info
-    racked = z.BrokerInfo(id=2, endpoints=(z.EndPoint("CLIENT", "h", 1, "SASL_SSL"),), rack="r1")
+    racked = z.BrokerInfo(id=2, endpoints=(z.Endpoint("CLIENT", "h", 1, "SASL_SSL"),), rack="r1")
     d = doc(z.BrokerIdZNode.encode(racked))
     assert d["rack"] == "r1" and d["host"] is None and d["port"] == -1
     assert z.BrokerIdZNode.decode(2, z.BrokerIdZNode.encode(racked)) == racked
