@@ -38,7 +38,7 @@ from typing import Any
 
 from broker.config_keys import BROKER_CONFIG_KEYS, ConfigKey, ConfigSource, ConfigType
 from broker.properties import PropertiesError, load_properties
-from controller.zk_data import Endpoint
+from controller.zk_data import SECURITY_PROTOCOL_IDS, Endpoint
 
 __all__ = [
     "ConfigError",
@@ -232,16 +232,14 @@ def parse_listeners(
 def _parse_protocol_map(text: str) -> dict[str, str]:
     key = "listener.security.protocol.map"
     allowed = "NAME:PROTOCOL[,NAME:PROTOCOL...] with PROTOCOL one of " \
-        "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
+        + ", ".join(SECURITY_PROTOCOL_IDS)
     result: dict[str, str] = {}
     for item in (s.strip() for s in text.split(",")):
         if not item:
             continue
         name, sep, protocol = item.partition(":")
         protocol = protocol.strip().upper()
-        if not sep or not name.strip() or protocol not in (
-            "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
-        ):
+        if not sep or not name.strip() or protocol not in SECURITY_PROTOCOL_IDS:
             raise ConfigError(key, text, allowed, f"bad entry {item!r}")
         result[name.strip().upper()] = protocol
     return result

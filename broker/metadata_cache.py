@@ -27,13 +27,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.zk_data import SECURITY_PROTOCOL_IDS
 from protocol.errors import ErrorCode, KafkaError
 
 LEADER_DURING_DELETE = -2
 NO_LEADER_ID = -1
 TYPE_FULL = 2
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-_PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+_PROTOCOL_NAMES = {i: name for name, i in SECURITY_PROTOCOL_IDS.items()}
 
 
 @dataclass(frozen=True)
