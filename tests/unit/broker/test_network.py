@@ -47,39 +47,12 @@ async def basic_handler(request):
 
 
 @pytest.fixture
-async def make_server():
-    servers = []
-
+def make_server(socket_servers):
     async def make(handler=basic_handler, processor_class=None, **kw):
         kw.setdefault("num_io_threads", 4)
-        server = SocketServer([Endpoint("PLAINTEXT", "127.0.0.1", 0)], handler, **kw)
-        if processor_class is not None:
-            server.processor_class = processor_class
-        await server.start()
-        servers.append(server)
-        return server
+        return await socket_servers(handler, processor_class, **kw)
 
-    yield make
-    for s in servers:
-        await s.stop()
-
-
-@pytest.fixture
-async def connect():
-    writers = []
-
-    async def open_one(server):
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port())
-        writers.append(writer)
-        return reader, writer
-
-    yield open_one
-    for w in writers:
-        w.close()
-        try:
-            await w.wait_closed()
-        except OSError:
-            pass
+    return make
 
 
 async def test_echo_round_trip_and_request_fields(make_server, connect):

@@ -35,36 +35,11 @@ def echo(request) -> Response:
 
 
 @pytest.fixture
-async def servers():
-    started = []
-
+def servers(socket_servers):
     async def make(handler=echo, **kw):
-        server = SocketServer([Endpoint("PLAINTEXT", "127.0.0.1", 0)], handler, **kw)
-        await server.start()
-        started.append(server)
-        return server
+        return await socket_servers(handler, **kw)
 
-    yield make
-    for s in started:
-        await s.stop()
-
-
-@pytest.fixture
-async def connect():
-    writers = []
-
-    async def open_one(server):
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port())
-        writers.append(writer)
-        return reader, writer
-
-    yield open_one
-    for w in writers:
-        w.close()
-        try:
-            await w.wait_closed()
-        except OSError:
-            pass
+    return make
 
 
 async def until(predicate, timeout: float = 5.0) -> None:
