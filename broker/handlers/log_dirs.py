@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import os
 
-from broker.handlers.registry import handles
+from broker.handlers.registry import error_code_response, handles
 from protocol import api
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode
 
 DESCRIBE_LOG_DIRS = 35
 DescribeLogDirsResponse = api.API_KEYS[DESCRIBE_LOG_DIRS].response_cls
-
-
-def error_response(request, version: int, error: KafkaError):
-    return DescribeLogDirsResponse(error_code=int(error.code), results=[])
+error_response = error_code_response(DescribeLogDirsResponse)
 
 
 def _wanted(request) -> set[tuple[str, int]] | None:

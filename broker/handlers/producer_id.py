@@ -18,8 +18,8 @@
 
 from __future__ import annotations
 
-from broker.handlers.registry import handles
-from protocol.errors import ErrorCode, KafkaError
+from broker.handlers.registry import error_code_response, handles
+from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 API_KEY = 22
@@ -28,9 +28,7 @@ MIN_VERSION, MAX_VERSION = 0, 5
 TRANSACTIONS_UNSUPPORTED = ErrorCode.UNSUPPORTED_VERSION
 
 
-def error_response(req: InitProducerIdRequest, version: int, error: KafkaError
-                   ) -> InitProducerIdResponse:
-    return InitProducerIdResponse(error_code=error.code, producer_id=-1, producer_epoch=-1)
+error_response = error_code_response(InitProducerIdResponse, producer_id=-1, producer_epoch=-1)
 
 
 @handles(API_KEY, MIN_VERSION, MAX_VERSION, error_response=error_response)

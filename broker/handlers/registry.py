@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CLOSE_CONNECTION", "NO_RESPONSE", "ApiHandler", "REGISTRY", "handles", "then"]
+__all__ = ["CLOSE_CONNECTION", "NO_RESPONSE", "ApiHandler", "REGISTRY", "error_code_response",
+           "handles", "then"]
 
 
 class _Marker:
@@ -83,6 +84,16 @@ def handles(api_key: int, min_version: int, max_version: int,
         REGISTRY.register(ApiHandler(api_key, min_version, max_version, fn, error_response))
         return fn
     return deco
+
+
+def error_code_response(response_cls: Callable[..., Any], **fields: Any
+                        ) -> Callable[[Any, int, Exception], Any]:
+    """The ``error_response`` of an API whose response has one top-level error code:
+    ``response_cls(error_code=error.code, **fields)``, every other field at its default
+    (``fields`` must be immutable values: they are shared by every response)."""
+    def build(request: Any, version: int, error: Any) -> Any:
+        return response_cls(error_code=int(error.code), **fields)
+    return build
 
 
 def then(result: Any, fn: Callable[[Any], Any]) -> Any:

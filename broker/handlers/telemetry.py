@@ -23,9 +23,9 @@ from __future__ import annotations
 import uuid
 import zlib
 
-from broker.handlers.registry import handles
+from broker.handlers.registry import error_code_response, handles
 from protocol import api
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode
 
 GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY = 71, 72
 GetTelemetrySubscriptionsResponse = api.API_KEYS[GET_TELEMETRY_SUBSCRIPTIONS].response_cls
@@ -51,11 +51,8 @@ def _max_bytes(ctx) -> int:
         return DEFAULT_TELEMETRY_MAX_BYTES
 
 
-def get_subscriptions_error_response(request, version: int, error: KafkaError):
-    return GetTelemetrySubscriptionsResponse(error_code=int(error.code))
-
-
-@handles(GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, error_response=get_subscriptions_error_response)
+@handles(GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, error_response=error_code_response(
+    GetTelemetrySubscriptionsResponse))
 def handle_get_telemetry_subscriptions(ctx, request):
     instance = request.client_instance_id
     if instance is None or instance == ZERO_UUID:
@@ -67,11 +64,7 @@ def handle_get_telemetry_subscriptions(ctx, request):
         delta_temporality=True, requested_metrics=[])
 
 
-def push_error_response(request, version: int, error: KafkaError):
-    return PushTelemetryResponse(error_code=int(error.code))
-
-
-@handles(PUSH_TELEMETRY, 0, 0, error_response=push_error_response)
+@handles(PUSH_TELEMETRY, 0, 0, error_response=error_code_response(PushTelemetryResponse))
 def handle_push_telemetry(ctx, request):
     instance = request.client_instance_id
     if instance is None or instance == ZERO_UUID:
