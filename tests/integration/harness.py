@@ -79,10 +79,10 @@ def api_versions_probe(host: str, port: int, timeout: float = 2.0) -> list[tuple
     body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", _recv_exact(s, 4))[0]
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
         if not 6 <= size <= 1 << 20:
             raise ValueError(f"implausible ApiVersions response size {size}")
-        resp = _recv_exact(s, size)
+        resp = recv_exact(s, size)
     cid, error_code = struct.unpack_from(">ih", resp, 0)
     if cid != correlation_id:
         raise ValueError(f"correlation id {cid} != {correlation_id}")
@@ -94,7 +94,7 @@ def api_versions_probe(host: str, port: int, timeout: float = 2.0) -> list[tuple
     return [struct.unpack_from(">hhh", resp, 10 + 6 * i) for i in range(count)]
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
+def recv_exact(s: socket.socket, n: int) -> bytes:
     buf = bytearray()
     while len(buf) < n:
         chunk = s.recv(n - len(buf))

@@ -6,8 +6,6 @@ idempotent batches, acks=0 failure, legacy message sets, min_bytes / max_wait)."
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 import threading
 import time
 import uuid
@@ -16,10 +14,9 @@ import warnings
 import pytest
 
 from protocol import api
-from protocol.headers import RequestHeader, encode_request_header, response_header_version
 from protocol.legacy_records import build_message_set, iter_legacy_messages
 from protocol.records import RecordBatchBuilder, iter_batches_lenient
-from tests.integration.harness import BrokerProcess
+from tests.integration.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -42,43 +39,6 @@ def _expected(n: int):
 
 
 # --------------------------------------------------------------------------- raw client
-class RawClient:
-    """One connection speaking the protocol through our codec (for exact error checks)."""
-
-    def __init__(self, broker: BrokerProcess, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
-        self.cid = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, key: int, version: int, msg) -> int:
-        self.cid += 1
-        head = encode_request_header(RequestHeader(key, version, self.cid, "raw-test"))
-        body = head + api.encode_request(msg, version)
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-        return self.cid
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
-
-    def recv(self, key: int, version: int, cid: int):
-        size = struct.unpack(">i", self._exact(4))[0]
-        frame = self._exact(size)
-        assert struct.unpack_from(">i", frame)[0] == cid
-        offset = 4 + (1 if response_header_version(key, version) >= 1 else 0)
-        return api.decode_response(key, version, frame, offset)
-
-    def call(self, key: int, version: int, msg):
-        return self.recv(key, version, self.send(key, version, msg))
-
-
 def _metadata(raw: RawClient, topic: str) -> None:
     """Auto-create `topic` and wait until it has a leader."""
     cls = api.API_KEYS[3].request_cls

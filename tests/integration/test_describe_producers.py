@@ -11,8 +11,6 @@ to the cluster but not hosted gets NOT_LEADER_OR_FOLLOWER, and transactional sta
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 import uuid
 import warnings
@@ -25,9 +23,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.handlers.producers import handle_describe_producers
 from protocol import api
 from protocol.errors import ErrorCode as E
-from protocol.headers import RequestHeader, encode_request_header, response_header_version
 from protocol.records import RecordBatchBuilder, build_control_batch
 from tests.integration.harness import api_versions_probe
+from tests.integration.raw_client import RawClient
 from tests.unit.broker.dataplane_helpers import leader_and_isr, make_replica_manager
 
 with warnings.catch_warnings():  # kafka-python 3 reads its schemas with a deprecated API
@@ -86,36 +84,10 @@ def _describe(b, tps, **kw):
         admin.close()
 
 
-class Raw:
-    """One connection sending DescribeProducers v0 with our codec."""
-
-    def __init__(self, broker, timeout: float = 15.0) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
-        self.cid = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
-
-    def describe(self, topics: dict[str, list[int]]):
-        msg = Request(topics=[Request.TopicRequest(name=t, partition_indexes=ps)
-                              for t, ps in topics.items()])
-        self.cid += 1
-        body = encode_request_header(RequestHeader(DESCRIBE_PRODUCERS, 0, self.cid, "raw-dp")) \
-            + api.encode_request(msg, 0)
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-        frame = self._exact(struct.unpack(">i", self._exact(4))[0])
-        assert struct.unpack_from(">i", frame)[0] == self.cid
-        offset = 4 + (1 if response_header_version(DESCRIBE_PRODUCERS, 0) >= 1 else 0)
-        return api.decode_response(DESCRIBE_PRODUCERS, 0, frame, offset)
+def _describe_raw(raw: RawClient, topics: dict[str, list[int]]):
+    """DescribeProducers v0 for ``topics`` (name -> partitions) on a raw connection."""
+    return raw.call(DESCRIBE_PRODUCERS, 0, Request(topics=[
+        Request.TopicRequest(name=t, partition_indexes=ps) for t, ps in topics.items()]))
 
 
 # ----- live broker ---------------------------------------------------------------------------
@@ -168,9 +140,10 @@ def test_unknown_partition_through_admin_client(shared_broker):
 def test_error_codes_on_raw_requests(shared_broker):
     topic = _topic()
     _create(shared_broker, topic, partitions=1)
-    raw = Raw(shared_broker)
+    raw = RawClient(shared_broker, timeout=15.0, client_id="raw-dp")
     try:
-        r = raw.describe({topic: [0, 5, 0], _topic("missing"): [0, 1], "bad/name": [0]})
+        r = _describe_raw(raw, {topic: [0, 5, 0], _topic("missing"): [0, 1],
+                                "bad/name": [0]})
     finally:
         raw.close()
     assert r.throttle_time_ms == 0

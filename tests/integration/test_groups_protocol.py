@@ -4,50 +4,18 @@ OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroup
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 
 import pytest
 
 from protocol import api
 from protocol.errors import ErrorCode as E
-from protocol.headers import RequestHeader, encode_request_header, response_header_version
+from tests.integration.raw_client import RawClient
 
 FIND, JOIN, HEARTBEAT, LEAVE, SYNC = 10, 11, 12, 13, 14
 COMMIT, FETCH, DESCRIBE, LIST, DELETE_GROUPS, OFFSET_DELETE = 8, 9, 15, 16, 42, 47
 CREATE_TOPICS = 19
 BROKER_PROPS = {"group.min.session.timeout.ms": "1000", "offsets.topic.num.partitions": "7"}
-
-
-class Raw:
-    def __init__(self, broker, timeout: float = 15.0) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
-        self.cid = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
-
-    def call(self, api_key: int, version: int, /, **fields):
-        key = api_key
-        msg = api.API_KEYS[key].request_cls(**fields)
-        self.cid += 1
-        body = encode_request_header(RequestHeader(key, version, self.cid, "raw-groups")) + \
-            api.encode_request(msg, version)
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-        frame = self._exact(struct.unpack(">i", self._exact(4))[0])
-        assert struct.unpack_from(">i", frame)[0] == self.cid
-        offset = 4 + (1 if response_header_version(key, version) >= 1 else 0)
-        return api.decode_response(key, version, frame, offset)
 
 
 def req(key):
@@ -66,12 +34,12 @@ def gbroker(tmp_path_factory):
 
 @pytest.fixture
 def raw(gbroker):
-    r = Raw(gbroker)
+    r = RawClient(gbroker, timeout=15.0, client_id="raw-groups")
     yield r
     r.close()
 
 
-def wait_coordinator(raw: Raw, group: str, timeout: float = 15.0):
+def wait_coordinator(raw: RawClient, group: str, timeout: float = 15.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         r = raw.call(FIND, 3, key=group, key_type=0)
@@ -82,7 +50,7 @@ def wait_coordinator(raw: Raw, group: str, timeout: float = 15.0):
     raise AssertionError("no coordinator")
 
 
-def create_topic(raw: Raw, name: str, partitions: int = 2) -> None:
+def create_topic(raw: RawClient, name: str, partitions: int = 2) -> None:
     C = req(CREATE_TOPICS)
     r = raw.call(CREATE_TOPICS, 5, topics=[C.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=1)], timeout_ms=10000)
@@ -297,7 +265,7 @@ def test_offsets_topic_replication_factor_is_enforced(broker_factory):
     """KIP-115: with offsets.topic.replication.factor above the live brokers the internal
     topic is not created and FindCoordinator keeps answering COORDINATOR_NOT_AVAILABLE."""
     b = broker_factory({"offsets.topic.replication.factor": "3"})
-    r = Raw(b)
+    r = RawClient(b)
     try:
         for _ in range(10):
             assert raw_find(r).error_code == E.COORDINATOR_NOT_AVAILABLE
@@ -311,7 +279,7 @@ def test_offsets_topic_replication_factor_is_enforced(broker_factory):
     assert "INVALID_REPLICATION_FACTOR" in b.log_text()
 
 
-def raw_find(raw: Raw):
+def raw_find(raw: RawClient):
     return raw.call(FIND, 3, key="rf-group", key_type=0)
 
 

@@ -5,10 +5,10 @@ hierarchical timing wheel").
   fetch.max.wait.ms = 5000 gets a record another client produces within 50 ms (median of 10
   trials; each single trial well under the 5 s max wait), i.e. the parked DelayedFetch is
   completed by the append, not by its deadline nor by a client-side poll loop.
-- Raw Fetch requests: an empty partition answers after max_wait_ms (300 ms); fetch.min.bytes
+- RawClient Fetch requests: an empty partition answers after max_wait_ms (300 ms); fetch.min.bytes
   holds the answer back until enough bytes are readable (summed over partitions) or the
   deadline passes.
-- Raw Produce with acks=-1: DelayedProduce completes at once on a single node (ISR {self}),
+- RawClient Produce with acks=-1: DelayedProduce completes at once on a single node (ISR {self}),
   whatever the timeout, with the offsets of the append.
 
 Timings asserted are only those the issue demands (50 ms) plus lower bounds a correct broker
@@ -18,10 +18,7 @@ cannot undercut (max wait) and generous upper bounds (well below the 5 s max wai
 from __future__ import annotations
 
 import asyncio
-import select
-import socket
 import statistics
-import struct
 import threading
 import time
 import uuid
@@ -30,9 +27,8 @@ import warnings
 import pytest
 
 from protocol import api
-from protocol.headers import RequestHeader, encode_request_header, response_header_version
 from protocol.records import RecordBatchBuilder, iter_batches_lenient
-from tests.integration.harness import BrokerProcess
+from tests.integration.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -59,55 +55,14 @@ def _check_latencies(latencies: list[float]) -> None:
 
 
 # --------------------------------------------------------------------------- raw client
-class Raw:
-    """One connection speaking the protocol through our codec; `send` and `recv` are split
-    so that a test can park a fetch and watch the socket while producing elsewhere."""
-
-    def __init__(self, broker: BrokerProcess, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
-        self.cid = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, key: int, version: int, msg) -> int:
-        self.cid += 1
-        head = encode_request_header(RequestHeader(key, version, self.cid, "long-poll-test"))
-        body = head + api.encode_request(msg, version)
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-        return self.cid
-
-    def readable_within(self, seconds: float) -> bool:
-        return bool(select.select([self.sock], [], [], seconds)[0])
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
-
-    def recv(self, key: int, version: int, cid: int):
-        size = struct.unpack(">i", self._exact(4))[0]
-        frame = self._exact(size)
-        assert struct.unpack_from(">i", frame)[0] == cid
-        offset = 4 + (1 if response_header_version(key, version) >= 1 else 0)
-        return api.decode_response(key, version, frame, offset)
-
-    def call(self, key: int, version: int, msg):
-        return self.recv(key, version, self.send(key, version, msg))
-
-
 @pytest.fixture
 def raw(shared_broker):
-    c = Raw(shared_broker)
+    c = RawClient(shared_broker, client_id="long-poll-test")
     yield c
     c.close()
 
 
-def _create_topic(raw: Raw, topic: str, partitions: int = 1) -> None:
+def _create_topic(raw: RawClient, topic: str, partitions: int = 1) -> None:
     cls = api.API_KEYS[19].request_cls
     resp = raw.call(19, 5, cls(timeout_ms=10_000, validate_only=False, topics=[
         cls.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=1,
@@ -153,7 +108,7 @@ def _records_len(resp) -> int:
     return sum(len(p.records or b"") for t in resp.responses for p in t.partitions)
 
 
-def _produce_ok(raw: Raw, topic: str, records: bytes, partition: int = 0) -> int:
+def _produce_ok(raw: RawClient, topic: str, records: bytes, partition: int = 0) -> int:
     pr = raw.call(0, 9, _produce(topic, records, partition=partition)) \
         .responses[0].partition_responses[0]
     assert pr.error_code == 0, pr
@@ -307,7 +262,7 @@ def test_fetch_min_bytes_waits_for_enough_bytes(shared_broker, raw):
     _create_topic(raw, topic)
     small = _batch(1)
     min_bytes = 3 * len(small)  # three small batches are needed
-    consumer = Raw(shared_broker)
+    consumer = RawClient(shared_broker, client_id="long-poll-test")
     try:
         start = time.monotonic()
         cid = consumer.send(1, 11, _fetch(topic, {0: 0}, max_wait=LONG_WAIT_MS,
@@ -333,7 +288,7 @@ def test_fetch_min_bytes_counts_bytes_over_all_partitions(shared_broker, raw):
     topic = _topic("lp-minbytes2")
     _create_topic(raw, topic, partitions=2)
     small = _batch(1)
-    consumer = Raw(shared_broker)
+    consumer = RawClient(shared_broker, client_id="long-poll-test")
     try:
         cid = consumer.send(1, 11, _fetch(topic, {0: 0, 1: 0}, max_wait=LONG_WAIT_MS,
                                           min_bytes=2 * len(small)))
@@ -388,7 +343,7 @@ def test_acks_all_produce_completes_at_once_on_a_single_node(raw, timeout_ms):
 def test_acks_all_produce_wakes_a_parked_fetch(shared_broker, raw):
     topic = _topic("lp-acks-fetch")
     _create_topic(raw, topic)
-    consumer = Raw(shared_broker)
+    consumer = RawClient(shared_broker, client_id="long-poll-test")
     try:
         cid = consumer.send(1, 11, _fetch(topic, {0: 0}, max_wait=LONG_WAIT_MS))
         assert not consumer.readable_within(0.2)

@@ -19,7 +19,7 @@ from protocol.headers import (
     encode_request_header,
     response_header_version,
 )
-from tests.integration.harness import BrokerProcess, run_kcat
+from tests.integration.harness import BrokerProcess, recv_exact, run_kcat
 
 pytestmark = [
     pytest.mark.integration,
@@ -37,16 +37,6 @@ ALL_TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 # ----- raw requests ---------------------------------------------------------------------------
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
-
-
 def raw_call(broker: BrokerProcess, api_key: int, version: int, msg, *,
              header_version: int | None = None) -> tuple[object, bytes]:
     """Send one request; return (decoded response, raw response body after the size)."""
@@ -54,8 +44,8 @@ def raw_call(broker: BrokerProcess, api_key: int, version: int, msg, *,
     payload = encode_request_header(header) + api.encode_request(msg, version)
     with socket.create_connection((broker.host, broker.port), timeout=10) as s:
         s.sendall(struct.pack(">i", len(payload)) + payload)
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
-        body = _recv_exact(s, size)
+        (size,) = struct.unpack(">i", recv_exact(s, 4))
+        body = recv_exact(s, size)
     hv = response_header_version(api_key, version) if header_version is None else header_version
     cid, offset = decode_response_header(memoryview(body), hv)
     assert cid == 4242
@@ -116,8 +106,8 @@ def test_api_versions_unsupported_version_gets_v0_body(shared_broker):
     struct.pack_into(">h", frame, 2, 9)
     with socket.create_connection((shared_broker.host, shared_broker.port), timeout=10) as s:
         s.sendall(struct.pack(">i", len(frame)) + frame)
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
-        body = _recv_exact(s, size)
+        (size,) = struct.unpack(">i", recv_exact(s, 4))
+        body = recv_exact(s, size)
     resp = api.decode_response(API_VERSIONS, 0, memoryview(body), 4)
     assert struct.unpack_from(">i", body)[0] == 7
     assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.integration.harness import BrokerProcess, api_versions_probe
+from tests.integration.harness import BrokerProcess, api_versions_probe, recv_exact
 
 pytestmark = [
     pytest.mark.integration,
@@ -31,16 +31,6 @@ def api_versions_frame(correlation_id: int) -> bytes:
     client_id = b"limits"
     body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
     return struct.pack(">i", len(body)) + body
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
 
 
 def pipelined_api_versions(broker: BrokerProcess, client: int, count: int) -> list[int]:
