@@ -1,5 +1,6 @@
-"""ListOffsets for the tools: earliest (-2), latest (-1) or by timestamp, per partition,
-sent to each partition's leader (Kafka's ``ListOffsets`` v1+ semantics, KIP-79)."""
+"""Offsets for the tools: ListOffsets earliest (-2), latest (-1) or by timestamp, per
+partition, sent to each partition's leader (Kafka's ``ListOffsets`` v1+ semantics, KIP-79);
+OffsetCommit of a standalone consumer's positions to the group coordinator."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from broker.tools._client import KafkaClient, ToolError, error_name
 from broker.tools._common import partition_leaders
 
 LIST_OFFSETS = 2
+OFFSET_COMMIT = 8
 LATEST, EARLIEST = -1, -2
 
 
@@ -44,3 +46,26 @@ def list_offsets(client: KafkaClient, tps: list[tuple[str, int]], timestamp: int
                                     f"{error_name(p.error_code)}")
                 out[(t.name, p.partition_index)] = p.offset
     return out
+
+
+def commit_offsets(client: KafkaClient, node: int, group: str,
+                   positions: dict[tuple[str, int], int]) -> None:
+    """Commit ``positions`` ((topic, partition) -> offset) for ``group`` as a standalone
+    consumer (OffsetCommit v0-v7: generation -1, member id "", empty metadata, retention -1
+    in v2-v4) to ``node``, the group coordinator. ToolError naming the first partition that
+    answered an error."""
+    version = client.version_for(OFFSET_COMMIT, max_version=7)
+    topics: dict[str, list] = {}
+    for (t, p), off in sorted(positions.items()):
+        topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off,
+                                         "committed_metadata": ""})
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    if 2 <= version <= 4:
+        body["retention_time_ms"] = -1
+    resp = client.request(OFFSET_COMMIT, body, version=version, node=node)
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code:
+                raise ToolError(f"cannot commit {t.name}-{p.partition_index} for group "
+                                f"{group}: {error_name(p.error_code)}")

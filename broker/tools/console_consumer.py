@@ -42,7 +42,7 @@ import time
 
 from broker.tools._client import ToolError, error_name
 from broker.tools._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
-from broker.tools._offsets import EARLIEST, LATEST, list_offsets
+from broker.tools._offsets import EARLIEST, LATEST, commit_offsets, list_offsets
 
 COMMAND = "console-consumer"
 HELP = "Print records of a topic (like kafka-console-consumer.sh)"
@@ -164,25 +164,6 @@ def _records(buf, fetch_offset: int):
             if r.offset >= fetch_offset:
                 yield (r, batch.timestamp_type), r.offset + 1
         yield None, batch.next_offset
-
-
-def _commit(client, node: int, group: str, positions: dict[tuple[str, int], int]) -> None:
-    """Commit ``positions`` for ``group`` as a standalone consumer (generation -1)."""
-    version = client.version_for(8, max_version=7)
-    topics: dict[str, list] = {}
-    for (t, p), off in sorted(positions.items()):
-        topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off,
-                                         "committed_metadata": ""})
-    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-    if 2 <= version <= 4:
-        body["retention_time_ms"] = -1
-    resp = client.request(8, body, version=version, node=node)
-    for t in resp.topics:
-        for p in t.partitions:
-            if p.error_code:
-                raise ToolError(f"commit of {t.name}-{p.partition_index} for group {group} "
-                                f"failed: {error_name(p.error_code)}")
 
 
 def _consumer_config(args) -> dict[str, str]:
@@ -389,7 +370,7 @@ def _run_assigned(args, client, reader: _Reader, group: str | None) -> None:
         elif _idle_too_long(args, last_data):
             break
     if coordinator is not None:
-        _commit(client, coordinator, group, positions)
+        commit_offsets(client, coordinator, group, positions)
 
 
 def _sigterm_as_interrupt():

@@ -33,11 +33,11 @@ from broker.tools._common import (
     partition_leaders,
     tool_main,
 )
-from broker.tools._offsets import EARLIEST, LATEST, list_offsets
+from broker.tools._offsets import EARLIEST, LATEST, commit_offsets, list_offsets
 
 COMMAND = "consumer-groups"
 HELP = "List, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)"
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
+OFFSET_FETCH, FIND_COORDINATOR = 9, 10
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 
 
@@ -205,20 +205,7 @@ def _reset(client, args) -> int:
             new = committed.get(tp, latest[tp]) + args.shift_by
         plan[tp] = min(max(new, earliest[tp]), latest[tp])  # Kafka clamps into the log
     if args.execute:
-        version = client.version_for(OFFSET_COMMIT, max_version=7)
-        topics: dict[str, list] = {}
-        for (t, p), off in plan.items():
-            topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off,
-                                             "committed_metadata": ""})
-        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-        if 2 <= version <= 4:
-            body["retention_time_ms"] = -1
-        resp = client.request(OFFSET_COMMIT, body, version=version, node=node)
-        for t in resp.topics:
-            for p in t.partitions:
-                check_error(p.error_code, None,
-                            f"cannot commit {t.name}-{p.partition_index} for group {group}")
+        commit_offsets(client, node, group, plan)
     print()
     rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
     rows += [[group, t, str(p), str(off)] for (t, p), off in sorted(plan.items())]
