@@ -30,7 +30,9 @@ with warnings.catch_warnings():
     from kafka.record.legacy_records import LegacyRecordBatchBuilder
     from kafka.record.memory_records import MemoryRecords
 
-KCAT = Path("/work/shared/kafka-protocol/captured/kcat")
+KCAT = next((p for p in (Path(__file__).resolve().parents[3].parent / "shared" / "kafka-protocol"
+             / "captured" / "kcat", Path("/work/shared/kafka-protocol/captured/kcat"))
+             if p.is_dir()), Path("/work/shared/kafka-protocol/captured/kcat"))
 
 
 def produce_v0_message_sets(frame: bytes) -> list[bytes]:

@@ -17,7 +17,9 @@ from protocol.records import (
     iter_batches,
 )
 
-CAPTURED = Path("/work/shared/kafka-protocol/captured")
+CAPTURED = next((p for p in (Path(__file__).resolve().parents[3].parent / "shared" / "kafka-protocol"
+                 / "captured", Path("/work/shared/kafka-protocol/captured"))
+                 if p.is_dir()), Path("/work/shared/kafka-protocol/captured"))
 pytestmark = pytest.mark.skipif(not CAPTURED.exists(), reason="captured frames not present")
 
 
