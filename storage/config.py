@@ -27,12 +27,17 @@ class LogConfig:
     retention_bytes: int = -1  # retention.bytes; -1 = unlimited
     max_message_bytes: int = 1024 * 1024 + 12  # max.message.bytes (1048588)
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
-    cleanup_policy: str = "delete"  # cleanup.policy (compaction: not implemented)
+    cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or both (storage.cleaner)
     flush_interval_messages: int = LONG_MAX  # flush.messages (default: leave it to the OS)
     flush_interval_ms: int = LONG_MAX  # flush.ms
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
     preallocate: bool = False  # preallocate (.log preallocation; not implemented)
     compression_type: str = "producer"  # compression.type (storage.recompress)
+    # compaction (storage.cleaner; Kafka's LogCleaner)
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms (tombstones, 1 day)
 
     # Kafka topic key -> (field, converter). Broker keys are "log." + topic key, with aliases.
     _KEYS = {
@@ -51,6 +56,10 @@ class LogConfig:
         "file.delete.delay.ms": ("file_delete_delay_ms", int),
         "preallocate": ("preallocate", lambda v: str(v).lower() == "true"),
         "compression.type": ("compression_type", lambda v: str(v).strip().lower()),
+        "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
+        "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
+        "max.compaction.lag.ms": ("max_compaction_lag_ms", int),
+        "delete.retention.ms": ("delete_retention_ms", int),
     }
     # broker-level names that differ from "log." + topic key
     _BROKER_ALIASES = {
@@ -64,6 +73,10 @@ class LogConfig:
         "log.flush.interval.ms": "flush.ms",
         "log.segment.delete.delay.ms": "file.delete.delay.ms",
         "log.preallocate": "preallocate",
+        "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+        "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+        "log.cleaner.delete.retention.ms": "delete.retention.ms",
     }
 
     @classmethod
@@ -114,9 +127,20 @@ class LogConfig:
                                          "zstd"):
             problems.append("compression.type must be producer, uncompressed, gzip, snappy, "
                             "lz4 or zstd")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            problems.append("min.cleanable.dirty.ratio must be in [0, 1]")
+        if self.min_compaction_lag_ms < 0 or self.delete_retention_ms < 0:
+            problems.append("min.compaction.lag.ms and delete.retention.ms must be >= 0")
+        if self.max_compaction_lag_ms < 1:
+            problems.append("max.compaction.lag.ms must be >= 1")
         if problems:
             raise KafkaError(ErrorCode.INVALID_CONFIG, "; ".join(problems))
 
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy includes `compact` (the log cleaner owns the log's old segments)."""
+        return "compact" in self.cleanup_policy
