@@ -124,12 +124,29 @@ def _run_server(args: argparse.Namespace) -> int:
             daemon.remove_pid_file(args.pid_file)
 
 
+def _raise_open_files_limit() -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as the JVM running Kafka does (HotSpot's
+    MaxFDLimit): every segment keeps file descriptors open (.log, .index, .timeindex and
+    their maps), so the common soft limit of 1024 is used up by a few hundred partitions."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard and soft != resource.RLIM_INFINITY:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            log.info("raised the open files limit from %d to %s", soft,
+                     "unlimited" if hard == resource.RLIM_INFINITY else hard)
+    except (ImportError, ValueError, OSError) as e:  # not POSIX, or refused
+        log.warning("could not raise the open files limit: %s", e)
+
+
 def _serve(config: KafkaConfig) -> int:
     try:
         from broker.server import run_server
     except ImportError as e:
         log.error("The broker server is not available in this build: %s", e)
         return EXIT_FAILURE
+    _raise_open_files_limit()
     try:
         asyncio.run(run_server(config))
     except KeyboardInterrupt:

@@ -140,3 +140,44 @@ def test_compacted_topic_refuses_records_without_key(broker_factory):
         want = KafkaError.INVALID_RECORD if key is None and topic != "plain" else None
         assert err == want, (topic, key, err)
     assert_no_traceback(broker)
+
+
+def test_broker_raises_its_open_files_soft_limit(tmp_path):
+    """Bug: started under the common ``ulimit -n 1024`` soft limit (hard limit higher), the
+    broker ran out of file descriptors once a few hundred partitions existed (each segment
+    holds its .log, .index and .timeindex open, and each mapped index one more): appends
+    failed with EMFILE tracebacks and the listener stopped accepting. The JVM running Kafka
+    raises the soft limit to the hard limit at start (HotSpot's MaxFDLimit, on by default);
+    the broker does the same (and logs it)."""
+    import shutil
+    import sys
+
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        pytest.skip("prlimit (util-linux) is not installed")
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        pytest.skip(f"hard open-files limit {hard} leaves nothing to raise")
+    broker = BrokerProcess(tmp_path / "b", command=[prlimit, "--nofile=256:", sys.executable,
+                                                     "-m", "broker"])
+    try:
+        broker.start()
+        limits = Path(f"/proc/{broker.pid}/limits").read_text()
+        soft = next(line.split()[3] for line in limits.splitlines()
+                    if line.startswith("Max open files"))
+        assert soft != "256", limits
+        create_topic(broker, "many", 200)
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        errors: list = []
+        for i in range(400):
+            p.produce("many", value=b"x", partition=i % 200,
+                      callback=lambda e, m: errors.append(e) if e else None)
+        assert p.flush(30) == 0 and not errors
+        assert "Too many open files" not in broker.log_text()
+        assert_no_traceback(broker)
+    finally:
+        broker.stop()
