@@ -285,8 +285,8 @@ class ReplicaManager:
         appended. acks=-1: returns a Future when some partition waits for its HW (a
         DelayedProduce for `timeout_ms`), else the dict at once. acks=1/-1: also a Future
         when an append reached `flush.messages` (`LogAppendInfo.flush_future`), done only
-        after that fsync ran (Kafka fsyncs inside the append); a failed fsync answers
-        KAFKA_STORAGE_ERROR for that partition."""
+        after that fsync ran (Kafka fsyncs inside the append); a failed fsync, or any OSError
+        in the append itself, answers KAFKA_STORAGE_ERROR for that partition."""
         if required_acks not in (-1, 0, 1):
             return {tp: ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS,
                                                error_message=f"acks {required_acks}")
@@ -303,6 +303,11 @@ class ReplicaManager:
                 info, hw_moved = part.append_records_to_leader(records, required_acks, origin)
             except KafkaError as e:
                 results[tp] = ProducePartitionResult(e.code, error_message=e.message)
+                continue
+            except OSError as e:  # Kafka: IOException in the log -> KafkaStorageException
+                log.error("append to %s-%d failed: %s", tp[0], tp[1], e)
+                results[tp] = ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                                                     error_message=str(e))
                 continue
             except Exception as e:  # noqa: BLE001 - one partition's failure is its own
                 log.exception("append to %s-%d failed", tp[0], tp[1])

@@ -181,3 +181,39 @@ def test_broker_raises_its_open_files_soft_limit(tmp_path):
         assert_no_traceback(broker)
     finally:
         broker.stop()
+
+
+def test_io_error_in_append_answers_kafka_storage_error(tmp_path):
+    """Bug: an OSError while appending (here EMFILE when a segment rolls under a tight
+    open-files limit) answered UNKNOWN_SERVER_ERROR (-1), which the Java producer treats as
+    fatal for the record. Kafka turns an IOException in the log into KafkaStorageException:
+    KAFKA_STORAGE_ERROR (56), a retriable error."""
+    import shutil
+    import sys
+
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaStorageError
+
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        pytest.skip("prlimit (util-linux) is not installed")
+    broker = BrokerProcess(tmp_path / "b", command=[prlimit, "--nofile=160:160", sys.executable,
+                                                     "-m", "broker"])
+    try:
+        broker.start()
+        create_topic(broker, "rolls", 1, {"segment.bytes": "1000"})
+        p = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0, linger_ms=0,
+                          max_in_flight_requests_per_connection=1, acks=1)
+        failure = None
+        try:
+            for i in range(400):
+                try:
+                    p.send("rolls", b"%04d" % i + b"x" * 400, partition=0).get(10)
+                except Exception as e:  # noqa: BLE001 - the first failure is what we check
+                    failure = e
+                    break
+        finally:
+            p.close(5)
+        assert isinstance(failure, KafkaStorageError), repr(failure)
+    finally:
+        broker.stop()
