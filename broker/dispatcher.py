@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from protocol.headers import (
     encode_response_header,
     response_header_version,
 )
+from protocol.messages import Message
 
 __all__ = ["ApiDispatcher", "RequestContext"]
 
@@ -63,8 +65,14 @@ class ApiDispatcher:
     def __init__(self, broker: Any, registry: HandlerRegistry = REGISTRY) -> None:
         self.broker = broker
         self.registry = registry
+        # (api_key, api_version) -> (request decoder, response header version), filled on
+        # first use so the per-request path does no table lookups
+        self._codecs: dict[tuple[int, int], tuple[Any, int]] = {}
 
-    async def __call__(self, request: Request) -> Response | None | asyncio.Future:
+    def __call__(self, request: Request) -> Response | None | asyncio.Future | Awaitable:
+        """Plain function on the hot path: a synchronous handler's outcome is returned as it
+        is (no coroutine per request); an async handler's outcome comes back as an awaitable
+        that the RequestChannel worker awaits."""
         frame = request.frame
         key, version = request.api_key, request.api_version
         handler = self.registry.get(key)
@@ -78,8 +86,12 @@ class ApiDispatcher:
                      request.connection_id, version, key)
             return Response.close_connection()
         try:
+            codecs = self._codecs.get((key, version))
+            if codecs is None:
+                codecs = self._codecs[(key, version)] = (
+                    api.api_spec(key).request_cls.decode, response_header_version(key, version))
             header, offset = decode_request_header(frame)
-            body = api.decode_request(key, version, frame, offset)
+            body = codecs[0](frame, version, offset)
         except ProtocolError as e:
             log.info("closing %s: cannot parse api key %d v%d: %s",
                      request.connection_id, key, version, e)
@@ -88,8 +100,21 @@ class ApiDispatcher:
                              request.listener, request.received_ns, self.broker)
         try:
             result = handler.fn(ctx, body)
-            if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
-                result = await result
+        except Exception as e:  # noqa: BLE001 - every failure becomes an error response
+            return self._error(request, handler, body, version, e)
+        if isinstance(result, Message):  # the common case: a response to encode now
+            return self._encode(request, result)
+        if isinstance(result, asyncio.Future):
+            return self._chain(request, handler, body, version, result)
+        if inspect.isawaitable(result):
+            return self._finish_async(request, handler, body, version, result)
+        return self._encode(request, result)
+
+    async def _finish_async(self, request: Request, handler, body, version: int,
+                            awaitable: Awaitable) -> Response | None | asyncio.Future:
+        """The rest of ``__call__`` for a handler that returned an awaitable (async def)."""
+        try:
+            result = await awaitable
         except Exception as e:  # noqa: BLE001 - every failure becomes an error response
             return self._error(request, handler, body, version, e)
         if isinstance(result, asyncio.Future):
@@ -124,9 +149,11 @@ class ApiDispatcher:
         if result is CLOSE_CONNECTION:
             return Response.close_connection()
         key, version = request.api_key, request.api_version
-        head = encode_response_header(request.correlation_id,
-                                      response_header_version(key, version))
-        parts = api.encode_response_parts(result, version)
+        codecs = self._codecs.get((key, version))
+        header_version = codecs[1] if codecs is not None else response_header_version(key,
+                                                                                     version)
+        head = encode_response_header(request.correlation_id, header_version)
+        parts = result.encode_parts(version)
         return Response([head, *parts])
 
     def _error(self, request, handler, body, version, exc: BaseException) -> Response | None:

@@ -247,7 +247,9 @@ class RequestChannel:
                 continue  # connection gone while queued
             try:
                 result = handler(request)
-                if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
+                # a Response (or None) from a plain handler needs no awaitable check
+                if result is not None and not isinstance(result, Response) and not isinstance(
+                        result, asyncio.Future) and inspect.isawaitable(result):
                     result = await result
             except asyncio.CancelledError:
                 raise

@@ -101,7 +101,7 @@ class BrokerServices:
 
 class _Gate:
     """The RequestChannel handler until startup finishes: requests wait, then go to the
-    dispatcher. Once open it returns the dispatcher's own awaitable (no extra frame)."""
+    dispatcher. Once open it returns the dispatcher's own outcome (no extra frame)."""
 
     def __init__(self, dispatcher: ApiDispatcher) -> None:
         self.dispatcher = dispatcher
@@ -114,7 +114,10 @@ class _Gate:
 
     async def _wait_then(self, request: Request):
         await self.open.wait()
-        return await self.dispatcher(request)
+        result = self.dispatcher(request)
+        if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
+            result = await result
+        return result
 
 
 class _DirLock:
