@@ -14,7 +14,9 @@ runs in the default executor, so the loop never blocks on the disk:
 - recovery-point checkpoint every `log.flush.offset.checkpoint.interval.ms` (60000),
 - log-start-offset checkpoint every `log.flush.start.offset.checkpoint.interval.ms` (60000),
 - high-watermark checkpoint (`replication-offset-checkpoint`) every
-  `replica.high.watermark.checkpoint.interval.ms` (5000).
+  `replica.high.watermark.checkpoint.interval.ms` (5000),
+- log compaction of `cleanup.policy=compact` logs by `storage.cleaner.LogCleaner` (its
+  `cleaner-offset-checkpoint` per dir) when `log.cleaner.enable`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from storage.checkpoints import (
     read_meta_properties,
     write_meta_properties,
 )
+from storage.cleaner import CleanerConfig, LogCleaner
 from storage.config import LogConfig
 from storage.log import Log, parse_topic_partition, wall_clock_ms
 from storage.segment import LogSegment
@@ -54,7 +57,8 @@ class LogManager:
                  flush_check_interval_ms: int = 1_000,
                  recovery_point_checkpoint_interval_ms: int = 60_000,
                  log_start_offset_checkpoint_interval_ms: int = 60_000,
-                 replication_checkpoint_interval_ms: int = 5_000):
+                 replication_checkpoint_interval_ms: int = 5_000,
+                 cleaner_config: CleanerConfig | None = None):
         if not log_dirs:
             raise KafkaError(ErrorCode.INVALID_CONFIG, "log.dirs is empty")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -78,6 +82,7 @@ class LogManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown: dict[str, bool] = {}
+        self.cleaner = LogCleaner(self, cleaner_config or CleanerConfig(), time_ms)
 
     # --- startup / shutdown -----------------------------------------------------------------
     async def startup(self, background: bool = True) -> None:
@@ -86,6 +91,7 @@ class LogManager:
         when `meta.properties` names another cluster/broker."""
         self._loop = asyncio.get_running_loop()
         await self._loop.run_in_executor(None, self.load_all)
+        await self.cleaner.startup(workers=background)
         if background:
             for name, fn in (("retention", self.cleanup_logs), ("flush", self.flush_dirty_logs),
                              ("recovery_point", self.checkpoint_recovery_points_async),
@@ -148,6 +154,7 @@ class LogManager:
     async def shutdown(self) -> None:
         """Stop background tasks, flush and close every log, write the checkpoints and
         `.kafka_cleanshutdown` in each dir (all disk work in the executor)."""
+        await self.cleaner.shutdown()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -223,6 +230,7 @@ class LogManager:
         d = self._log_dir_of.pop(tp, None)
         if log is None or d is None:
             return False
+        self.cleaner.forget(tp)
         target = f"{log.dir}.{uuid.uuid4().hex}-delete"
         os.rename(log.dir, target)  # open files stay valid for in-flight sendfile slices
         delay = log.config.file_delete_delay_ms
