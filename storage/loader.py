@@ -1,8 +1,9 @@
 """Loading a partition directory and recovering it after a crash (Kafka's LogLoader).
 
 Steps:
-1. Remove leftovers of interrupted operations: `*.tmp`, `*.deleted`, `*.cleaned`, `*.swap`
-   files, and index files without a `.log`.
+1. Complete an interrupted cleaner swap (`*.swap` files: storage.cleaner_swap), then remove
+   leftovers of interrupted operations: `*.tmp`, `*.deleted`, `*.cleaned` files, and index
+   files without a `.log`.
 2. Open every `<20-digit>.log` as a segment (missing index files are created empty).
 3. Clean shutdown: trust the indexes after a sanity check; a segment failing it is
    recovered (its indexes rebuilt from the `.log`).
@@ -22,6 +23,7 @@ import os
 from typing import TYPE_CHECKING
 
 from protocol.records import RecordBatch
+from storage.cleaner_swap import complete_interrupted_swaps
 from storage.index import CorruptIndexError
 from storage.segment import (
     CLEANED_SUFFIX,
@@ -47,6 +49,7 @@ class LoadResult:
 
 
 def _cleanup_dir(dir_path: str) -> list[int]:
+    complete_interrupted_swaps(dir_path)
     names = os.listdir(dir_path)
     logs = set()
     for name in names:
