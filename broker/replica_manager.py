@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 
+from broker.metadata_cache import INTERNAL_TOPICS
 from broker.partition import READ_UNCOMMITTED, Partition
 from broker.purgatory.delayed_fetch import (
     DelayedFetch,
@@ -279,7 +280,8 @@ class ReplicaManager:
         UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS and the log's
         (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
         INVALID_TIMESTAMP, INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ...).
-        A duplicate idempotent batch answers NONE with its original offsets.
+        A duplicate idempotent batch answers NONE with its original offsets. A client
+        (`origin="client"`) may not append to an internal topic: INVALID_TOPIC_EXCEPTION.
 
         `required_acks` not in {-1, 0, 1} -> every partition INVALID_REQUIRED_ACKS, nothing
         appended. acks=-1: returns a Future when some partition waits for its HW (a
@@ -296,6 +298,11 @@ class ReplicaManager:
         wake_produce = False
         flushes = None  # tp -> flush_future, only when some append reached flush.messages
         for tp, records in entries.items():
+            if origin == "client" and tp[0] in INTERNAL_TOPICS:
+                results[tp] = ProducePartitionResult(  # Kafka's ReplicaManager.appendToLocalLog
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    error_message=f"Cannot append to internal topic {tp[0]}")
+                continue
             part = self.partitions.get(tp)
             try:
                 if part is None:

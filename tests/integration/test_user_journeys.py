@@ -217,3 +217,26 @@ def test_io_error_in_append_answers_kafka_storage_error(tmp_path):
         assert isinstance(failure, KafkaStorageError), repr(failure)
     finally:
         broker.stop()
+
+
+def test_clients_cannot_produce_to_internal_topics(broker_factory):
+    """Bug: a client could append to ``__consumer_offsets`` (``kcat -P -K: -t
+    __consumer_offsets`` succeeded): anyone could write records the group coordinator then
+    loads, e.g. forged committed offsets. Kafka's ReplicaManager refuses client appends to
+    internal topics with INVALID_TOPIC_EXCEPTION (17), "Cannot append to internal topic"."""
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+    broker = broker_factory()
+    create_topic(broker, "t", 1)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g"})
+    try:  # a commit makes the coordinator create __consumer_offsets
+        c.commit(offsets=[TopicPartition("t", 0, 0)], asynchronous=False)
+    finally:
+        c.close()
+    errors: list = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "retries": 0})
+    p.produce("__consumer_offsets", key=b"k", value=b"forged", partition=0,
+              callback=lambda e, m: errors.append(e))
+    assert p.flush(10) == 0
+    assert [e and e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
+    assert_no_traceback(broker)
