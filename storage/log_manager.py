@@ -224,14 +224,19 @@ class LogManager:
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove the partition: close its files, rename its dir to
-        `<topic>-<n>.<uuid hex>-delete`, delete it in the background. False if unknown."""
+        `<topic>-<n>.<uuid hex>-delete` (topic shortened to fit 255 bytes), delete it in the
+        background. False if unknown."""
         tp = (tp[0], int(tp[1]))
         log = self._logs.pop(tp, None)
         d = self._log_dir_of.pop(tp, None)
         if log is None or d is None:
             return False
         self.cleaner.forget(tp)
-        target = f"{log.dir}.{uuid.uuid4().hex}-delete"
+        # Kafka's LocalLog.logDeleteDirName: the topic part is shortened so that the name
+        # fits 255 bytes (a 249-character topic would otherwise fail with ENAMETOOLONG)
+        suffix = f"-{tp[1]}.{uuid.uuid4().hex}-delete"
+        topic = tp[0].encode()[:255 - len(suffix)].decode(errors="ignore")
+        target = os.path.join(os.path.dirname(log.dir), topic + suffix)
         os.rename(log.dir, target)  # open files stay valid for in-flight sendfile slices
         delay = log.config.file_delete_delay_ms
         self._deleting[target] = log

@@ -240,3 +240,24 @@ def test_clients_cannot_produce_to_internal_topics(broker_factory):
     assert p.flush(10) == 0
     assert [e and e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
     assert_no_traceback(broker)
+
+
+def test_delete_topic_with_a_249_character_name(broker_factory):
+    """Bug: deleting a topic whose name has the maximum legal length (249 characters) failed
+    with "File name too long" (a traceback in StopReplica; the partition directory stayed):
+    the directory was renamed to ``<topic>-<n>.<uuid>-delete``, 291 characters. Kafka's
+    LocalLog.logDeleteDirName shortens the topic part so the name fits 255 bytes."""
+    from confluent_kafka.admin import NewTopic
+
+    broker = broker_factory()
+    name = "y" * 249
+    create_topic(broker, name, 2)
+    a = admin(broker)
+    a.delete_topics([name], request_timeout=15)[name].result(20)
+    deadline = time.monotonic() + 10
+    while any(p.name.startswith(name) and not p.name.endswith("-delete")
+              for p in broker.log_dir.iterdir()):
+        assert time.monotonic() < deadline, sorted(p.name for p in broker.log_dir.iterdir())
+        time.sleep(0.1)
+    a.create_topics([NewTopic(name, 1, 1)], request_timeout=15)[name].result(20)
+    assert_no_traceback(broker)
