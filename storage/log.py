@@ -179,7 +179,7 @@ class Log:
             if append_time >= 0:
                 b.set_max_timestamp(append_time, LOG_APPEND_TIME)
             next_offset = b.last_offset + 1
-        info = self._append(buf, batches, leader_epoch_from_batches=False)
+        info = self._append(buf, batches, leader_epoch_from_batches=False, now=now)
         info.log_append_time = append_time
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
@@ -222,8 +222,10 @@ class Log:
                              f"{len(buf)} bytes > segment.bytes {self.config.segment_bytes}")
         return batches
 
-    def _append(self, buf, batches: list[RecordBatch], leader_epoch_from_batches: bool
-                ) -> LogAppendInfo:
+    def _append(self, buf, batches: list[RecordBatch], leader_epoch_from_batches: bool,
+                now: int | None = None) -> LogAppendInfo:
+        """Write validated batches to the (maybe rolled) active segment. `now` (ms): the
+        clock reading the caller already took, so one append reads the clock once."""
         if not batches:
             return LogAppendInfo(-1, -1, log_start_offset=self.log_start_offset)
         first, last = batches[0].base_offset, batches[-1].last_offset
@@ -235,8 +237,10 @@ class Log:
                 max_ts, off_max = b.max_timestamp, b.last_offset
             meta.append((b.last_offset, b.max_timestamp, b.size_in_bytes))
             messages += b.record_count
-        seg = self._maybe_roll(len(buf), max_ts, first, last)
-        seg.append(buf, meta)
+        if now is None:
+            now = self.time_ms()
+        seg = self._maybe_roll(len(buf), max_ts, first, last, now)
+        seg.append(buf, meta, now)
         for b in batches:
             self.producer_state.update(b)
         self.log_end_offset = last + 1
@@ -266,12 +270,14 @@ class Log:
         return loop.run_in_executor(None, self.flush, offset)
 
     # --- roll -------------------------------------------------------------------------------
-    def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int
-                    ) -> LogSegment:
+    def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int,
+                    now: int | None = None) -> LogSegment:
         """Roll when the append would overflow segment.bytes, segment.ms passed, an index is
-        full, or `last_offset` does not fit a 32-bit relative offset (Kafka's shouldRoll)."""
-        seg = self.active_segment
-        now = self.time_ms()
+        full, or `last_offset` does not fit a 32-bit relative offset (Kafka's shouldRoll).
+        `now`: ms, read from `time_ms` when not given."""
+        seg = self.segments[-1]
+        if now is None:
+            now = self.time_ms()
         if seg.size > 0 and (
             seg.size > self.config.segment_bytes - size
             or seg.time_waited_for_roll(now, max_ts) > self.config.segment_ms

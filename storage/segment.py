@@ -140,13 +140,15 @@ class LogSegment:
             self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
 
     # --- appends ----------------------------------------------------------------------------
-    def append(self, data, batches: list[tuple[int, int, int]]) -> None:
+    def append(self, data, batches: list[tuple[int, int, int]], now_ms: int | None = None
+               ) -> None:
         """Write `data` (one or more whole batches) at the end of the `.log`.
 
         `batches`: per batch `(last_offset, max_timestamp, size_in_bytes)` in order, used for
         the sparse index entries: an `.index` entry (batch last offset, batch position) and a
         `.timeindex` entry (max timestamp so far, its batch's last offset) whenever more than
-        `index_interval_bytes` were written since the last entry.
+        `index_interval_bytes` were written since the last entry. `now_ms`: the caller's
+        clock reading (ms) for `last_modified_ms`, else `time_ms()` is read.
         """
         view = memoryview(data)
         pos = self.size
@@ -170,7 +172,7 @@ class LogSegment:
             self.bytes_since_last_index_entry += size
             self.next_offset_hint = last_offset + 1
         self.size = position
-        self.last_modified_ms = self.time_ms()
+        self.last_modified_ms = self.time_ms() if now_ms is None else now_ms
 
     # --- scanning ---------------------------------------------------------------------------
     def iter_headers(self, start_position: int = 0, end_position: int | None = None
