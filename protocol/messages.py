@@ -204,9 +204,15 @@ def _init_source(schema: StructSchema) -> tuple[str, dict]:
             args.append(f"{f.attr}=_d{i}")
             body.append(f"    self.{f.attr} = {f.attr}")
         else:
-            ns[f"_f{i}"] = f.default_value
+            # a fresh list / struct per instance; built directly (no default_value() call),
+            # as these run for every response message a handler builds
+            if f.is_array:
+                fresh = "[]"
+            else:
+                ns[f"_f{i}"] = f.struct.cls
+                fresh = f"_f{i}()"
             args.append(f"{f.attr}=_M")
-            body.append(f"    self.{f.attr} = _f{i}() if {f.attr} is _M else {f.attr}")
+            body.append(f"    self.{f.attr} = {fresh} if {f.attr} is _M else {f.attr}")
     args.append("unknown_tagged_fields=None")
     body.append("    self.unknown_tagged_fields = unknown_tagged_fields")
     return f"def __init__(self, *, {', '.join(args)}):\n" + "\n".join(body) + "\n", ns
