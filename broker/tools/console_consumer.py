@@ -30,6 +30,16 @@ heartbeat.interval.ms (3000), max.poll.interval.ms (300000, the rebalance timeou
 auto.offset.reset, enable.auto.commit, auto.commit.interval.ms, client.id,
 retry.backoff.ms; others are ignored. With ``--partition`` the tool reads that partition
 without joining (Kafka's ``assign()``) and commits as a standalone consumer (generation -1).
+
+A topic that does not exist yet is waited for, as Kafka's consumer does: its Metadata
+requests say ``allow_auto_topic_creation=true`` (Kafka's ``allow.auto.create.topics``,
+default true), so a broker with ``auto.create.topics.enable=true`` creates it (its first
+answers, LEADER_NOT_AVAILABLE (5), are retried); a broker with auto-creation off answers
+UNKNOWN_TOPIC_OR_PARTITION (3): the tool prints one warning (Kafka's "Error while fetching
+metadata ... {T=UNKNOWN_TOPIC_OR_PARTITION}") and asks again every ``retry.backoff.ms``
+(100), doubling up to ``retry.backoff.max.ms`` (1000, KIP-580), until the topic appears,
+``--timeout-ms`` passes (exit code 0, "Processed a total of 0 messages") or Ctrl-C. With a
+group the member joins once the topic exists.
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ COMMAND = "console-consumer"
 HELP = "Print records of a topic (like kafka-console-consumer.sh)"
 FETCH = 1
 OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 3, 5
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -312,6 +323,40 @@ class _Reader:
         return got
 
 
+def _warn(msg: str) -> None:
+    print(f"josef {COMMAND}: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def _wait_for_topic(client, args, cfg: dict[str, str]) -> dict[tuple[str, int], int] | None:
+    """Leaders of ``--topic``'s partitions once it exists; None when ``--timeout-ms`` passed
+    first. Metadata asks the broker to auto-create the topic; LEADER_NOT_AVAILABLE (5, a
+    topic being created) and UNKNOWN_TOPIC_OR_PARTITION (3, auto-creation off) are asked
+    again after ``retry.backoff.ms``, doubling up to ``retry.backoff.max.ms``; the first
+    UNKNOWN_TOPIC_OR_PARTITION prints one warning. Other errors raise ToolError."""
+    backoff = _int_config(cfg, "retry.backoff.ms", 100) / 1000.0
+    max_backoff = max(backoff, _int_config(cfg, "retry.backoff.max.ms", 1000) / 1000.0)
+    deadline = None if args.timeout_ms is None else \
+        time.monotonic() + args.timeout_ms / 1000.0
+    warned = False
+    while True:
+        md = client.metadata([args.topic], auto_create=True)
+        codes = {t.error_code for t in md.topics}
+        if not codes & {UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE}:
+            return partition_leaders(client, [args.topic], auto_create=True)
+        if UNKNOWN_TOPIC_OR_PARTITION in codes and not warned:
+            warned = True
+            _warn(f"Error while fetching metadata: {{{args.topic}="
+                  f"{error_name(UNKNOWN_TOPIC_OR_PARTITION)}}}; waiting for the topic "
+                  f"to be created")
+        pause = backoff
+        if deadline is not None:
+            pause = min(pause, deadline - time.monotonic())
+            if pause <= 0:
+                return None
+        time.sleep(pause)
+        backoff = min(backoff * 2, max_backoff)
+
+
 def _max_wait(args) -> int:
     return 500 if args.timeout_ms is None else max(min(500, args.timeout_ms), 1)
 
@@ -338,17 +383,21 @@ def run(args: argparse.Namespace) -> int:
             if group is not None and args.partition is None:
                 _run_group(args, client, reader, group, cfg)
             else:
-                _run_assigned(args, client, reader, group)
+                _run_assigned(args, client, reader, group, cfg)
     finally:
         print(f"Processed a total of {reader.count if reader else 0} messages",
               file=sys.stderr)
     return 0
 
 
-def _run_assigned(args, client, reader: _Reader, group: str | None) -> None:
+def _run_assigned(args, client, reader: _Reader, group: str | None,
+                  cfg: dict[str, str]) -> None:
     """Read the topic's partitions (or ``--partition``) without joining a group; with a
     group, start at its committed offsets and commit on exit (generation -1)."""
-    leaders = partition_leaders(client, [args.topic])
+    started = time.monotonic()
+    leaders = _wait_for_topic(client, args, cfg)
+    if leaders is None:
+        return
     if args.partition is not None:
         leaders = {tp: n for tp, n in leaders.items() if tp[1] == args.partition}
         if not leaders:
@@ -363,7 +412,7 @@ def _run_assigned(args, client, reader: _Reader, group: str | None) -> None:
         coordinator = _coordinator(client, group)
         committed = _committed(client, coordinator, group)
         positions.update({tp: off for tp, off in committed.items() if tp in positions})
-    last_data = time.monotonic()
+    last_data = started
     while not reader.done():
         if reader.fetch(positions, _max_wait(args)):
             last_data = time.monotonic()
@@ -392,9 +441,6 @@ def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -
     auto_commit = cfg.get("enable.auto.commit", "true").strip().lower() != "false"
     commit_interval = _int_config(cfg, "auto.commit.interval.ms", 5000) / 1000.0
 
-    def warn(msg: str) -> None:
-        print(f"josef {COMMAND}: warning: {msg}", file=sys.stderr, flush=True)
-
     member = GroupMember(
         args.bootstrap_server, group, [args.topic],
         session_timeout_ms=_int_config(cfg, "session.timeout.ms", 45000),
@@ -403,13 +449,14 @@ def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -
         group_instance_id=cfg.get("group.instance.id") or None,
         client_id=cfg.get("client.id", "console-consumer"),
         request_timeout_ms=args.command_timeout_ms,
-        retry_backoff_ms=_int_config(cfg, "retry.backoff.ms", 100), warn=warn)
+        retry_backoff_ms=_int_config(cfg, "retry.backoff.ms", 100), warn=_warn)
     positions: dict[tuple[str, int], int] = {}
     committed: dict[tuple[str, int], int] = {}
     previous = None
     try:
         previous = _sigterm_as_interrupt()
-        partition_leaders(client, [args.topic])  # UNKNOWN_TOPIC_OR_PARTITION before joining
+        if _wait_for_topic(client, args, cfg) is None:
+            return
         positions, committed = _assigned_positions(member, reader)
         last_data = last_commit = time.monotonic()
         while not reader.done():
@@ -437,7 +484,7 @@ def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -
             if auto_commit and positions and positions != committed:
                 member.commit(positions)
         except ToolError as e:
-            warn(str(e))
+            _warn(str(e))
         finally:
             member.close()
             if previous is not None:
