@@ -61,6 +61,7 @@ from broker.request_channel import Request
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
+from storage.cleaner import CleanerConfig
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 
@@ -195,7 +196,8 @@ class BrokerServer:
             log_start_offset_checkpoint_interval_ms=_interval(
                 cfg.get("log.flush.start.offset.checkpoint.interval.ms")),
             replication_checkpoint_interval_ms=_interval(
-                cfg.get("replica.high.watermark.checkpoint.interval.ms")))
+                cfg.get("replica.high.watermark.checkpoint.interval.ms")),
+            cleaner_config=CleanerConfig.from_kafka_config(cfg.get))
         try:
             await self.log_manager.startup()
             self._log_manager_started = True
