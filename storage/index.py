@@ -21,6 +21,9 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
@@ -34,8 +37,65 @@ class IndexOffsetOverflowError(Exception):
     """An offset does not fit the index's 32-bit relative offset (the segment must roll)."""
 
 
+class MappedIndexLimit:
+    """Bounds how many full (non-active) indexes stay mapped, each holding one descriptor:
+    past `limit`, the least recently used is released (second-chance order: an index read
+    since the last pass is skipped once). Active (writable) indexes do not count. Kafka
+    has no such bound (a Java mapping holds no descriptor); it stands in for KIP-263's
+    closing of idle indexes. Thread-safe."""
+
+    def __init__(self, limit: int = 2048):
+        self.limit = limit
+        self._lru: OrderedDict[int, AbstractIndex] = OrderedDict()
+        self._lock = threading.Lock()
+        self.released = 0  # indexes released by the limit so far
+
+    def add(self, idx: AbstractIndex) -> None:
+        with self._lock:
+            self._lru[id(idx)] = idx
+            self._lru.move_to_end(id(idx))
+            budget = 2 * len(self._lru)
+            while len(self._lru) > self.limit and budget > 0:
+                budget -= 1
+                key, victim = self._lru.popitem(last=False)
+                if victim is idx or (victim._used and victim._mm is not None):
+                    victim._used = False
+                    self._lru[key] = victim
+                    continue
+                if victim.release(blocking=False):
+                    self.released += 1
+                elif victim._mm is not None and victim._capacity == victim._entries:
+                    self._lru[key] = victim  # busy on another thread: try again later
+
+    def discard(self, idx: AbstractIndex) -> None:
+        with self._lock:
+            self._lru.pop(id(idx), None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(1 for i in self._lru.values() if i._mm is not None)
+
+
+_MAPPED = MappedIndexLimit()
+
+
+def mapped_index_limit() -> MappedIndexLimit:
+    """The process-wide `MappedIndexLimit` (set `.limit` to change the bound)."""
+    return _MAPPED
+
+
 class AbstractIndex:
-    """Common mmap/resize/binary-search machinery; subclasses fix the entry layout."""
+    """Common mmap/resize/binary-search machinery; subclasses fix the entry layout.
+
+    File descriptors (Kafka keeps none open per index: its RandomAccessFile is closed once
+    mapped): the file object is closed as soon as the mmap exists, so a mapped index costs the
+    one descriptor CPython's `mmap` keeps (a dup of the file's); resizing, trimming and
+    `flush()` reopen the file by path for the call. An index built with `writable=False`
+    (a non-active segment's) is lazy, like Kafka's LazyIndex (KIP-263): construction only
+    `stat`s the file (for `entries`) and nothing is opened or mapped until the first lookup,
+    append, resize or `sanity_check`; `release()` unmaps it again (no descriptor) until the
+    next use. A writable (active) index is mapped at once, preallocated to `max_index_size`.
+    """
 
     ENTRY: struct.Struct
 
@@ -44,25 +104,86 @@ class AbstractIndex:
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self.max_index_size = max_index_size
-        existed = os.path.exists(path) and os.path.getsize(path) > 0
-        self._file = open(path, "r+b" if os.path.exists(path) else "w+b", buffering=0)
-        length = os.fstat(self._file.fileno()).st_size
-        self._corrupt_length = length % self.entry_size != 0
-        self._entries = length // self.entry_size if existed else 0
+        self._lock = threading.RLock()  # guards load/unload (the cleaner thread reads too)
         self._mm: mmap.mmap | None = None
-        size = self._round(max_index_size) if writable else self._entries * self.entry_size
-        self._map(max(size, self._entries * self.entry_size))
+        self._closed = False
+        self._dirty = False  # written through the map since the last flush()
+        self._used = False  # read since the mapped-index limit last looked (second chance)
+        self._verify: tuple[int, Callable[[CorruptIndexError], None] | None] | None = None  # deferred check
+        try:
+            length = os.stat(path).st_size
+        except FileNotFoundError:
+            length = 0
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # every segment has its files
+            os.close(fd)
+        self._corrupt_length = length % self.entry_size != 0
+        self._entries = length // self.entry_size
+        self._file_size = length
+        self._capacity = self._entries
+        if writable:
+            self._load(max(self._round(max_index_size), self._entries * self.entry_size))
 
     # --- mapping -------------------------------------------------------------------------
     def _round(self, n: int) -> int:
         return n - n % self.entry_size
 
+    @property
+    def is_loaded(self) -> bool:
+        """True while the file is mapped (holding one descriptor)."""
+        return self._mm is not None
+
+    def _load(self, size: int | None = None) -> None:
+        """Map the file (resized to `size` bytes first if given and different). Runs a
+        deferred sanity check on the first load (see `defer_sanity_check`)."""
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.path}: index is closed")
+            if size is None:
+                size = self._capacity * self.entry_size
+                if self._mm is not None:
+                    return
+            self._unmap()
+            self._map(size)
+            verify, self._verify = self._verify, None
+        if verify is not None:
+            log_size, on_corrupt = verify
+            try:
+                self.sanity_check(log_size)
+            except CorruptIndexError as e:
+                if on_corrupt is None:
+                    raise
+                on_corrupt(e)
+
+    def _ensure_loaded(self) -> None:
+        """Map a lazy index before reading its entries (an empty one needs no map)."""
+        if self._mm is None and (self._entries or self._verify is not None):
+            self._load()
+
+    def _mapped(self) -> mmap.mmap:
+        """The map, loading it if needed. Readers keep this reference for the whole
+        operation, so a concurrent `release()` (which only drops the index's reference)
+        never unmaps pages under them."""
+        mm = self._mm
+        if mm is None:
+            self._load()
+            mm = self._mm
+            if mm is None:
+                raise ValueError(f"{self.path}: index has no entries mapped")
+        self._used = True
+        return mm
+
     def _map(self, size: int) -> None:
-        fd = self._file.fileno()
-        if os.fstat(fd).st_size != size:
-            os.ftruncate(fd, size)
-        self._mm = mmap.mmap(fd, size) if size > 0 else None
+        with open(self.path, "r+b", buffering=0) as f:  # closed again once mapped
+            fd = f.fileno()
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, size)
+                self._dirty = True
+            self._mm = mmap.mmap(fd, size) if size > 0 else None
+        self._file_size = size
         self._capacity = size // self.entry_size
+        self._used = True
+        if self._mm is not None and self._capacity == self._entries:
+            _MAPPED.add(self)  # a full (non-active) index: subject to the mapped-index limit
 
     def _unmap(self) -> None:
         # no msync here: unmapping keeps the dirty pages in the page cache; durability is
@@ -71,24 +192,60 @@ class AbstractIndex:
             self._mm.close()
             self._mm = None
 
+    def release(self, blocking: bool = True) -> bool:
+        """Unmap a loaded index holding exactly its entries (a non-active segment's), freeing
+        its descriptor; the next use maps it again. Returns True if it was unmapped. A
+        writable (preallocated) index is left alone. Only the index's reference to the map
+        is dropped: a reader on another thread still holding it keeps it valid until done
+        (CPython unmaps when the last reference goes). `blocking=False` gives up if another
+        thread is loading or resizing this index."""
+        if not self._lock.acquire(blocking):
+            return False
+        try:
+            if self._mm is None or self._capacity != self._entries or self._verify is not None:
+                return False
+            self._mm = None
+            return True
+        finally:
+            self._lock.release()
+
+    def defer_sanity_check(self, log_size: int,
+                           on_corrupt: Callable[[CorruptIndexError], None] | None) -> None:
+        """Run `sanity_check(log_size)` when the index is first mapped (now, if it already
+        is), calling `on_corrupt(error)` instead of raising if it fails (the segment rebuilds
+        its indexes from the .log). The O(1) length check is done at once."""
+        if self._corrupt_length:
+            raise CorruptIndexError(f"{self.path}: length not a multiple of {self.entry_size}")
+        if self._mm is None and not self._entries:
+            return  # nothing to check
+        self._verify = (log_size, on_corrupt)
+        if self._mm is not None:
+            self._load(self._file_size)
+
+    def cancel_deferred_check(self) -> None:
+        self._verify = None
+
     def resize(self, new_size: int) -> bool:
         """Set the file (and mapping) to `new_size` rounded down to an entry, never below
         the current entries. Returns True if the size changed."""
         size = max(self._round(new_size), self._entries * self.entry_size)
-        on_disk = os.fstat(self._file.fileno()).st_size
-        if size == self._capacity * self.entry_size and on_disk == size:
+        if size == self._capacity * self.entry_size and self._file_size == size:
             return False
-        self._unmap()
-        self._map(size)
+        self._load(size)
         return True
 
     def trim_to_valid_size(self) -> None:
-        """Shrink the file to exactly its entries (on roll / close)."""
+        """Shrink the file to exactly its entries (on roll / close). A never-mapped index
+        already is (unless its length is not a whole number of entries)."""
+        if self._mm is None and self._file_size == self._entries * self.entry_size:
+            return
         self.resize(self._entries * self.entry_size)
 
     # --- state ---------------------------------------------------------------------------
     @property
     def entries(self) -> int:
+        if self._verify is not None:  # a pending check may rebuild the index
+            self._load()
         return self._entries
 
     @property
@@ -106,22 +263,25 @@ class AbstractIndex:
         """Entry n in absolute terms (see subclass `_decode`)."""
         if not 0 <= n < self._entries:
             raise IndexError(f"{self.path}: entry {n} out of range [0, {self._entries})")
-        return self._decode(self.ENTRY.unpack_from(self._mm, n * self.entry_size))
+        return self._decode(self.ENTRY.unpack_from(self._mapped(), n * self.entry_size))
 
     def _decode(self, raw: tuple[int, int]) -> tuple[int, int]:
         raise NotImplementedError
 
-    def _key(self, n: int, key_pos: int) -> int:
-        return self.ENTRY.unpack_from(self._mm, n * self.entry_size)[key_pos]
+    def _key(self, mm: mmap.mmap, n: int, key_pos: int) -> int:
+        return self.ENTRY.unpack_from(mm, n * self.entry_size)[key_pos]
 
     def _largest_lower_bound(self, target: int, key_pos: int) -> int:
         """Index of the last entry whose raw key <= target, or -1."""
         lo, hi = 0, self._entries - 1
-        if hi < 0 or self._key(0, key_pos) > target:
+        if hi < 0:
+            return -1
+        mm = self._mapped()
+        if self._key(mm, 0, key_pos) > target:
             return -1
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self._key(mid, key_pos) <= target:
+            if self._key(mm, mid, key_pos) <= target:
                 lo = mid
             else:
                 hi = mid - 1
@@ -130,11 +290,14 @@ class AbstractIndex:
     def _smallest_upper_bound(self, target: int, key_pos: int) -> int:
         """Index of the first entry whose raw key >= target, or -1."""
         lo, hi = 0, self._entries - 1
-        if hi < 0 or self._key(hi, key_pos) < target:
+        if hi < 0:
+            return -1
+        mm = self._mapped()
+        if self._key(mm, hi, key_pos) < target:
             return -1
         while lo < hi:
             mid = (lo + hi) // 2
-            if self._key(mid, key_pos) >= target:
+            if self._key(mm, mid, key_pos) >= target:
                 hi = mid
             else:
                 lo = mid + 1
@@ -143,7 +306,9 @@ class AbstractIndex:
     def _write_entry(self, raw: tuple[int, int]) -> None:
         if self._entries >= self._capacity:
             raise IndexError(f"{self.path}: index is full ({self._entries} entries)")
-        self.ENTRY.pack_into(self._mm, self._entries * self.entry_size, *raw)
+        mm = self._mapped()
+        self._dirty = True
+        self.ENTRY.pack_into(mm, self._entries * self.entry_size, *raw)
         self._entries += 1
 
     def _relative(self, offset: int) -> int:
@@ -159,11 +324,14 @@ class AbstractIndex:
         through the map: after an unclean shutdown the whole preallocated file counts as
         entries, and writing zeros over it would make a sparse 10 MiB index dense."""
         n = max(0, min(n, self._entries))
-        if self._mm is not None and n < self._entries:
-            size = self._capacity * self.entry_size
-            self._unmap()
-            os.ftruncate(self._file.fileno(), n * self.entry_size)
-            self._map(size)
+        if n < self._entries:
+            self._ensure_loaded()
+            with self._lock:
+                size = self._capacity * self.entry_size
+                self._unmap()
+                os.truncate(self.path, n * self.entry_size)
+                self._map(size)
+                self._dirty = True
         self._entries = n
 
     def reset(self) -> None:
@@ -172,35 +340,59 @@ class AbstractIndex:
 
     # --- lifecycle -------------------------------------------------------------------------
     def flush(self) -> None:
-        """Make the entries durable (blocking; runs in an executor). Uses fsync on the file,
-        which also writes pages dirtied through the map, rather than `mmap.flush()`: msync
-        holds the GIL in CPython 3.11 and would stall the event loop thread."""
-        f = self._file
+        """Make the entries durable (blocking; runs in an executor). Reopens the file and
+        fsyncs it, which also writes pages dirtied through the map (or before a `release()`),
+        rather than `mmap.flush()`: msync holds the GIL in CPython 3.11 and would stall the
+        event loop thread. Does nothing when nothing was written since the last flush."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        path = self.path
         try:
-            os.fsync(f.fileno())
-        except (ValueError, OSError):  # closed concurrently (segment deleted/truncated)
-            if not f.closed:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:  # deleted or renamed concurrently
+            if self._closed:
+                return
+            if self.path == path:
                 raise
+            fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        except OSError:
+            self._dirty = True
+            raise
+        finally:
+            os.close(fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         """Trim to valid size and close."""
-        if self._file.closed:
+        if self._closed:
             return
+        self._verify = None
         self.trim_to_valid_size()
-        self._unmap()
-        self._file.close()
+        with self._lock:
+            self._unmap()
+            self._closed = True
+        _MAPPED.discard(self)
 
     def close_handler(self) -> None:
         """Close without trimming (used before deleting)."""
-        self._unmap()
-        self._file.close()
+        self._verify = None
+        with self._lock:
+            self._unmap()
+            self._closed = True
+        _MAPPED.discard(self)
 
     def rename_to(self, new_path: str) -> None:
         os.replace(self.path, new_path)
         self.path = new_path
 
     def delete(self) -> None:
-        if not self._file.closed:
+        if not self._closed:
             self.close_handler()
         try:
             os.unlink(self.path)
