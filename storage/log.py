@@ -319,6 +319,10 @@ class Log:
                              f"of {self.topic}-{self.partition}")
         if start_offset == leo or (max_offset is not None and start_offset >= max_offset):
             return FetchDataInfo(start_offset, FileRecords())
+        if max_offset is not None and max_offset >= leo:
+            # fast path (a consumer at HW == LEO): no batch reaches max_offset, so there is no
+            # end position to look up (that lookup scans the active segment's tail)
+            max_offset = None
         segments = self.segments
         i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
         while i < len(segments):
