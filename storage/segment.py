@@ -13,6 +13,7 @@ network layer can `sendfile` them without copying record bytes into Python.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
@@ -26,6 +27,8 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+
+log = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 8 * 1024  # a few index intervals of headers per pread
 _RECOVER_CHUNK = 16 * 1024 * 1024
@@ -125,19 +128,66 @@ class LogSegment:
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
                                     max_index_size, writable=active)
         self.bytes_since_last_index_entry = 0
-        self.max_timestamp_so_far = -1
-        self.offset_of_max_timestamp_so_far = base_offset
+        self._max_ts = -1  # max_timestamp_so_far
+        self._offset_of_max_ts = base_offset
         # segment.ms rolls are measured from the first batch's max timestamp (Kafka's
         # rollingBasedTimestamp), else from when the segment was created
-        self.rolling_based_timestamp: int | None = None
+        self._rolling_ts: int | None = None
+        self._time_state_pending = False  # load_time_state() deferred to first use
         self.created_ms = time_ms()
         # like Kafka, an existing file's mtime stands in when no batch carries a timestamp
         self.last_modified_ms = int(os.fstat(self.fd).st_mtime * 1000) if self.size \
             else self.created_ms
         self.next_offset_hint: int | None = None  # next offset if known (set by appends)
-        if self.time_index.entries:
-            ts, off = self.time_index.last_entry
-            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
+        # the last appended batch: its position, and an offset every earlier batch of this
+        # segment ends below (the previous batch's last offset + 1); lets a read at the tail
+        # skip the index lookup and scan (see translate_offset). None when unknown.
+        self.tail_position: int | None = None
+        self.tail_min_offset: int | None = None
+        if self.time_index.is_loaded and self.time_index.entries:
+            self._max_ts, self._offset_of_max_ts = self.time_index.last_entry
+        elif not active:
+            self._time_state_pending = True
+
+    # --- time state (loaded lazily, as Kafka's maxTimestampAndOffsetSoFar) -------------------
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """Largest batch max timestamp (ms) in the segment, -1 if none."""
+        if self._time_state_pending:
+            self._resolve_time_state()
+        return self._max_ts
+
+    @max_timestamp_so_far.setter
+    def max_timestamp_so_far(self, value: int) -> None:
+        if self._time_state_pending:
+            self._resolve_time_state()
+        self._max_ts = value
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        """Last offset of the batch holding `max_timestamp_so_far`."""
+        if self._time_state_pending:
+            self._resolve_time_state()
+        return self._offset_of_max_ts
+
+    @offset_of_max_timestamp_so_far.setter
+    def offset_of_max_timestamp_so_far(self, value: int) -> None:
+        if self._time_state_pending:
+            self._resolve_time_state()
+        self._offset_of_max_ts = value
+
+    @property
+    def rolling_based_timestamp(self) -> int | None:
+        """Max timestamp (ms) of the first batch (Kafka's rollingBasedTimestamp), or None."""
+        if self._time_state_pending:
+            self._resolve_time_state()
+        return self._rolling_ts
+
+    @rolling_based_timestamp.setter
+    def rolling_based_timestamp(self, value: int | None) -> None:
+        if self._time_state_pending:
+            self._resolve_time_state()
+        self._rolling_ts = value
 
     # --- appends ----------------------------------------------------------------------------
     def append(self, data, batches: list[tuple[int, int, int]], now_ms: int | None = None
@@ -150,6 +200,8 @@ class LogSegment:
         `index_interval_bytes` were written since the last entry. `now_ms`: the caller's
         clock reading (ms) for `last_modified_ms`, else `time_ms()` is read.
         """
+        if self._time_state_pending:
+            self._resolve_time_state()
         view = memoryview(data)
         pos = self.size
         while view:
@@ -158,15 +210,20 @@ class LogSegment:
             view = view[n:]
         position = self.size
         for last_offset, max_ts, size in batches:
-            if max_ts > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = max_ts
-                self.offset_of_max_timestamp_so_far = last_offset
-            if self.rolling_based_timestamp is None:
-                self.rolling_based_timestamp = max_ts
+            if max_ts > self._max_ts:
+                self._max_ts = max_ts
+                self._offset_of_max_ts = last_offset
+            if self._rolling_ts is None:
+                self._rolling_ts = max_ts
+            if position == 0:
+                self.tail_position, self.tail_min_offset = 0, self.base_offset
+            elif self.next_offset_hint is not None:
+                self.tail_position, self.tail_min_offset = position, self.next_offset_hint
+            else:
+                self.tail_position = self.tail_min_offset = None
             if self.bytes_since_last_index_entry > self.index_interval_bytes:
                 self.offset_index.append(last_offset, position)
-                self.time_index.maybe_append(self.max_timestamp_so_far,
-                                             self.offset_of_max_timestamp_so_far)
+                self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts)
                 self.bytes_since_last_index_entry = 0
             position += size
             self.bytes_since_last_index_entry += size
@@ -200,7 +257,13 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
         """The first batch whose last offset >= `offset`, searching from the index entry at or
         before `offset` (or `starting_position` if later); None if there is none."""
-        _, pos = self.offset_index.lookup(offset)
+        tail_min = self.tail_min_offset
+        if tail_min is not None and offset >= tail_min:
+            # fast path (a consumer at the log end): every batch before the last appended
+            # one ends below `offset`, so the scan starts there without an index lookup
+            pos = self.tail_position
+        else:
+            _, pos = self.offset_index.lookup(offset)
         for h in self.iter_headers(max(pos, starting_position)):
             if h.last_offset >= offset:
                 return h
@@ -257,6 +320,9 @@ class LogSegment:
         """Re-read the whole `.log`: CRC-check every batch, rebuild both indexes, call
         `on_batch` for each valid batch (producer state, leader epochs), and truncate at the
         first torn/corrupt/non-monotonic batch. Returns the number of bytes truncated."""
+        self._time_state_pending = False
+        self.offset_index.cancel_deferred_check()
+        self.time_index.cancel_deferred_check()
         self.offset_index.reset()
         self.time_index.reset()
         self.bytes_since_last_index_entry = 0
@@ -302,6 +368,7 @@ class LogSegment:
         self.size = valid
         self.next_offset_hint = last_offset + 1 if last_offset >= self.base_offset \
             else self.base_offset
+        self.tail_position = self.tail_min_offset = None
         return truncated
 
     def _index_batch(self, last_offset: int, max_ts: int, size: int, position: int) -> None:
@@ -322,25 +389,54 @@ class LogSegment:
         self.bytes_since_last_index_entry += size
 
     def sanity_check(self) -> None:
-        """Raise CorruptIndexError if an index is missing or fails its check (clean start)."""
+        """Clean start: raise CorruptIndexError at once if an index is empty for a log of
+        more than `index.interval.bytes` or not a whole number of entries (from `stat`, no
+        file opened). The entry checks (`OffsetIndex.sanity_check`) run when the index is
+        first mapped (lazy, as Kafka's LazyIndex); if they fail then, both indexes are rebuilt
+        from the `.log` (`rebuild_indexes`)."""
         for idx in (self.offset_index, self.time_index):
             if idx.entries == 0 and self.size > self.index_interval_bytes:
                 raise CorruptIndexError(f"{idx.path}: empty for a {self.size}-byte log")
-            idx.sanity_check(self.size)
+        for idx in (self.offset_index, self.time_index):
+            idx.defer_sanity_check(self.size, self._on_corrupt_index)
+
+    def _on_corrupt_index(self, error: CorruptIndexError) -> None:
+        log.warning("rebuilding the indexes of %s: %s", self.log_path, error)
+        self.rebuild_indexes()
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from the `.log`'s batch headers (no CRC check: the log itself
+        passed loading) and reset the time state from them."""
+        for idx in (self.offset_index, self.time_index):
+            idx.cancel_deferred_check()
+        self._reset_time_state()
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.bytes_since_last_index_entry = 0
+        for h in self.iter_headers(0):
+            self._index_batch(h.last_offset, h.max_timestamp, h.size, h.position)
+        self.bytes_since_last_index_entry = 0
 
     def load_time_state(self) -> None:
         """Restore max timestamp / rolling timestamp after a clean load from the indexes
-        and the batches after the last time-index entry."""
-        ts, off = self.time_index.last_entry
-        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
-        _, pos = self.offset_index.lookup(off)
-        for h in self.iter_headers(pos):
-            if h.max_timestamp > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = h.max_timestamp
-                self.offset_of_max_timestamp_so_far = h.last_offset
-        first = next(self.iter_headers(0), None)
-        self.rolling_based_timestamp = first.max_timestamp if first else None
+        and the batches after the last time-index entry. Deferred until one of them is
+        first read (Kafka loads maxTimestampAndOffsetSoFar lazily too), so loading a log
+        opens no index file."""
+        self._time_state_pending = True
         self.bytes_since_last_index_entry = 0
+
+    def _resolve_time_state(self) -> None:
+        self._time_state_pending = False
+        ts, off = self.time_index.last_entry
+        _, pos = self.offset_index.lookup(off)
+        if (ts, off) != self.time_index.last_entry:  # an index was rebuilt meanwhile
+            return
+        for h in self.iter_headers(pos):
+            if h.max_timestamp > ts:
+                ts, off = h.max_timestamp, h.last_offset
+        self._max_ts, self._offset_of_max_ts = ts, off
+        first = next(self.iter_headers(0), None)
+        self._rolling_ts = first.max_timestamp if first else None
 
     # --- truncation / roll / lifecycle --------------------------------------------------------
     def truncate_to(self, offset: int) -> int:
@@ -356,24 +452,31 @@ class LogSegment:
         os.ftruncate(self.fd, cut)
         self.size = cut
         self.next_offset_hint = None
+        self.tail_position = self.tail_min_offset = None
         self.offset_index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
-        self.load_time_state() if self.time_index.entries or cut else self._reset_time_state()
+        if self.time_index.entries or cut:
+            self._resolve_time_state()
+        else:
+            self._reset_time_state()
         self.bytes_since_last_index_entry = 0
         return removed
 
     def _reset_time_state(self) -> None:
-        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = -1, self.base_offset
-        self.rolling_based_timestamp = None
+        self._time_state_pending = False
+        self._max_ts, self._offset_of_max_ts = -1, self.base_offset
+        self._rolling_ts = None
 
     def on_become_inactive(self) -> None:
-        """On roll: final time-index entry, then trim both indexes to their entries."""
+        """On roll: final time-index entry, then trim both indexes to their entries and
+        unmap them (no descriptor held until the next read)."""
         if self.max_timestamp_so_far >= 0:
             self.time_index.maybe_append(self.max_timestamp_so_far,
                                          self.offset_of_max_timestamp_so_far,
                                          skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.release_indexes()  # mapped again on the next read (lazy, as Kafka's LazyIndex)
 
     def largest_timestamp(self) -> int:
         """Largest batch max timestamp, or last-modified time if none (retention.ms)."""
@@ -397,6 +500,18 @@ class LogSegment:
         except (OSError, ValueError):
             if not self.log_file.closed:
                 raise
+
+    def release_indexes(self) -> bool:
+        """Unmap a non-active segment's indexes (freeing their two descriptors) until their
+        next use; returns True if either was mapped. Loop thread only (not while the cleaner
+        reads this segment)."""
+        released = self.offset_index.release()
+        return self.time_index.release() or released
+
+    def open_descriptors(self) -> int:
+        """Descriptors this segment holds: the `.log` plus one per mapped index."""
+        return (not self.log_file.closed) + self.offset_index.is_loaded \
+            + self.time_index.is_loaded
 
     def close(self) -> None:
         self.offset_index.close()
