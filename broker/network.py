@@ -18,6 +18,10 @@ Everything runs on one event loop; ``num.network.threads`` has no meaning here.
   connections is closed at once, as Kafka does (KIP-402's per-IP check). A new connection
   while the broker has ``max.connections`` connections is closed too; Kafka instead leaves it
   in the accept backlog until a slot frees. Both default to 2**31 - 1 (no limit).
+* ``accept()`` failing for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM):
+  asyncio stops listening for 1 s and retries, reporting each failed call with a full
+  traceback; ``AcceptErrorLimiter`` (installed while the server runs) turns those reports
+  into one WARNING per 10 s with a count, as Kafka's Acceptor logs and backs off.
 * Idle connections (no bytes in or out for ``connections.max.idle.ms`` and no request waiting
   for its handler or a parked future; a client that stops reading its responses counts as
   idle) are closed by one periodic sweep task.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import logging
 import socket
 import time
@@ -49,6 +54,64 @@ INT_MAX = 2**31 - 1  # Kafka's Integer.MAX_VALUE, the default of both connection
 
 def _monotonic_ms() -> float:
     return time.monotonic() * 1000.0
+
+
+ACCEPT_OUT_OF_RESOURCES = "socket.accept() out of system resource"  # asyncio's report
+_RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+class AcceptErrorLimiter:
+    """Event-loop exception handler that rate-limits asyncio's reports of ``accept()``
+    failing with EMFILE/ENFILE/ENOBUFS/ENOMEM: at most one WARNING per ``interval_ms``
+    (default 10 000 ms, by ``clock`` in ms) giving the number of failures since the last one;
+    every other report goes to the handler installed before (or the loop's default).
+    asyncio itself already backs off (the listener is paused 1 s per failure)."""
+
+    def __init__(self, clock: Callable[[], float], interval_ms: float = 10_000.0) -> None:
+        self.clock = clock
+        self.interval_ms = interval_ms
+        self.failures = 0  # total accept() failures reported
+        self._unlogged = 0
+        self._last_log_ms: float | None = None
+        self._previous: Callable[..., object] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._previous = loop.get_exception_handler()
+        self._loop = loop
+        loop.set_exception_handler(self)
+
+    def uninstall(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None and loop.get_exception_handler() is self:
+            loop.set_exception_handler(self._previous)
+
+    @staticmethod
+    def is_accept_failure(context: dict[str, Any]) -> bool:
+        exc = context.get("exception")
+        return context.get("message") == ACCEPT_OUT_OF_RESOURCES and \
+            isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if not self.is_accept_failure(context):
+            if self._previous is not None:
+                self._previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        self.failures += 1
+        self._unlogged += 1
+        now = self.clock()
+        if self._last_log_ms is not None and now - self._last_log_ms < self.interval_ms:
+            return
+        exc = context["exception"]
+        sock = context.get("socket")
+        where = sock.getsockname() if sock is not None else "?"
+        log.warning("accept() on %s failed %d time(s) since the last report: %s; new "
+                    "connections wait in the backlog (retrying every 1 s)", where,
+                    self._unlogged, exc.strerror or exc)
+        self._unlogged = 0
+        self._last_log_ms = now
 
 
 class Acceptor:
@@ -134,6 +197,7 @@ class SocketServer:
         self._conn_index = 0
         self._sweeper: asyncio.Task[None] | None = None
         self._stopped = False
+        self.accept_errors = AcceptErrorLimiter(clock)
 
     @property
     def connection_count(self) -> int:
@@ -196,6 +260,7 @@ class SocketServer:
     async def start(self) -> None:
         """Start workers, then listeners, then the idle sweep."""
         self.request_channel.start()
+        self.accept_errors.install(asyncio.get_running_loop())
         try:
             for acceptor in self.acceptors:
                 await acceptor.start()
@@ -238,6 +303,7 @@ class SocketServer:
         self._stopped = True
         for acceptor in self.acceptors:
             acceptor.close()
+        self.accept_errors.uninstall()
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
