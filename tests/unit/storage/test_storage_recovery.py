@@ -104,8 +104,13 @@ def test_missing_and_garbage_indexes_rebuilt_on_clean_start(make_log):
     os.unlink(segs[1].time_index.path)
     with open(segs[2].offset_index.path, "wb") as f:
         f.write(os.urandom(77))
+    # Random entries of a valid size pass Kafka's sanity check about one time in four, so
+    # make the garbage one the check must catch: the last timestamp below the first.
+    garbage = bytearray(os.urandom(120))
+    garbage[0:8] = (2**63 - 1).to_bytes(8, "big")
+    garbage[108:116] = (0).to_bytes(8, "big")
     with open(segs[3].time_index.path, "wb") as f:
-        f.write(os.urandom(120))
+        f.write(garbage)
     expected = {s.base_offset: (s.offset_index.entries, s.time_index.entries) for s in segs[:4]}
     log = make_log(CFG, clean_shutdown=True)
     check_indexes_against_scan(log)
