@@ -12,8 +12,9 @@ Works on files only (no broker). Layouts (Kafka's, see DESIGN.md "On disk"):
 
   (on one line) and, with ``--deep-iteration`` or ``--print-data-log``, one ``| offset: ...``
   line per record (``key:``/``payload:`` only with ``--print-data-log``). A torn tail is
-  reported as "Found N invalid bytes at the end of ...". CRC failures and non-consecutive
-  offsets are listed at the end; any problem makes the exit code 1.
+  reported as "Found N invalid bytes at the end of ...". CRC failures and offsets going
+  backwards are listed at the end; any problem makes the exit code 1. Gaps in the offsets
+  (left by compaction) are printed as "Non-consecutive offsets" notes, not problems.
 - ``.index``: 8-byte entries (4-byte offset relative to the segment's base, 4-byte
   position), printed ``offset: O position: P``; each is checked against the ``.log`` next to
   it: a batch must start at P and end at offset O ("Mismatches in :<file>").
@@ -127,9 +128,13 @@ def dump_log_file(path: str, args, out) -> list[str]:
                 if not valid:
                     problems.append(f"{path}: CRC mismatch in the batch at position {pos} "
                                     f"(offsets {b.base_offset}-{b.last_offset})")
-                if expected is not None and b.base_offset != expected:
-                    problems.append(f"{path}: non-consecutive offsets: {expected} expected, "
+                if expected is not None and b.base_offset < expected:
+                    problems.append(f"{path}: offsets go backwards: {expected} expected, "
                                     f"batch starts at {b.base_offset} (position {pos})")
+                elif expected is not None and b.base_offset != expected:
+                    # compaction and transaction markers leave gaps: a note, as in Kafka
+                    out.write(f"Non-consecutive offsets: {expected - 1} is followed by "
+                              f"{b.base_offset}\n")
                 expected = b.last_offset + 1
                 ts_kind = "LogAppendTime" if b.timestamp_type == 1 else "CreateTime"
                 out.write(
@@ -160,9 +165,11 @@ def _dump_records(b, args, out, problems, path) -> None:
         return
     expected = b.base_offset
     for r in records:
-        if r.offset != expected:
-            problems.append(f"{path}: non-consecutive offsets in batch {b.base_offset}: "
+        if r.offset < expected:
+            problems.append(f"{path}: offsets go backwards in batch {b.base_offset}: "
                             f"{r.offset} after {expected - 1}")
+        elif r.offset != expected:  # a compacted batch keeps its records' original offsets
+            out.write(f"Non-consecutive offsets: {expected - 1} is followed by {r.offset}\n")
         expected = r.offset + 1
         if b.is_control:
             from protocol.records import parse_control_record
