@@ -476,8 +476,12 @@ def run(args) -> str:
           f"produce {produce_mb} MiB x {rounds} rounds; fetch {fetch_mb} MiB; "
           f"{small} small requests; {client_records} stock-client records", flush=True)
 
+    # socket buffers as config/server.properties ships them (-1: OS auto-tuning; Kafka's
+    # fixed 102400 default halves loopback throughput for 1 MiB batches)
     josef = BrokerProcess(work / "josef", {"num.partitions": "1",
-                                           "auto.create.topics.enable": "false"},
+                                           "auto.create.topics.enable": "false",
+                                           "socket.send.buffer.bytes": "-1",
+                                           "socket.receive.buffer.bytes": "-1"},
                           startup_timeout=60)
     tansu = None
     servers: list = []
