@@ -1,7 +1,7 @@
 """The ``josef`` command line: ``josef server CONFIG [...]`` and pluggable tool sub-commands.
 
 Sub-commands come from a registry: the built-in ``server`` command, plus every module under
-:mod:`broker.tools` that defines the tool contract (see ``broker/tools/__init__.py``)::
+:mod:`cli` that defines the tool contract (see ``cli/__init__.py``)::
 
     COMMAND = "topics"                  # sub-command name
     HELP = "Create, list, describe ..." # one line for ``josef --help``
@@ -168,29 +168,29 @@ SERVER_COMMAND = Command("server", "Run a broker on a server.properties file",
 # ----- registry ---------------------------------------------------------------------------------
 
 def discover_commands() -> dict[str, Command]:
-    """The built-in commands plus every tool module under :mod:`broker.tools`.
+    """The built-in commands plus every tool module under :mod:`cli`.
 
     A tool module that fails to import, or lacks the contract, is reported on stderr and
     skipped, so one broken tool never stops ``josef server``.
     """
     commands = {SERVER_COMMAND.name: SERVER_COMMAND}
     try:
-        import broker.tools as tools_pkg
+        import cli as tools_pkg
     except ImportError:
         return commands
     for info in sorted(pkgutil.iter_modules(tools_pkg.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
         try:
-            mod = importlib.import_module(f"broker.tools.{info.name}")
+            mod = importlib.import_module(f"cli.{info.name}")
             cmd = Command(mod.COMMAND, mod.HELP, mod.add_arguments, mod.run)
         except Exception as e:  # noqa: BLE001 - a tool's bug must not break the CLI
-            print(f"josef: ignoring tool module broker.tools.{info.name}: {e!r}",
+            print(f"josef: ignoring tool module cli.{info.name}: {e!r}",
                   file=sys.stderr)
             continue
         if cmd.name in commands:
             print(f"josef: ignoring duplicate command {cmd.name!r} from "
-                  f"broker.tools.{info.name}", file=sys.stderr)
+                  f"cli.{info.name}", file=sys.stderr)
             continue
         commands[cmd.name] = cmd
     return commands

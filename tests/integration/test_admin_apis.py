@@ -212,7 +212,7 @@ def test_kafka_python_admin(shared_broker):
 
 
 def test_describe_log_dirs_raw(shared_broker):
-    from broker.tools._client import KafkaClient
+    from client.connection import KafkaClient
 
     admin = _admin(shared_broker)
     name = _topic()
@@ -229,7 +229,7 @@ def test_describe_log_dirs_raw(shared_broker):
 
 
 def test_elect_leaders_single_node(shared_broker):
-    from broker.tools._client import KafkaClient
+    from client.connection import KafkaClient
 
     admin = _admin(shared_broker)
     name = _topic()

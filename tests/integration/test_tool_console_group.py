@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from broker.tools._group_member import (
+from client.group_member import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
@@ -134,7 +134,7 @@ def _produce(bootstrap: str, topic: str, count: int, partitions: int = 4,
 
 def _members(bootstrap: str, group: str) -> dict[str, list[tuple[str, int]]]:
     """member id -> assigned partitions of a Stable group ({} otherwise)."""
-    from broker.tools._client import KafkaClient
+    from client.connection import KafkaClient
 
     with KafkaClient(bootstrap, timeout=10) as c:
         coord = c.request(10, {"key": group, "key_type": 0}, version=1)

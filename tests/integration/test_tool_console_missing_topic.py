@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from broker.tools._client import KafkaClient
+from client.connection import KafkaClient
 from tests.integration.conftest import _require_server
 from tests.integration.harness import REPO_ROOT, BrokerProcess
 

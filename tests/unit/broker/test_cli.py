@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import broker.tools
+import cli as tools_pkg
 from broker import cli, daemon
 
 REPO = Path(__file__).resolve().parents[3]
@@ -174,8 +174,8 @@ def test_tool_registry_discovers_and_isolates_tools(tmp_path, monkeypatch, capsy
     """))
     (tmp_path / "zz_broken.py").write_text("raise ImportError('missing dependency')\n")
     (tmp_path / "_helper.py").write_text("raise AssertionError('helpers are not imported')\n")
-    monkeypatch.setattr(broker.tools, "__path__", [*broker.tools.__path__, str(tmp_path)])
-    for name in ("broker.tools.zz_echo", "broker.tools.zz_broken"):
+    monkeypatch.setattr(tools_pkg, "__path__", [*tools_pkg.__path__, str(tmp_path)])
+    for name in ("cli.zz_echo", "cli.zz_broken"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     commands = cli.discover_commands()
     assert set(commands) >= {"server", "echo"}

@@ -8,11 +8,11 @@ import struct
 
 import pytest
 
-from broker.tools._client import ToolError, build, parse_bootstrap
-from broker.tools._common import UsageError, split_pairs, topic_matcher
-from broker.tools._progress import ProgressBar
-from broker.tools.console_consumer import Formatter
-from broker.tools.console_producer import LineReader, key_partition, murmur2
+from cli._common import UsageError, split_pairs, topic_matcher
+from cli._progress import ProgressBar
+from cli.console_consumer import Formatter
+from cli.console_producer import LineReader, key_partition, murmur2
+from client.connection import ToolError, build, parse_bootstrap
 from protocol import api
 from protocol.records import Record, RecordBatchBuilder
 

@@ -35,9 +35,9 @@ import os
 import struct
 import sys
 
-from broker.tools._client import ToolError
-from broker.tools._common import EXIT_ERROR, EXIT_OK, tool_main
-from broker.tools._progress import ProgressBar
+from cli._common import EXIT_ERROR, EXIT_OK, tool_main
+from cli._progress import ProgressBar
+from client.connection import ToolError
 
 COMMAND = "dump-log"
 HELP = "Print and verify .log/.index/.timeindex files (like kafka-dump-log.sh)"

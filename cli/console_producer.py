@@ -25,9 +25,9 @@ import os
 import sys
 import time
 
-from broker.tools._client import ToolError, error_name
-from broker.tools._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
-from broker.tools._progress import ProgressBar
+from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+from cli._progress import ProgressBar
+from client.connection import ToolError, error_name
 
 COMMAND = "console-producer"
 HELP = "Produce lines from stdin or a file (like kafka-console-producer.sh)"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 
-from broker.tools._common import (
+from cli._common import (
     UsageError,
     add_bootstrap,
     check_error,

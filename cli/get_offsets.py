@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from broker.tools._common import (
+from cli._common import (
     INTERNAL_TOPICS,
     UsageError,
     add_bootstrap,
@@ -19,7 +19,7 @@ from broker.tools._common import (
     tool_main,
     topic_matcher,
 )
-from broker.tools._offsets import EARLIEST, LATEST, list_offsets
+from client.offsets import EARLIEST, LATEST, list_offsets
 
 COMMAND = "get-offsets"
 HELP = "Print partition offsets for a time (like kafka-get-offsets.sh)"

@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from broker.tools._client import ToolError, error_name
-from broker.tools._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+from client.connection import ToolError, error_name
 
 COMMAND = "delete-records"
 HELP = "Delete records below given offsets (like kafka-delete-records.sh)"

@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from broker.tools._client import KafkaClient, ToolError, error_name
+from client.connection import KafkaClient, ToolError, error_name
 from protocol.errors import ErrorCode as E
 from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from broker.tools._client import ToolError, error_name
-from broker.tools._common import (
+from cli._common import (
     INTERNAL_TOPICS,
     UsageError,
     add_bootstrap,
@@ -26,6 +25,7 @@ from broker.tools._common import (
     split_pairs,
     tool_main,
 )
+from client.connection import ToolError, error_name
 
 COMMAND = "topics"
 HELP = "Create, list, describe, alter and delete topics (like kafka-topics.sh)"
@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _matching(client, args, require: bool = True) -> list[str]:
-    from broker.tools._common import topic_matcher
+    from cli._common import topic_matcher
 
     match = topic_matcher(args.topic)
     md = client.metadata(None)

@@ -24,8 +24,7 @@ from __future__ import annotations
 import argparse
 import struct
 
-from broker.tools._client import ToolError, error_name
-from broker.tools._common import (
+from cli._common import (
     UsageError,
     add_bootstrap,
     check_error,
@@ -33,7 +32,8 @@ from broker.tools._common import (
     partition_leaders,
     tool_main,
 )
-from broker.tools._offsets import EARLIEST, LATEST, commit_offsets, list_offsets
+from client.connection import ToolError, error_name
+from client.offsets import EARLIEST, LATEST, commit_offsets, list_offsets
 
 COMMAND = "consumer-groups"
 HELP = "List, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)"

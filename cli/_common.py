@@ -11,10 +11,10 @@ import argparse
 import functools
 import re
 import sys
-import time
 from collections.abc import Callable
 
-from broker.tools._client import KafkaClient, ToolError, error_name
+from client.connection import KafkaClient, ToolError
+from client.metadata import check_error, partition_leaders  # noqa: F401  (re-exported for the tools)
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -56,9 +56,6 @@ def tool_main(command: str) -> Callable:
     return deco
 
 
-def check_error(code: int, message: str | None, what: str) -> None:
-    if code:
-        raise ToolError(f"{what}: {error_name(code)}" + (f" ({message})" if message else ""))
 
 
 def split_pairs(text: str) -> list[tuple[str, str]]:
@@ -85,24 +82,3 @@ def topic_matcher(pattern: str | None) -> Callable[[str], bool]:
     except re.error:
         return lambda name: name == pattern
     return lambda name: name == pattern or rx.fullmatch(name) is not None
-
-
-def partition_leaders(client: KafkaClient, topics: list[str],
-                      auto_create: bool = False) -> dict[tuple[str, int], int]:
-    """(topic, partition) -> leader id for existing topics; ToolError for unknown ones.
-    With ``auto_create`` the broker may create missing topics (when its
-    ``auto.create.topics.enable`` allows); LEADER_NOT_AVAILABLE (5), its first answer for a
-    topic being created, is retried for up to ``client.timeout`` seconds."""
-    deadline = time.monotonic() + client.timeout
-    while True:
-        md = client.metadata(topics, auto_create=auto_create)
-        if not any(t.error_code == 5 for t in md.topics) or time.monotonic() >= deadline:
-            break
-        time.sleep(0.1)
-    out = {}
-    for t in md.topics:
-        if t.error_code:
-            check_error(t.error_code, None, f"topic {t.name}")
-        for p in t.partitions:
-            out[(t.name, p.partition_index)] = p.leader_id
-    return out

@@ -17,7 +17,7 @@ Isolation level 0 (READ_UNCOMMITTED), the console consumer's default; control ba
 skipped. APIs: Metadata, ListOffsets, Fetch (v4-v12).
 
 ``--group g`` (or ``group.id`` in ``--consumer-property``/``--consumer.config``): the tool
-joins the group like any Kafka consumer (:mod:`broker.tools._group_member`: FindCoordinator,
+joins the group like any Kafka consumer (:mod:`client.group_member`: FindCoordinator,
 JoinGroup, SyncGroup with the ``range`` assignor, background Heartbeat, LeaveGroup on exit),
 so consumers of one group split the topic's partitions. Each assigned partition starts at
 the group's committed offset, else per ``auto.offset.reset`` (``earliest`` with
@@ -50,9 +50,9 @@ import sys
 import threading
 import time
 
-from broker.tools._client import ToolError, error_name
-from broker.tools._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
-from broker.tools._offsets import EARLIEST, LATEST, commit_offsets, list_offsets
+from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+from client.connection import ToolError, error_name
+from client.offsets import EARLIEST, LATEST, commit_offsets, list_offsets
 
 COMMAND = "console-consumer"
 HELP = "Print records of a topic (like kafka-console-consumer.sh)"
@@ -407,7 +407,7 @@ def _run_assigned(args, client, reader: _Reader, group: str | None,
     positions = _start_offsets(client, args, tps, leaders)
     coordinator = None
     if group is not None:
-        from broker.tools.consumer_groups import _committed, _coordinator
+        from cli.consumer_groups import _committed, _coordinator
 
         coordinator = _coordinator(client, group)
         committed = _committed(client, coordinator, group)
@@ -436,7 +436,7 @@ def _sigterm_as_interrupt():
 
 def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -> None:
     """Consume as a member of ``group`` (see the module docstring)."""
-    from broker.tools._group_member import GroupMember
+    from client.group_member import GroupMember
 
     auto_commit = cfg.get("enable.auto.commit", "true").strip().lower() != "false"
     commit_interval = _int_config(cfg, "auto.commit.interval.ms", 5000) / 1000.0

@@ -4,8 +4,8 @@ OffsetCommit of a standalone consumer's positions to the group coordinator."""
 
 from __future__ import annotations
 
-from broker.tools._client import KafkaClient, ToolError, error_name
-from broker.tools._common import partition_leaders
+from client.connection import KafkaClient, ToolError, error_name
+from client.metadata import partition_leaders
 
 LIST_OFFSETS = 2
 OFFSET_COMMIT = 8
