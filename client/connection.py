@@ -93,8 +93,12 @@ class _Connection:
         self.sock.settimeout(timeout)
 
     def round_trip(self, frame: bytes) -> memoryview:
+        self.send(frame)
+        return self.receive()
+
+    def receive(self) -> memoryview:
+        """The next response frame (without its size prefix)."""
         try:
-            self.sock.sendall(frame)
             (size,) = _SIZE.unpack(self._recv(4))
             if size < 0 or size > self.max_bytes:
                 raise ToolError(f"{self.address}: response of {size} bytes refused")
@@ -107,17 +111,22 @@ class _Connection:
     def send(self, frame: bytes) -> None:
         try:
             self.sock.sendall(frame)
+        except TimeoutError:
+            raise ToolError(f"{self.address}: request timed out") from None
         except OSError as e:
             raise ToolError(f"{self.address}: {e.strerror or e}") from None
 
-    def _recv(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
-            if not chunk:
+    def _recv(self, n: int) -> bytearray:
+        """Exactly ``n`` bytes, read into one buffer (no per-chunk copies)."""
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if not k:
                 raise ToolError(f"{self.address}: connection closed by the broker")
-            buf += chunk
-        return bytes(buf)
+            got += k
+        return buf
 
     def close(self) -> None:
         try:
@@ -200,11 +209,20 @@ class KafkaClient:
     # --- requests -------------------------------------------------------------------------
     def _send(self, conn: _Connection, api_key: int, version: int, body,
               tolerate_decode_error: bool = False):
+        return self._receive(conn, self._write(conn, api_key, version, body),
+                             tolerate_decode_error)
+
+    def _write(self, conn: _Connection, api_key: int, version: int, body) -> tuple:
         self._correlation += 1
         cid = self._correlation
         header = encode_request_header(RequestHeader(api_key, version, cid, self.client_id))
         payload = header + body.encode(version)
-        buf = conn.round_trip(_SIZE.pack(len(payload)) + payload)
+        conn.send(_SIZE.pack(len(payload)) + payload)
+        return (conn, api_key, version, cid)
+
+    def _receive(self, conn: _Connection, ticket: tuple, tolerate_decode_error: bool = False):
+        _conn, api_key, version, cid = ticket
+        buf = conn.receive()
         # ApiVersions responses always use header v0 (KIP-511).
         hv = 0 if api_key == API_VERSIONS else response_header_version(api_key, version)
         got, pos = decode_response_header(buf, hv)
@@ -217,6 +235,19 @@ class KafkaClient:
                 return None
             raise ToolError(f"{conn.address}: malformed response to api {api_key} "
                             f"v{version}: {e}") from None
+
+    def send_request(self, api_key: int, body, version: int, node: int | None = None) -> tuple:
+        """Send one request without waiting for its answer (pipelining, as Kafka's clients
+        do with several requests in flight per connection); returns a ticket for
+        :meth:`receive_response`. A broker answers a connection's requests in order, so
+        tickets of one node must be received in the order they were sent."""
+        body = build(api.API_KEYS[api_key].request_cls, body)
+        conn = self._connection(node)
+        return self._write(conn, api_key, version, body)
+
+    def receive_response(self, ticket: tuple):
+        """The decoded response to a :meth:`send_request` ticket (blocks until it arrives)."""
+        return self._receive(ticket[0], ticket)
 
     def request(self, api_key: int, body, version: int | None = None,
                 node: int | None = None, timeout: float | None = None):

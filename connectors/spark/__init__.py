@@ -32,10 +32,12 @@ __all__ = [
 def register(spark, ship_code: bool = True) -> None:
     """Register the ``josef`` format with ``spark`` (a SparkSession).
 
-    With ``ship_code`` (default) the ``connectors`` package is zipped and added with
-    ``SparkContext.addPyFile``, so Python workers (driver-side planning and executors) need
-    only pyspark, pyarrow and confluent-kafka installed, not this project. Pass False when
-    ``connectors`` is installed on every node.
+    With ``ship_code`` (default) the packages the connector runs on executors
+    (``connectors``, ``client``, ``protocol``) are zipped and added with
+    ``SparkContext.addPyFile``, so Python workers need only the third-party packages
+    (``pip install 'josef[spark]'`` without the project itself would do: pyspark, pyarrow,
+    numpy, confluent-kafka, and for compressed topics lz4, python-snappy, zstandard, crc32c).
+    Pass False when the project is installed on every node.
     """
     if ship_code:
         spark.sparkContext.addPyFile(_package_zip())
@@ -43,23 +45,26 @@ def register(spark, ship_code: bool = True) -> None:
 
 
 def _package_zip() -> str:
-    """Zip the ``connectors`` package (source files only) once per process; return its path."""
+    """Zip the shipped packages (source files only) once per process; return its path."""
     global _ZIP_PATH
     if _ZIP_PATH is None:
         import os
         import tempfile
         import zipfile
 
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../connectors
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         target = os.path.join(tempfile.mkdtemp(prefix="josef-spark-"), "josef_connectors.zip")
         with zipfile.ZipFile(target, "w") as zf:
-            for folder, _dirs, files in os.walk(root):
-                for name in files:
-                    if name.endswith(".py"):
-                        path = os.path.join(folder, name)
-                        zf.write(path, os.path.relpath(path, os.path.dirname(root)))
+            for package in SHIPPED_PACKAGES:
+                for folder, _dirs, files in os.walk(os.path.join(repo, package)):
+                    for name in files:
+                        if name.endswith(".py"):
+                            path = os.path.join(folder, name)
+                            zf.write(path, os.path.relpath(path, repo))
         _ZIP_PATH = target
     return _ZIP_PATH
 
 
 _ZIP_PATH: str | None = None
+SHIPPED_PACKAGES = ("connectors", "client", "protocol")
+"""Packages of this project that executors import (zipped by :func:`register`)."""

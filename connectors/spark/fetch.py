@@ -1,6 +1,11 @@
 """Executor side: fetch one offset range of one partition and turn it into Arrow batches.
 
-Runs inside a Spark Python worker. A consumer is assigned the partition at ``from_offset``
+:func:`read_range` runs inside a Spark Python worker. Plaintext connections use the Arrow
+path of :mod:`connectors.spark.wire_fetch` (whole Fetch responses decoded column-wise);
+TLS/SASL settings (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``) use
+librdkafka through confluent-kafka, record by record, as described below.
+
+librdkafka path: A consumer is assigned the partition at ``from_offset``
 (no consumer group: ``assign``, never ``subscribe``, nothing committed) and polled until its
 position reaches ``until_offset``. The position, not the last record's offset, decides when
 the range is done, because offsets may be missing inside a range (compacted topics,
@@ -30,6 +35,7 @@ from confluent_kafka import (
 from connectors.spark.client import KafkaDataLossError, librdkafka_config
 from connectors.spark.planning import OffsetRange
 from connectors.spark.schema import source_arrow_schema
+from connectors.spark.wire_fetch import read_range_wire, wire_config_supported
 
 ARROW_BATCH_ROWS = 8192
 """Rows per Arrow record batch handed to Spark."""
@@ -83,6 +89,24 @@ class _Columns:
 
 
 def read_range(
+    config: dict[str, str],
+    rng: OffsetRange,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` in offset order as Arrow batches of the source schema,
+    through the Arrow path when the client config allows (see the module doc), else
+    librdkafka. Raises :class:`KafkaDataLossError` and ``TimeoutError`` (no progress for
+    ``poll_timeout_ms``)."""
+    if wire_config_supported(config):
+        return read_range_wire(config, rng, include_headers, fail_on_data_loss,
+                               poll_timeout_ms)
+    return read_range_rdkafka(config, rng, include_headers, fail_on_data_loss,
+                              poll_timeout_ms)
+
+
+def read_range_rdkafka(
     config: dict[str, str],
     rng: OffsetRange,
     include_headers: bool,

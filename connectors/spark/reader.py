@@ -30,7 +30,6 @@ from connectors.spark.client import (
     KafkaDataLossError,
     UnknownTopicPartitionError,
 )
-from connectors.spark.fetch import read_range
 from connectors.spark.options import (
     EARLIEST,
     LATEST,
@@ -67,6 +66,8 @@ class _RangeReading:
         return state
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from connectors.spark.fetch import read_range  # executors only: numpy, protocol
+
         opts = self.options
         yield from read_range(opts.client_config, partition.range, opts.include_headers,
                               opts.fail_on_data_loss, opts.poll_timeout_ms)
