@@ -109,7 +109,16 @@ class ClusterView:
         """ListOffsets for ``which`` = EARLIEST (log start) or LATEST (end offset)."""
         spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
         assert which in (EARLIEST, LATEST)
-        request = {TopicPartition(t, p): spec for t, p in tps}
+        return self._list_offsets({TopicPartition(t, p): spec for t, p in tps})
+
+    def offsets_for_times(self, timestamps: dict[tuple[str, int], int]
+                          ) -> dict[tuple[str, int], int]:
+        """ListOffsets by timestamp (ms, KIP-79): per partition the first offset whose
+        record timestamp is >= the timestamp, or -1 when there is none."""
+        return self._list_offsets({TopicPartition(t, p): OffsetSpec.for_timestamp(ts)
+                                   for (t, p), ts in timestamps.items()})
+
+    def _list_offsets(self, request: dict) -> dict[tuple[str, int], int]:
         if not request:
             return {}
         futures = self._admin.list_offsets(

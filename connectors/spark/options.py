@@ -8,9 +8,16 @@ source (``spark.read`` / ``spark.readStream``):
   topics), ``subscribePattern`` (Java-style regex, matched against the whole topic name) or
   ``assign`` (JSON ``{"topicA":[0,1],"topicB":[2,4]}``); ``startingOffsets`` and
   ``endingOffsets`` (``earliest`` / ``latest`` / JSON ``{"topicA":{"0":23,"1":-2}}`` where
-  -2 means earliest and -1 latest); ``maxOffsetsPerTrigger`` (long, streaming only);
-  ``includeHeaders`` (bool, default false); ``failOnDataLoss`` (bool, default true);
-  ``kafkaConsumer.pollTimeoutMs`` (ms an executor waits without progress, default 120000).
+  -2 means earliest and -1 latest); ``startingTimestamp`` / ``endingTimestamp`` (ms since
+  the epoch, every partition) and ``startingOffsetsByTimestamp`` /
+  ``endingOffsetsByTimestamp`` (JSON ``{"topicA":{"0":1700000000000}}``): the first offset
+  whose record timestamp is >= the timestamp (ListOffsets, KIP-79), taking precedence over
+  ``*Offsets`` in that order; ``startingOffsetsByTimestampStrategy`` (``error``, default, or
+  ``latest``: what a starting timestamp with no such record gives; an ending one gives
+  latest); ``minPartitions`` (split large offset ranges so that about that many Spark
+  tasks read); ``maxOffsetsPerTrigger`` (long, streaming only); ``includeHeaders`` (bool,
+  default false); ``failOnDataLoss`` (bool, default true); ``kafkaConsumer.pollTimeoutMs``
+  (ms an executor waits without progress, default 120000). ``ending*`` are batch-only.
 
 sink (``df.write`` / ``df.writeStream``):
   ``kafka.bootstrap.servers`` (required), ``topic`` (optional; overrides the ``topic`` column).
@@ -39,6 +46,12 @@ SOURCE_OPTIONS = {
     "startingoffsets",
     "endingoffsets",
     "maxoffsetspertrigger",
+    "startingtimestamp",
+    "startingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
+    "endingtimestamp",
+    "endingoffsetsbytimestamp",
+    "minpartitions",
     "includeheaders",
     "failondataloss",
     "kafkaconsumer.polltimeoutms",
@@ -58,6 +71,9 @@ class KafkaOptionError(ValueError):
 
 Offsets = dict[str, dict[int, int]]
 """Per topic, per partition offset: ``{"topic": {0: 42}}`` (may hold EARLIEST/LATEST)."""
+
+Timestamps = int | dict[str, dict[int, int]]
+"""One timestamp (ms) for every partition, or per topic and partition."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,10 @@ class SourceOptions:
     include_headers: bool = False
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
+    starting_timestamps: Timestamps | None = None  # wins over starting_offsets
+    ending_timestamps: Timestamps | None = None  # wins over ending_offsets
+    no_timestamp_match_latest: bool = False  # startingOffsetsByTimestampStrategy=latest
+    min_partitions: int | None = None
 
 
 @dataclass(frozen=True)
@@ -257,8 +277,14 @@ def parse_source_options(options: Mapping[str, str], streaming: bool | None) -> 
     starting = parse_offsets(
         "startingOffsets", opts.get("startingoffsets", starting_default),
         ("earliest",) if streaming is False else ("earliest", "latest"))
-    if streaming and "endingoffsets" in opts:
-        raise KafkaOptionError("option 'endingOffsets' is for batch reads only (spark.read)")
+    for name in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
+        if streaming and name in opts:
+            raise KafkaOptionError(f"option '{_NAMES[name]}' is for batch reads only "
+                                   "(spark.read)")
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise KafkaOptionError("option 'startingOffsetsByTimestampStrategy' must be 'error' or "
+                               f"'latest', got {strategy!r}")
     ending = parse_offsets("endingOffsets", opts.get("endingoffsets", "latest"), ("latest",))
     if streaming is False and "maxoffsetspertrigger" in opts:
         raise KafkaOptionError("option 'maxOffsetsPerTrigger' is for streaming reads only")
@@ -274,7 +300,50 @@ def parse_source_options(options: Mapping[str, str], streaming: bool | None) -> 
         include_headers=_parse_bool("includeHeaders", opts.get("includeheaders"), False),
         fail_on_data_loss=_parse_bool("failOnDataLoss", opts.get("failondataloss"), True),
         poll_timeout_ms=poll_timeout or 120_000,
+        starting_timestamps=_parse_timestamps(opts, "starting"),
+        ending_timestamps=_parse_timestamps(opts, "ending"),
+        no_timestamp_match_latest=strategy == "latest",
+        min_partitions=_parse_positive_long("minPartitions", opts.get("minpartitions")),
     )
+
+
+_NAMES = {"endingoffsets": "endingOffsets", "endingtimestamp": "endingTimestamp",
+          "endingoffsetsbytimestamp": "endingOffsetsByTimestamp"}
+
+
+def _parse_timestamps(opts: dict[str, str], which: str) -> Timestamps | None:
+    """``<which>Timestamp`` (one ms value) or ``<which>OffsetsByTimestamp`` (JSON), the
+    former winning as in Spark; None when neither is set."""
+    single = opts.get(f"{which}timestamp")
+    if single is not None:
+        name = f"{which}Timestamp"
+        try:
+            value = int(single.strip())
+        except ValueError:
+            raise KafkaOptionError(f"option '{name}' must be a timestamp in ms since the "
+                                   f"epoch, got {single!r}") from None
+        if value < 0:
+            raise KafkaOptionError(f"option '{name}' must be >= 0, got {single!r}")
+        return value
+    text = opts.get(f"{which}offsetsbytimestamp")
+    if text is None:
+        return None
+    name = f"{which}OffsetsByTimestamp"
+    data = _load_json(name, text)
+    example = '{"topicA":{"0":1700000000000}}'
+    if not isinstance(data, dict) or not data:
+        raise KafkaOptionError(f"option '{name}' must be JSON like {example}, got {text!r}")
+    result: dict[str, dict[int, int]] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict) or not all(str(p).isdigit() for p in parts):
+            raise KafkaOptionError(f"option '{name}': topic {topic!r} must map partition "
+                                   "numbers to timestamps")
+        for part, ts in parts.items():
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise KafkaOptionError(f"option '{name}': timestamp {ts!r} for {topic}-{part} "
+                                       "must be an integer >= 0 (ms since the epoch)")
+        result[topic] = {int(p): ts for p, ts in parts.items()}
+    return result
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:

@@ -6,6 +6,7 @@ and Spark's Kafka source: a range [from_offset, until_offset) holds until - from
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 TP = tuple[str, int]
@@ -58,6 +59,41 @@ def plan_ranges(start: dict[TP, int], end: dict[TP, int]) -> list[OffsetRange]:
         if until > begin:
             ranges.append(OffsetRange(topic, partition, begin, until))
     return ranges
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Split large ranges so that about ``min_partitions`` tasks read (option
+    ``minPartitions``, as Spark's Kafka source computes it).
+
+    With fewer non-empty ranges than ``min_partitions``, each range gets a number of parts
+    in proportion to its size (``round(size / total * min_partitions)``, at least 1); the
+    ranges that get one part keep it, and the parts left over are shared by the others in
+    proportion to their sizes. A range in ``parts`` pieces is cut into equal pieces, the
+    last taking the remainder. The result is approximately, not exactly, ``min_partitions``
+    ranges, in the input order.
+    """
+    ranges = [r for r in ranges if r.size > 0]
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.size for r in ranges)
+    whole = [r for r in ranges if _parts(r.size, total, min_partitions) == 1]
+    split_total = total - sum(r.size for r in whole)
+    split_min = max(min_partitions - len(whole), 1)
+    out = []
+    for r in ranges:
+        parts = 1 if r in whole else _parts(r.size, split_total, split_min)
+        start, remaining = r.from_offset, r.size
+        for i in range(parts):
+            piece = remaining // (parts - i)
+            remaining -= piece
+            if piece:
+                out.append(OffsetRange(r.topic, r.partition, start, start + piece))
+            start += piece
+    return out
+
+
+def _parts(size: int, total: int, wanted: int) -> int:
+    return max(math.floor(size / total * wanted + 0.5), 1)  # Java's Math.round
 
 
 def flatten(offsets: dict[str, dict[int, int]]) -> dict[TP, int]:

@@ -37,7 +37,15 @@ from connectors.spark.options import (
     offsets_from_json,
     offsets_to_json,
 )
-from connectors.spark.planning import TP, OffsetRange, flatten, nest, plan_ranges, rate_limit
+from connectors.spark.planning import (
+    TP,
+    OffsetRange,
+    flatten,
+    nest,
+    plan_ranges,
+    rate_limit,
+    split_ranges,
+)
 
 
 class KafkaInputPartition(InputPartition):
@@ -66,6 +74,8 @@ class _RangeReading:
         return state
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, KafkaInputPartition):
+            return  # nothing planned: PySpark reads one placeholder InputPartition(None)
         from connectors.spark.fetch import read_range  # executors only: numpy, protocol
 
         opts = self.options
@@ -83,16 +93,55 @@ class _RangeReading:
         wanted = {tp: spec for tp in tps} if isinstance(spec, int) else {
             tp: flatten(spec).get(tp, default) for tp in tps}
         if not isinstance(spec, int):
-            missing = sorted(set(flatten(spec)) - set(tps))
-            if missing:
-                raise UnknownTopicPartitionError(
-                    f"{name} names partitions that are not subscribed or do not exist: "
-                    + ", ".join(f"{t}-{p}" for t, p in missing))
+            _check_named(flatten(spec), tps, name)
         resolved = {tp: o for tp, o in wanted.items() if o >= 0}
         for sentinel in (EARLIEST, LATEST):
             need = [tp for tp, o in wanted.items() if o == sentinel]
             resolved.update(self.view.offsets(need, sentinel))
         return resolved
+
+    def _start(self, tps: list[TP], default: int) -> dict[TP, int]:
+        """Starting offsets: startingTimestamp, else startingOffsetsByTimestamp (partitions
+        it does not name follow startingOffsets), else startingOffsets."""
+        opts = self.options
+        offsets = self._resolve(opts.starting_offsets, tps, "startingOffsets", default)
+        return self._by_timestamp(opts.starting_timestamps, tps, offsets, starting=True)
+
+    def _end(self, tps: list[TP]) -> dict[TP, int]:
+        opts = self.options
+        offsets = self._resolve(opts.ending_offsets, tps, "endingOffsets", LATEST)
+        return self._by_timestamp(opts.ending_timestamps, tps, offsets, starting=False)
+
+    def _by_timestamp(self, spec, tps: list[TP], offsets: dict[TP, int],
+                      starting: bool) -> dict[TP, int]:
+        """``offsets`` with the partitions ``spec`` names replaced by their offset for that
+        timestamp. No record at or after it: an ending offset is the end offset, a starting
+        one fails (strategy ``error``) or is the end offset (strategy ``latest``)."""
+        if spec is None:
+            return offsets
+        which = "starting" if starting else "ending"
+        if isinstance(spec, int):
+            wanted = {tp: spec for tp in tps}
+        else:
+            wanted = flatten(spec)
+            _check_named(wanted, tps, f"{which}OffsetsByTimestamp")
+        found = self.view.offsets_for_times(wanted)
+        missing = [tp for tp, o in found.items() if o < 0]
+        if missing and starting and not self.options.no_timestamp_match_latest:
+            raise ValueError(
+                "no offset matched the starting timestamp for " + ", ".join(
+                    f"{t}-{p} (timestamp {wanted[(t, p)]})" for t, p in sorted(missing))
+                + "; set startingOffsetsByTimestampStrategy=latest to start at the end")
+        latest = self.view.offsets(missing, LATEST)
+        return {**offsets, **{tp: (latest[tp] if o < 0 else o) for tp, o in found.items()}}
+
+
+def _check_named(named: dict[TP, int], tps: list[TP], name: str) -> None:
+    missing = sorted(set(named) - set(tps))
+    if missing:
+        raise UnknownTopicPartitionError(
+            f"{name} names partitions that are not subscribed or do not exist: "
+            + ", ".join(f"{t}-{p}" for t, p in missing))
 
 
 class KafkaBatchReader(_RangeReading, DataSourceReader):
@@ -104,14 +153,15 @@ class KafkaBatchReader(_RangeReading, DataSourceReader):
     def partitions(self) -> list[KafkaInputPartition]:
         opts = self.options
         tps = self.view.selected_partitions(opts.topics)
-        start = self._resolve(opts.starting_offsets, tps, "startingOffsets", EARLIEST)
-        end = self._resolve(opts.ending_offsets, tps, "endingOffsets", LATEST)
+        start = self._start(tps, EARLIEST)
+        end = self._end(tps)
         bad = [tp for tp in tps if start[tp] > end[tp]]
         if bad and opts.fail_on_data_loss:
             raise KafkaDataLossError(
                 "startingOffsets is after endingOffsets for "
                 + ", ".join(f"{t}-{p} ({start[(t, p)]} > {end[(t, p)]})" for t, p in bad))
-        return [KafkaInputPartition(r) for r in plan_ranges(start, end)]
+        ranges = split_ranges(plan_ranges(start, end), opts.min_partitions)
+        return [KafkaInputPartition(r) for r in ranges]
 
 
 class KafkaStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -125,8 +175,7 @@ class KafkaStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAv
     def initialOffset(self) -> dict:
         """startingOffsets resolved against the cluster (checkpointed as batch 0's start)."""
         tps = self.view.selected_partitions(self.options.topics)
-        start = self._resolve(self.options.starting_offsets, tps, "startingOffsets", LATEST)
-        return offsets_to_json(nest(start))
+        return offsets_to_json(nest(self._start(tps, LATEST)))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger
@@ -171,7 +220,8 @@ class KafkaStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAv
         finish = flatten(offsets_from_json(end))
         new = [tp for tp in finish if tp not in begin]
         begin.update(self.view.offsets(new, EARLIEST))
-        return [KafkaInputPartition(r) for r in plan_ranges(begin, finish)]
+        ranges = split_ranges(plan_ranges(begin, finish), self.options.min_partitions)
+        return [KafkaInputPartition(r) for r in ranges]
 
     def commit(self, end: dict) -> None:
         """Nothing to do: progress lives in Spark's checkpoint, not in a consumer group."""

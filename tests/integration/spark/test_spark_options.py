@@ -13,7 +13,7 @@ from connectors.spark.options import (
     parse_sink_options,
     parse_source_options,
 )
-from connectors.spark.planning import OffsetRange, plan_ranges, rate_limit
+from connectors.spark.planning import OffsetRange, plan_ranges, rate_limit, split_ranges
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 
@@ -57,11 +57,49 @@ def test_source_options_parse_like_sparks_kafka_source():
     ({**BASE, "subscribe": None, "assign": '{"t":["0"]}'}, True, "list of partition numbers"),
     ({**BASE, "subscribe": None, "subscribePattern": "(("}, True, "not a valid regex"),
     ({**BASE, "kafka.group.id": "g"}, True, "never joins a consumer group"),
+    ({**BASE, "startingTimestamp": "yesterday"}, True, "'startingTimestamp' must be a timestamp"),
+    ({**BASE, "startingTimestamp": "-5"}, True, "'startingTimestamp' must be >= 0"),
+    ({**BASE, "startingOffsetsByTimestamp": '{"t":{"0":"x"}}'}, True, "must be an integer >= 0"),
+    ({**BASE, "startingOffsetsByTimestamp": '{"t":[1]}'}, True, "must map partition numbers"),
+    ({**BASE, "endingTimestamp": "5"}, True, "'endingTimestamp' is for batch reads only"),
+    ({**BASE, "endingOffsetsByTimestamp": '{"t":{"0":5}}'}, True, "for batch reads only"),
+    ({**BASE, "startingOffsetsByTimestampStrategy": "earliest"}, True, "'error' or 'latest'"),
+    ({**BASE, "minPartitions": "0"}, False, "'minPartitions' must be a positive integer"),
 ])
 def test_bad_source_options_name_the_option(options, streaming, message):
     options = {k: v for k, v in options.items() if v is not None}
     with pytest.raises(KafkaOptionError, match=message):
         parse_source_options(options, streaming=streaming)
+
+
+def test_timestamp_options_parse_like_sparks():
+    opts = parse_source_options({**BASE, "startingTimestamp": "1700000000000",
+                                 "startingOffsetsByTimestamp": '{"t":{"0":5}}',
+                                 "endingOffsetsByTimestamp": '{"t":{"1":7,"0":9}}',
+                                 "startingOffsetsByTimestampStrategy": "LATEST",
+                                 "minPartitions": "12"}, streaming=False)
+    assert opts.starting_timestamps == 1_700_000_000_000  # wins over the JSON form
+    assert opts.ending_timestamps == {"t": {1: 7, 0: 9}}
+    assert opts.no_timestamp_match_latest and opts.min_partitions == 12
+    plain = parse_source_options(BASE, streaming=True)
+    assert (plain.starting_timestamps, plain.ending_timestamps, plain.min_partitions) == (
+        None, None, None)
+
+
+def test_min_partitions_splits_large_ranges_like_spark():
+    ranges = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 50, 60),
+              OffsetRange("t", 2, 5, 5)]
+    assert split_ranges(ranges, None) == ranges[:2]
+    assert split_ranges(ranges, 2) == ranges[:2]  # enough ranges already
+    split = split_ranges(ranges, 5)
+    # t-1 is 1% of the data: one part; t-0 gets the other 4, cut evenly, in order.
+    assert split == [OffsetRange("t", 0, 0, 250), OffsetRange("t", 0, 250, 500),
+                     OffsetRange("t", 0, 500, 750), OffsetRange("t", 0, 750, 1000),
+                     OffsetRange("t", 1, 50, 60)]
+    uneven = split_ranges([OffsetRange("t", 0, 0, 10)], 3)
+    assert [(r.from_offset, r.until_offset) for r in uneven] == [(0, 3), (3, 6), (6, 10)]
+    tiny = split_ranges([OffsetRange("t", 0, 0, 2)], 5)  # never an empty range
+    assert [(r.from_offset, r.until_offset) for r in tiny] == [(0, 1), (1, 2)]
 
 
 def test_sink_options():

@@ -180,3 +180,37 @@ def test_deleted_records_are_data_loss(spark, kafka, tmp_path):
     progress = stream(spark, kafka.bootstrap, tmp_path / "c2", tmp_path / "o2",
                       subscribe=topic, startingOffsets=starting, failOnDataLoss="false")
     assert sum(p["numInputRows"] for p in progress) == 6
+
+
+def test_batch_read_by_timestamps_split_by_min_partitions(spark, kafka, big_topic):
+    # Record i is in partition i % 6 at offset i // 6 with timestamp BASE_TS + i.
+    ending = {big_topic: {str(p): BASE_TS + 1200 * (1 + p % 2) for p in range(PARTITIONS)}}
+
+    def read(**options):
+        reader = spark.read.format("josef").option("kafka.bootstrap.servers", kafka.bootstrap)
+        for key, value in {"subscribe": big_topic, **options}.items():
+            reader = reader.option(key, str(value))
+        return reader.load()
+
+    df = read(startingTimestamp=BASE_TS + 600, endingOffsetsByTimestamp=json.dumps(ending),
+              minPartitions=12)
+    # Even partitions hold 100 offsets, odd ones 300: one task each for the even ones, the
+    # odd ones cut in three (Spark's minPartitions arithmetic).
+    assert df.rdd.getNumPartitions() == 12
+    rows = df.groupBy("partition").agg({"offset": "min", "*": "count"}).collect()
+    got = {r["partition"]: (r["min(offset)"], r["count(1)"]) for r in rows}
+    assert got == {p: (100, 100 if p % 2 == 0 else 300) for p in range(PARTITIONS)}
+    assert df.selectExpr("count(DISTINCT offset, partition)").first()[0] == 1200
+
+    future = BASE_TS + 10**9
+    with pytest.raises(Exception, match="no offset matched the starting timestamp"):
+        read(startingTimestamp=future).count()
+    assert read(startingTimestamp=future, startingOffsetsByTimestampStrategy="latest").count() == 0
+    # An ending timestamp after every record is the end offset; partitions the JSON does not
+    # name follow startingOffsets / endingOffsets.
+    rows = (read(startingOffsetsByTimestamp=json.dumps({big_topic: {"2": BASE_TS + 600}}),
+                 endingOffsetsByTimestamp=json.dumps({big_topic: {"2": future}}),
+                 endingOffsets=json.dumps({big_topic: {str(p): 0 for p in range(6) if p != 2}}))
+            .groupBy("partition").agg({"offset": "min", "*": "count"}).collect())
+    assert [(r["partition"], r["min(offset)"]) for r in rows] == [(2, 100)]
+    assert rows[0]["count(1)"] >= RECORDS // PARTITIONS - 100
