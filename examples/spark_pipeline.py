@@ -4,6 +4,11 @@ One command against a local broker (Josef or any Kafka-protocol broker)::
 
     python examples/spark_pipeline.py --bootstrap 127.0.0.1:9092
 
+or submitted to a Spark standalone cluster (see docs/spark.md for starting one)::
+
+    PYTHONPATH=$PWD $SPARK_HOME/bin/spark-submit --master spark://127.0.0.1:7077 \
+        examples/spark_pipeline.py --bootstrap 127.0.0.1:9092
+
 What it does:
 1. creates topics ``<prefix>-events`` (3 partitions) and ``<prefix>-counts`` (1 partition);
 2. produces 600 page events, 2 per second of event time from 2024-01-01T00:00:00Z
@@ -153,7 +158,9 @@ def format_results(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def make_session():
+def make_session(master: str | None = None):
+    """The SparkSession: under ``spark-submit`` its ``--master``; else ``master``
+    (default local[2]). The connector's code is shipped to the executors (``register``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -164,13 +171,15 @@ def make_session():
 
     from connectors.spark import register
 
-    spark = (SparkSession.builder.master("local[2]").appName("josef-example")
-             .config("spark.sql.shuffle.partitions", "2")
+    builder = SparkSession.builder.appName("josef-example")
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not started by spark-submit
+        builder = builder.master(master or "local[2]")
+    spark = (builder.config("spark.sql.shuffle.partitions", "2")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark, ship_code=False)
+    register(spark)
     return spark
 
 
@@ -181,19 +190,26 @@ def main(argv: list[str] | None = None) -> int:
                         help="topic name prefix (default: random, so reruns start clean)")
     parser.add_argument("--follow", action="store_true",
                         help="keep the query running (Ctrl-C to stop) instead of availableNow")
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL when not run by spark-submit (default local[2])")
+    parser.add_argument("--checkpoint", default=None,
+                        help="checkpoint directory (default: a temporary one, removed after)")
     args = parser.parse_args(argv)
 
     events, counts = create_topics(args.bootstrap, args.prefix)
     produce_events(args.bootstrap, events)
     print(f"produced {EVENT_COUNT} events (+{EVENTS_PARTITIONS} ticks) to {events}")
-    spark = make_session()
+    spark = make_session(args.master)
     try:
-        with tempfile.TemporaryDirectory(prefix="josef-example-") as checkpoint:
+        with tempfile.TemporaryDirectory(prefix="josef-example-") as scratch:
+            checkpoint = args.checkpoint or scratch
             query = start_query(spark, args.bootstrap, events, counts, checkpoint, args.follow)
             try:
                 query.awaitTermination()
             except KeyboardInterrupt:
                 query.stop()
+            if query.exception() is not None:
+                raise query.exception()
         results = read_results(args.bootstrap, counts)
         print(f"{len(results)} results in {counts}:")
         print(format_results(results))

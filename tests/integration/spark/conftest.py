@@ -3,8 +3,10 @@
 The broker: ``JOSEF_TEST_BOOTSTRAP=host:port`` points the tests at a running cluster (any
 Kafka-protocol broker); otherwise the Josef broker is started through
 ``tests/integration/harness.py`` once ``broker/server.py`` exists, and the tests are skipped
-before that. Spark: one local[2] session for the whole run (JVM start-up costs ~5 s), with
-``PYSPARK_PYTHON`` = this interpreter and ``SPARK_LOCAL_IP=127.0.0.1``.
+before that. Spark: the source and sink tests run twice, on a local[2] session and on a
+session of a standalone cluster (master and two workers on 127.0.0.1, :mod:`standalone`,
+started once per run), with ``PYSPARK_PYTHON`` = this interpreter and
+``SPARK_LOCAL_IP=127.0.0.1``.
 """
 
 from __future__ import annotations
@@ -41,42 +43,105 @@ def kafka_bootstrap(tmp_path_factory):
         broker.stop()
 
 
+SPARK_MODES = [m for m in os.environ.get("JOSEF_SPARK_MODES", "local,cluster").split(",") if m]
+"""Where the source/sink tests run: ``local`` (local[2] in this process) and ``cluster`` (a
+standalone cluster, :mod:`standalone`); ``JOSEF_SPARK_MODES=local`` skips the cluster."""
+
+
 @pytest.fixture(scope="session")
-def spark():
-    """One local[2] SparkSession with the ``josef`` format registered."""
-    pyspark = pytest.importorskip("pyspark")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone cluster (master + 2 workers, 1 core each) on 127.0.0.1, started on
+    first use and stopped by PID at the end of the session."""
+    pytest.importorskip("pyspark")
+    from tests.integration.spark.standalone import StandaloneCluster
+
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark_cluster")).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+class SparkSessions:
+    """The one SparkSession of this process (Spark allows one SparkContext at a time),
+    switched between local[2] and the standalone cluster on demand."""
+
+    def __init__(self, request) -> None:
+        self.request = request
+        self.mode: str | None = None
+        self.session = None
+
+    def get(self, mode: str):
+        if mode == self.mode:
+            return self.session
+        self.release()
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        # Python planner workers of streaming sources import `connectors` from PYTHONPATH.
+        paths = [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                               if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        from pyspark.sql import SparkSession
+
+        from connectors.spark import register
+
+        builder = (
+            SparkSession.builder.appName(f"josef-spark-tests-{mode}")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.default.parallelism", "2")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.streaming.stopTimeout", "30s")
+            # Python workers start slowly on a loaded machine (the default is 15 s).
+            .config("spark.python.authenticate.socketTimeout", "120s")
+        )
+        if mode == "cluster":
+            cluster = self.request.getfixturevalue("spark_cluster")
+            builder = (builder.master(cluster.master_url)
+                       .config("spark.executor.memory", "512m")
+                       .config("spark.executor.cores", "1")
+                       .config("spark.cores.max", "2"))
+        else:
+            builder = builder.master("local[2]")
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("ERROR")
+        # On the cluster, executors get the connector only from the shipped zip.
+        register(session, ship_code=mode == "cluster")
+        self.mode, self.session = mode, session
+        return session
+
+    def release(self) -> None:
+        """Stop the current session (and so its executors on the cluster)."""
+        if self.session is not None:
+            for query in self.session.streams.active:
+                query.stop()
+            self.session.stop()
+        self.mode = self.session = None
+
+
+@pytest.fixture(scope="session")
+def spark_sessions(request):
+    pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
-    del pyspark
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    # Python planner workers of streaming sources import `connectors` from PYTHONPATH.
-    paths = [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    from pyspark.sql import SparkSession
+    sessions = SparkSessions(request)
+    yield sessions
+    sessions.release()
 
-    from connectors.spark import register
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("josef-spark-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        # Python workers start slowly on a loaded machine (the default is 15 s).
-        .config("spark.python.authenticate.socketTimeout", "120s")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session, ship_code=False)
-    yield session
-    for query in session.streams.active:
-        query.stop()
-    session.stop()
+@pytest.fixture(scope="module", params=SPARK_MODES)
+def spark(request, spark_sessions):
+    """A SparkSession with the ``josef`` format, once per mode: local[2], then the
+    standalone cluster (each module's tests run in both)."""
+    return spark_sessions.get(request.param)
+
+
+@pytest.fixture(scope="module")
+def spark_local(spark_sessions):
+    """The local[2] SparkSession, for tests that need no cluster."""
+    return spark_sessions.get("local")
 
 
 class KafkaTool:

@@ -17,6 +17,12 @@ from connectors.spark.planning import OffsetRange, plan_ranges, rate_limit, spli
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 
+
+@pytest.fixture
+def spark(spark_local):
+    """These checks happen before any task runs: local[2] is enough."""
+    return spark_local
+
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
 
 

@@ -13,9 +13,9 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
 PARTITIONS = 6
-RECORDS = 100_000
+RECORDS = 30_000
 MORE = 3_000
-MAX_PER_TRIGGER = 30_000
+MAX_PER_TRIGGER = 9_000
 BASE_TS = 1_700_000_000_000
 
 
