@@ -321,7 +321,9 @@ class ReplicaManager:
                     records, required_acks, origin,
                     verification_guards.get(tp) if verification_guards else None)
             except KafkaError as e:
-                results[tp] = ProducePartitionResult(e.code, error_message=e.message)
+                results[tp] = ProducePartitionResult(
+                    e.code, error_message=e.message,
+                    record_errors=getattr(e, "record_errors", ()))
                 continue
             except OSError as e:  # Kafka: IOException in the log -> KafkaStorageException
                 log.error("append to %s-%d failed: %s", tp[0], tp[1], e)
