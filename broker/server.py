@@ -92,6 +92,8 @@ class BrokerServices:
     producer_id_manager: Any = None
     fetch_session_cache: Any = None
     group_coordinator: Any = None
+    dynamic_config: Any = None  # broker.dynamic_config.DynamicBrokerConfig (KIP-226)
+    client_metrics: Any = None  # broker.client_metrics.ClientMetricsManager (KIP-714)
     #: advertised endpoints (bound ports filled in), by listener name
     advertised: dict[str, Endpoint] = field(default_factory=dict)
 
@@ -216,12 +218,18 @@ class BrokerServer:
                                        self.replica_manager, self.log_manager, self.timer)
         from broker.coordinator.wiring import attach_group_coordinator
         attach_group_coordinator(self.services, listener)
+        from broker.dynamic_config import DynamicBrokerConfig  # issue 16: KIP-226
+        self.services.dynamic_config = listener.dynamic_config = \
+            DynamicBrokerConfig(self.services, self)
         load_all()
         self._gate = _Gate(ApiDispatcher(self.services))
         await self._start_socket_server()
 
         self.controller = await self._open_controller(listener)
         self.services.controller = self.controller
+        from broker.client_metrics import ClientMetricsManager  # issue 16: KIP-714
+        self.services.client_metrics = ClientMetricsManager(
+            self.controller, cfg.get("telemetry.max.bytes"))
         self._make_data_path_services()
         self.metadata_cache.set_cluster_id(self.controller.cluster_id)
         await self._write_meta_properties(self.controller.cluster_id)

@@ -123,6 +123,12 @@ class BrokerMetadataListener(abc.ABC):
         Sent before the first LeaderAndIsr of a topic that has overrides, and on every
         change."""
 
+    async def on_broker_config_change(self, entity: str, configs: dict[str, str]) -> None:
+        """Dynamic broker configs (KIP-226) of ``entity`` (``str(broker id)`` or
+        ``"<default>"``) are now ``configs`` (the full set of overrides). Delivered on every
+        broker at startup and on every change. Default: ignored."""
+        return None
+
 
 class ControllerChannel(abc.ABC):
     """Carries decisions from the controller to brokers (Kafka's ControllerChannelManager).
@@ -206,3 +212,45 @@ class Controller(abc.ABC):
     @abc.abstractmethod
     async def allocate_producer_ids(self, broker_id: int) -> ProducerIdBlock:
         """Reserve the next block of PRODUCER_ID_BLOCK_SIZE producer ids (KIP-730)."""
+
+    # Dynamic broker configs (KIP-226; semantics owned by the API-table work): ``entity`` is
+    # ``str(broker id)`` or ``"<default>"``.
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str | None],
+                                   validate_only: bool = False) -> TopicResult:
+        """Replace the entity's dynamic broker configs."""
+        raise NotImplementedError("dynamic broker configs are not supported by this controller")
+
+    async def incremental_alter_broker_configs(self, entity: str,
+                                               ops: list[tuple[str, int, str | None]],
+                                               validate_only: bool = False) -> TopicResult:
+        """IncrementalAlterConfigs on the entity's dynamic broker configs."""
+        raise NotImplementedError("dynamic broker configs are not supported by this controller")
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """The entity's dynamic broker configs ({} when none)."""
+        return {}
+
+    # Feature versioning (KIP-584; ZooKeeper's ``/feature`` document): the broker validates
+    # updates against ``broker.features.SUPPORTED_FEATURES`` before calling.
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        """``(epoch, {feature: finalized max version level})``; epoch -1 when unknown."""
+        return -1, {}
+
+    async def update_features(self, levels: dict[str, int]) -> int:
+        """Set (level > 0) or remove (level 0) finalized feature levels; returns the new
+        epoch. Raises OSError when the store write fails."""
+        raise NotImplementedError("feature updates are not supported by this controller")
+
+    # KIP-714 client metrics subscriptions (config resource type CLIENT_METRICS). Default:
+    # kept in memory by this controller object (not persisted).
+    def client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        """``{subscription name: configs}``."""
+        return dict(getattr(self, "_client_metrics_mem", {}))
+
+    async def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Store a subscription's configs (validated by the broker); {} deletes it."""
+        mem = self.__dict__.setdefault("_client_metrics_mem", {})
+        if configs:
+            mem[name] = dict(configs)
+        else:
+            mem.pop(name, None)

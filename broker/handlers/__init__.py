@@ -26,6 +26,7 @@ HANDLER_MODULES = [
     "producers",
     "describe_topic_partitions",
     "consumer_groups",
+    "features",
 ]
 
 
