@@ -94,6 +94,7 @@ class BrokerServices:
     group_coordinator: Any = None
     dynamic_config: Any = None  # broker.dynamic_config.DynamicBrokerConfig (KIP-226)
     client_metrics: Any = None  # broker.client_metrics.ClientMetricsManager (KIP-714)
+    log_dir_mover: Any = None  # broker.alter_log_dirs.ReplicaAlterLogDirsManager (KIP-113)
     #: advertised endpoints (bound ports filled in), by listener name
     advertised: dict[str, Endpoint] = field(default_factory=dict)
 
@@ -227,6 +228,9 @@ class BrokerServer:
 
         self.controller = await self._open_controller(listener)
         self.services.controller = self.controller
+        from broker.alter_log_dirs import ReplicaAlterLogDirsManager  # issue 16: KIP-113
+        self.services.log_dir_mover = ReplicaAlterLogDirsManager(self.replica_manager,
+                                                                 self.log_manager)
         from broker.client_metrics import ClientMetricsManager  # issue 16: KIP-714
         self.services.client_metrics = ClientMetricsManager(
             self.controller, cfg.get("telemetry.max.bytes"))
@@ -428,6 +432,9 @@ class BrokerServer:
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             steps.append(("group coordinator", coordinator.shutdown))
+        mover = self.services.log_dir_mover if self.services else None
+        if mover is not None:
+            steps.append(("log dir mover", mover.shutdown))
         if self.replica_manager is not None:
             steps.append(("replica manager", self.replica_manager.shutdown))
         if self.controller is not None:
