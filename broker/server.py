@@ -62,7 +62,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
 from broker.purgatory import SystemTimer
-from broker.request_channel import Request
+from broker.request_channel import Request, Response
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
@@ -112,14 +112,22 @@ class _Gate:
     def __init__(self, dispatcher: ApiDispatcher) -> None:
         self.dispatcher = dispatcher
         self.open = asyncio.Event()
+        self.aborted = False
+
+    def abort(self) -> None:
+        """Startup failed: waiting requests close their connections instead of waiting."""
+        self.aborted = True
+        self.open.set()
 
     def __call__(self, request: Request):
-        if self.open.is_set():
+        if self.open.is_set() and not self.aborted:
             return self.dispatcher(request)
         return self._wait_then(request)
 
     async def _wait_then(self, request: Request):
         await self.open.wait()
+        if self.aborted:
+            return Response.close_connection()
         result = self.dispatcher(request)
         if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
             result = await result
@@ -466,6 +474,8 @@ class BrokerServer:
             except Exception:
                 log.exception("controlled shutdown failed")
         steps: list[tuple[str, Any]] = []
+        if self._gate is not None and not self._started:
+            self._gate.abort()
         if self.socket_server is not None:
             steps.append(("socket server", self.socket_server.stop))
         pid_manager = self.services.producer_id_manager if self.services else None

@@ -93,9 +93,10 @@ class LeadershipMixin:
         partitions = sorted(partitions)
         if not partitions and trigger == ev.ADMIN_CLIENT_TRIGGERED:
             return {}
-        log.info("Starting replica leader election (%s) for partitions %s triggered by %s",
-                 "PREFERRED" if election_type == ELECTION_PREFERRED else "UNCLEAN",
-                 ",".join(f"{t}-{p}" for t, p in partitions), trigger)
+        if partitions:
+            log.info("Starting replica leader election (%s) for partitions %s triggered by %s",
+                     "PREFERRED" if election_type == ELECTION_PREFERRED else "UNCLEAN",
+                     ",".join(f"{t}-{p}" for t, p in partitions), trigger)
         try:
             strategy = PREFERRED if election_type == ELECTION_PREFERRED else \
                 OfflineStrategy(trigger == ev.ADMIN_CLIENT_TRIGGERED)

@@ -323,12 +323,19 @@ class Cluster:
         self.wait_for_controller(timeout=max(1.0, deadline - time.monotonic()))
         return self
 
-    def stop(self) -> None:
-        """Stop every broker by PID (SIGCONT first for a paused one), then the ZK client."""
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop every broker by PID (SIGCONT first for a paused one; SIGTERM to all at once,
+        SIGKILL after ``timeout`` s), then the ZK client."""
         for i in self.ids:
             self.resume(i)
         for b in self.brokers.values():
-            b.stop()
+            if b.is_running():
+                try:
+                    os.kill(b.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for b in self.brokers.values():
+            b.stop(timeout)
         if self._zk is not None:
             try:
                 self._zk.stop()
