@@ -258,6 +258,8 @@ _KEYS = [
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10000, Range(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, Range(1)),
     _k("producer.id.expiration.ms", _T.INT, 86400000, Range(1), dynamic=True),
+    # --- issue 17 (operations): the Prometheus endpoint, off by default ---
+    _k("prometheus.listener", _T.STRING, None),
     # --- TLS secrets: accepted (SSL listeners are not supported), never shown ---
     _k("ssl.keystore.password", _T.PASSWORD, None, dynamic=True),
     _k("ssl.key.password", _T.PASSWORD, None, dynamic=True),
