@@ -117,10 +117,16 @@ def setup_operational_logs(log_dir: str, levels: Mapping[str, int] | None = None
 
 
 def remove_operational_logs() -> None:
+    """Detach the handlers; Kafka's loggers propagate again at their inherited level."""
     for logger, handler in _installed:
         logger.removeHandler(handler)
         handler.close()
     _installed.clear()
+    for kafka_names, _, _ in OPERATIONAL_LOGS.values():
+        for name in kafka_names:
+            logger = logging.getLogger(name)
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
 
 
 def set_levels(levels: Iterable[tuple[str, int]]) -> None:

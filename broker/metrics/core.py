@@ -110,7 +110,7 @@ class Histogram:
         self.sum = 0.0
         self.scale = resolution
         self._snapshots: list[tuple[float, list[int]]] = []
-        self._last_rotate = 0.0
+        self._last_rotate: float | None = None
 
     def update(self, value: float) -> None:
         x = int(value * self.scale)
@@ -140,7 +140,7 @@ class Histogram:
         now = time.monotonic() if now is None else now
         current = list(self.counts)
         snaps = self._snapshots
-        if now - self._last_rotate >= _ROTATE_S:
+        if self._last_rotate is None or now - self._last_rotate >= _ROTATE_S:
             snaps.append((now, current))
             self._last_rotate = now
             while len(snaps) > 1 and now - snaps[1][0] >= WINDOW_S:
