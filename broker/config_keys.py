@@ -260,6 +260,20 @@ _KEYS = [
     _k("producer.id.expiration.ms", _T.INT, 86400000, Range(1), dynamic=True),
     # --- issue 17 (operations): the Prometheus endpoint, off by default ---
     _k("prometheus.listener", _T.STRING, None),
+    # --- issue 16 (the rest of the API table): KIP-966, KIP-848 consumer groups ---
+    _k("max.request.partition.size.limit", _T.INT, 2000, Range(1)),
+    _k("group.coordinator.rebalance.protocols", _T.LIST, ["classic", "consumer"],
+       OneOf(("classic", "consumer", "share"), case_insensitive=True)),
+    _k("group.consumer.assignors", _T.LIST, ["uniform", "range"]),
+    _k("group.consumer.session.timeout.ms", _T.INT, 45000, Range(1)),
+    _k("group.consumer.min.session.timeout.ms", _T.INT, 45000, Range(1)),
+    _k("group.consumer.max.session.timeout.ms", _T.INT, 60000, Range(1)),
+    _k("group.consumer.heartbeat.interval.ms", _T.INT, 5000, Range(1)),
+    _k("group.consumer.min.heartbeat.interval.ms", _T.INT, 5000, Range(1)),
+    _k("group.consumer.max.heartbeat.interval.ms", _T.INT, 15000, Range(1)),
+    _k("group.consumer.max.size", _T.INT, INT_MAX, Range(1)),
+    _k("group.consumer.migration.policy", _T.STRING, "bidirectional",
+       OneOf(("disabled", "downgrade", "upgrade", "bidirectional"), case_insensitive=True)),
     # --- TLS secrets: accepted (SSL listeners are not supported), never shown ---
     _k("ssl.keystore.password", _T.PASSWORD, None, dynamic=True),
     _k("ssl.key.password", _T.PASSWORD, None, dynamic=True),
