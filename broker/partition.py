@@ -66,6 +66,9 @@ class LogReadInfo:
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
+    # READ_COMMITTED reads with data: [(producer_id, first_offset)] of aborted transactions
+    # overlapping the read (FetchResponse aborted_transactions); else None
+    aborted_transactions: list | None = None
 
 
 class Partition:
@@ -95,9 +98,6 @@ class Partition:
         self.hw_bytes = 0
         self._pending_hw: collections.deque[tuple[int, int]] = collections.deque()
         self.deleted = False
-        # Produce refuses transactional batches, so only a log loaded from disk can hold an
-        # open transaction: scan the producer state once (per fetch it would cost O(producers)).
-        self.may_have_open_transactions = log.producer_state.first_unstable_offset() is not None
 
     # --- state ----------------------------------------------------------------------------
     @property
@@ -118,17 +118,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions yet: LSO = HW (bounded by an open transaction's first offset, in
-        case a log written by another broker holds one; `may_have_open_transactions` must be
-        set again by whoever appends transactional batches, e.g. a future replica fetcher)."""
-        hw = self.log.high_watermark
-        if not self.may_have_open_transactions:
-            return hw
-        first_unstable = self.log.producer_state.first_unstable_offset()
-        if first_unstable is None:
-            self.may_have_open_transactions = False
-            return hw
-        return min(hw, first_unstable)
+        """LSO: the HW, or the first offset of the earliest open (or not yet replicated)
+        transaction below it (`storage.log.Log.last_stable_offset`)."""
+        return self.log.last_stable_offset
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, "
@@ -192,8 +184,8 @@ class Partition:
                              f"{self.topic}-{self.partition} (leader {self.leader_id})")
 
     # --- append ---------------------------------------------------------------------------------
-    def append_records_to_leader(self, records, required_acks: int, origin: str = "client"
-                                 ) -> tuple[LogAppendInfo, bool]:
+    def append_records_to_leader(self, records, required_acks: int, origin: str = "client",
+                                 verification_guard=None) -> tuple[LogAppendInfo, bool]:
         """Append as leader (Kafka's appendRecordsToLeader). Returns (info, hw_advanced).
 
         NOT_LEADER_OR_FOLLOWER when not the leader; NOT_ENOUGH_REPLICAS for acks=-1 when the
@@ -210,7 +202,8 @@ class Partition:
         if (self.timestamp_before_max_ms != LONG_MAX or self.timestamp_after_max_ms != LONG_MAX) \
                 and not self.log.config.log_append_time:
             self._validate_timestamps(records)
-        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin,
+                                         verification_guard)
         if info.duplicate or info.valid_bytes == 0:
             return info, False
         self.end_bytes += info.valid_bytes
@@ -315,7 +308,24 @@ class Partition:
         else:
             max_offset = hw
         data = log.read(fetch_offset, max_bytes, max_offset, min_one_message)
-        return LogReadInfo(data.records, fetch_offset, hw, lso, log.log_start_offset, leo)
+        aborted = None
+        if isolation_level == READ_COMMITTED and not is_follower:
+            aborted = log.collect_aborted_transactions(
+                fetch_offset, log.fetch_upper_bound(fetch_offset)) if len(data.records) else []
+        return LogReadInfo(data.records, fetch_offset, hw, lso, log.log_start_offset, leo,
+                           aborted)
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
+                                             epoch: int):
+        """KIP-890 part 1 (Kafka's Partition.maybeStartTransactionVerification): None when
+        the producer already has an open transaction here, else the verification guard to
+        append with once the coordinator confirmed the partition. NOT_LEADER_OR_FOLLOWER
+        when not the leader."""
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {self.local_broker_id} is not the leader of "
+                             f"{self.topic}-{self.partition}")
+        return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch)
 
     # --- offsets -----------------------------------------------------------------------------------
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None,
