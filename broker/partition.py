@@ -47,7 +47,7 @@ from collections.abc import Callable
 
 from broker.replication.isr import LeaderIsrMixin
 from broker.replication.replica_state import LEADER_RECOVERED, FollowerState, PendingIsrChange
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import iter_batches
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogAppendInfo
 from storage.segment import FileRecords
@@ -309,8 +309,9 @@ class Partition(LeaderIsrMixin):
 
     def _validate_timestamps(self, records) -> None:
         """INVALID_TIMESTAMP when a batch's first or largest timestamp (ms) is more than
-        message.timestamp.before.max.ms in the past or after.max.ms in the future. Checked
-        per batch header (base and max timestamp), not per record; only when configured."""
+        message.timestamp.before.max.ms in the past or after.max.ms in the future: a batch
+        whose base and max timestamps are in range passes; otherwise every record is checked
+        and the out-of-range ones are named (`RecordValidationError`, KIP-467)."""
         now = self.time_ms()
         low = now - self.timestamp_before_max_ms
         high = now + self.timestamp_after_max_ms
@@ -319,11 +320,15 @@ class Partition(LeaderIsrMixin):
         except (KafkaError, ValueError):
             return  # the log reports the corruption
         for b in batches:
-            for ts in (b.base_timestamp, b.max_timestamp):
-                if ts >= 0 and not low <= ts <= high:
-                    raise KafkaError(ErrorCode.INVALID_TIMESTAMP,
-                                     f"timestamp {ts} of a batch for {self.topic}-"
-                                     f"{self.partition} is outside [{low}, {high}] (now {now})")
+            if all(ts < 0 or low <= ts <= high for ts in (b.base_timestamp, b.max_timestamp)):
+                continue
+            # some record is out of range: name each one (KIP-467 record_errors)
+            bad = [(i, f"Timestamp {r.timestamp} of message with offset {r.offset} is out of "
+                       f"range. The timestamp should be within [{low}, {high}]")
+                   for i, r in enumerate(b.iter_records())
+                   if r.timestamp >= 0 and not low <= r.timestamp <= high]
+            if bad:
+                raise RecordValidationError(bad, timestamp=True)
 
     # --- high watermark ---------------------------------------------------------------------
     def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:

@@ -432,7 +432,9 @@ class ReplicaManager:
                     part = self.get_partition_or_error(*tp)
                 info, hw_moved = part.append_records_to_leader(records, required_acks, origin)
             except KafkaError as e:
-                results[tp] = ProducePartitionResult(e.code, error_message=e.message)
+                results[tp] = ProducePartitionResult(
+                    e.code, error_message=e.message,
+                    record_errors=getattr(e, "record_errors", ()))
                 continue
             except OSError as e:  # Kafka: IOException in the log -> KafkaStorageException
                 log.error("append to %s-%d failed: %s", tp[0], tp[1], e)

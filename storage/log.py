@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Callable
 
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import LOG_APPEND_TIME, CorruptRecordError, RecordBatch, iter_batches
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache
@@ -157,10 +157,12 @@ class Log:
                                  f"delta {b.last_offset_delta}")
             if b.is_control and origin == "client":
                 raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-            if compacted and not b.is_control and any(
-                    r.key is None for r in b.iter_records()):
-                raise KafkaError(ErrorCode.INVALID_RECORD,
-                                 "Compacted topic cannot accept message without key")
+            if compacted and not b.is_control:
+                keyless = [i for i, r in enumerate(b.iter_records()) if r.key is None]
+                if keyless:  # KIP-467: the indexes of the failing records
+                    raise RecordValidationError([
+                        (i, "Compacted topic cannot accept message without key in topic "
+                            f"partition {self.topic}-{self.partition}.") for i in keyless])
             dup = self.producer_state.check(b, pending) if origin != "replication" else None
             if dup is not None:
                 return LogAppendInfo(dup.first_offset, dup.last_offset, dup.max_timestamp,
@@ -341,7 +343,8 @@ class Log:
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) of the first record with timestamp >=
         `timestamp`; -2 (earliest) -> (log start, -1); -1 (latest) -> (LEO, -1); -3 (max
-        timestamp, KIP-734) -> (offset of the batch with the largest timestamp, it). None if
+        timestamp, KIP-734) -> (offset of the first record carrying the largest timestamp, it;
+        KAFKA-16310). None if
         no record is that recent."""
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset, -1
@@ -349,9 +352,7 @@ class Log:
             return self.log_end_offset, -1
         if timestamp == MAX_TIMESTAMP:
             best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
-            if best.max_timestamp_so_far < 0:
-                return None
-            return best.offset_of_max_timestamp_so_far, best.max_timestamp_so_far
+            return best.find_max_timestamp_record()
         for seg in self.segments:
             if seg.max_timestamp_so_far >= timestamp:
                 found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)

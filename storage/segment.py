@@ -314,6 +314,24 @@ class LogSegment:
                         return rec.offset, rec.timestamp
         return None
 
+    def find_max_timestamp_record(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is the segment's largest
+        (ListOffsets MAX_TIMESTAMP, KAFKA-16310: the record, not its batch's last offset), or
+        None when no batch carries a timestamp. Scans from the index entry of the batch that
+        holds `max_timestamp_so_far` (Kafka's UnifiedLog.fetchOffsetByTimestamp)."""
+        max_ts = self.max_timestamp_so_far
+        if max_ts < 0:
+            return None
+        _, pos = self.offset_index.lookup(self.offset_of_max_timestamp_so_far)
+        for h in self.iter_headers(pos):
+            if h.max_timestamp == max_ts:
+                batch = RecordBatch(os.pread(self.fd, h.size, h.position))
+                for rec in batch:
+                    if rec.timestamp == max_ts:
+                        return rec.offset, rec.timestamp
+                return None
+        return None
+
     # --- recovery ---------------------------------------------------------------------------
     def recover(self, max_batch_size: int,
                 on_batch: Callable[[RecordBatch], None] | None = None) -> int:

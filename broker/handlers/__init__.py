@@ -24,6 +24,7 @@ HANDLER_MODULES = [
     "group_admin",
     "offsets",
     "producers",
+    "describe_topic_partitions",
 ]
 
 
