@@ -265,6 +265,10 @@ _KEYS = [
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10000, Range(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, Range(1)),
     _k("producer.id.expiration.ms", _T.INT, 86400000, Range(1), dynamic=True),
+    # --- issue 14 (transactions): the rest of Kafka's transaction keys ---
+    _k("transaction.state.log.load.buffer.size", _T.INT, 5242880, Range(1)),
+    _k("transaction.partition.verification.enable", _T.BOOLEAN, True, dynamic=True),
+    _k("request.timeout.ms", _T.INT, 30000, Range(0)),
     # --- issue 16 (the rest of the API table): KIP-966, KIP-848 consumer groups ---
     _k("max.request.partition.size.limit", _T.INT, 2000, Range(1)),
     _k("group.coordinator.rebalance.protocols", _T.LIST, ["classic", "consumer"],

@@ -80,6 +80,9 @@ class LogReadInfo:
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
+    # READ_COMMITTED reads with data: [(producer_id, first_offset)] of aborted transactions
+    # overlapping the read (FetchResponse aborted_transactions); else None
+    aborted_transactions: list | None = None
     diverging_epoch: tuple[int, int] | None = None
 
 
@@ -123,10 +126,6 @@ class Partition(LeaderIsrMixin):
         self.hw_bytes = 0
         self._pending_hw: collections.deque[tuple[int, int]] = collections.deque()
         self.deleted = False
-        # Produce refuses transactional batches, so only a log loaded from disk or fetched
-        # from a leader can hold an open transaction: scan the producer state once (per fetch
-        # it would cost O(producers)); follower appends set it again.
-        self.may_have_open_transactions = log.producer_state.first_unstable_offset() is not None
 
     # --- state ----------------------------------------------------------------------------
     @property
@@ -175,16 +174,9 @@ class Partition(LeaderIsrMixin):
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions yet: LSO = HW (bounded by an open transaction's first offset, in
-        case a log written by another broker holds one)."""
-        hw = self.log.high_watermark
-        if not self.may_have_open_transactions:
-            return hw
-        first_unstable = self.log.producer_state.first_unstable_offset()
-        if first_unstable is None:
-            self.may_have_open_transactions = False
-            return hw
-        return min(hw, first_unstable)
+        """LSO: the HW, or the first offset of the earliest open (or not yet replicated)
+        transaction below it (`storage.log.Log.last_stable_offset`)."""
+        return self.log.last_stable_offset
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, "
@@ -276,8 +268,8 @@ class Partition(LeaderIsrMixin):
                              f"{self.topic}-{self.partition} (leader {self.leader_id})")
 
     # --- append (leader) --------------------------------------------------------------------
-    def append_records_to_leader(self, records, required_acks: int, origin: str = "client"
-                                 ) -> tuple[LogAppendInfo, bool]:
+    def append_records_to_leader(self, records, required_acks: int, origin: str = "client",
+                                 verification_guard=None) -> tuple[LogAppendInfo, bool]:
         """Append as leader (Kafka's appendRecordsToLeader). Returns (info, hw_advanced).
 
         NOT_LEADER_OR_FOLLOWER when not the leader; NOT_ENOUGH_REPLICAS for acks=-1 when the
@@ -296,7 +288,8 @@ class Partition(LeaderIsrMixin):
         if (self.timestamp_before_max_ms != LONG_MAX or self.timestamp_after_max_ms != LONG_MAX) \
                 and not self.log.config.log_append_time:
             self._validate_timestamps(records)
-        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin,
+                                         verification_guard)
         if info.duplicate or info.valid_bytes == 0:
             return info, False
         self.end_bytes += info.valid_bytes
@@ -407,7 +400,8 @@ class Partition(LeaderIsrMixin):
                                  f"epoch {last_fetched_epoch} in the leader's epoch history")
             if epoch < last_fetched_epoch or end < fetch_offset:
                 return LogReadInfo(FileRecords(), fetch_offset, hw, self.last_stable_offset,
-                                   log.log_start_offset, leo, (epoch, end)), False
+                                   log.log_start_offset, leo,
+                                   diverging_epoch=(epoch, end)), False
         data = log.read(fetch_offset, max_bytes, None, min_one_message)
         read = LogReadInfo(data.records, fetch_offset, hw, self.last_stable_offset,
                            log.log_start_offset, leo)
@@ -445,9 +439,6 @@ class Partition(LeaderIsrMixin):
         if info.valid_bytes:
             self.end_bytes += info.valid_bytes
             self._pending_hw.append((self.log.log_end_offset, self.end_bytes))
-            if not self.may_have_open_transactions and \
-                    self.log.producer_state.first_unstable_offset() is not None:
-                self.may_have_open_transactions = True
         return info
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
@@ -485,8 +476,6 @@ class Partition(LeaderIsrMixin):
         self._pending_hw = collections.deque((o, b) for o, b in self._pending_hw if o <= leo)
         self.hw_bytes = self.end_bytes if self.log.high_watermark >= leo \
             else min(self.hw_bytes, self.end_bytes)
-        self.may_have_open_transactions = \
-            self.log.producer_state.first_unstable_offset() is not None
 
     # --- read -------------------------------------------------------------------------------------
     def read_records(self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int = -1,
@@ -509,7 +498,24 @@ class Partition(LeaderIsrMixin):
         else:
             max_offset = hw
         data = log.read(fetch_offset, max_bytes, max_offset, min_one_message)
-        return LogReadInfo(data.records, fetch_offset, hw, lso, log.log_start_offset, leo)
+        aborted = None
+        if isolation_level == READ_COMMITTED and not is_follower:
+            aborted = log.collect_aborted_transactions(
+                fetch_offset, log.fetch_upper_bound(fetch_offset)) if len(data.records) else []
+        return LogReadInfo(data.records, fetch_offset, hw, lso, log.log_start_offset, leo,
+                           aborted)
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
+                                             epoch: int):
+        """KIP-890 part 1 (Kafka's Partition.maybeStartTransactionVerification): None when
+        the producer already has an open transaction here, else the verification guard to
+        append with once the coordinator confirmed the partition. NOT_LEADER_OR_FOLLOWER
+        when not the leader."""
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {self.local_broker_id} is not the leader of "
+                             f"{self.topic}-{self.partition}")
+        return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch)
 
     # --- offsets -----------------------------------------------------------------------------------
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None,

@@ -114,6 +114,9 @@ class ReplicaManager:
         purge = int(_config_value(config, "producer.purgatory.purge.interval.requests", 1000))
         self.delayed_produce_purgatory = DelayedOperationPurgatory("Produce", timer,
                                                                    max(purge, 1))
+        # KIP-890: transactional batches starting a transaction need a verification guard
+        self.transaction_verification_enabled = bool(_config_value(
+            config, "transaction.partition.verification.enable", True))
         self.controller_epoch = -1
         self.expired_fetches = 0
         self._shutdown = False
@@ -235,6 +238,7 @@ class ReplicaManager:
         part.min_insync_replicas = self.topic_min_isr.get(part.topic, self.default_min_isr)
         part.timestamp_before_max_ms, part.timestamp_after_max_ms = \
             self.topic_timestamp_bounds.get(part.topic, self.default_timestamp_bounds)
+        part.log.producer_state.verification_enabled = self.transaction_verification_enabled
 
     async def become_leader_or_follower(self, request) -> dict[TopicPartition, int]:
         """Apply a LeaderAndIsr decision (v7 shape, Kafka's becomeLeaderOrFollower). Creates
@@ -397,6 +401,7 @@ class ReplicaManager:
     # --- produce -------------------------------------------------------------------------------
     def append_records(self, timeout_ms: int, required_acks: int,
                        entries: Mapping[TopicPartition, object], origin: str = "client",
+                       verification_guards: Mapping[TopicPartition, object] | None = None,
                        ) -> dict[TopicPartition, ProducePartitionResult] | asyncio.Future:
         """Append each partition's records (a writable memoryview is patched in place, not
         copied) as leader. Per-partition errors go into the results (never raised):
@@ -405,6 +410,8 @@ class ReplicaManager:
         INVALID_TIMESTAMP, INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ...).
         A duplicate idempotent batch answers NONE with its original offsets. A client
         (`origin="client"`) may not append to an internal topic: INVALID_TOPIC_EXCEPTION.
+        `verification_guards`: KIP-890 guards by partition (transactional produce, see
+        `broker.coordinator.transaction.verification`).
 
         `required_acks` not in {-1, 0, 1} -> every partition INVALID_REQUIRED_ACKS, nothing
         appended. acks=-1: returns a Future when some partition waits for its HW (a
@@ -430,7 +437,9 @@ class ReplicaManager:
             try:
                 if part is None:
                     part = self.get_partition_or_error(*tp)
-                info, hw_moved = part.append_records_to_leader(records, required_acks, origin)
+                info, hw_moved = part.append_records_to_leader(
+                    records, required_acks, origin,
+                    verification_guards.get(tp) if verification_guards else None)
             except KafkaError as e:
                 results[tp] = ProducePartitionResult(
                     e.code, error_message=e.message,
@@ -555,7 +564,8 @@ class ReplicaManager:
                 limit = max(0, limit - size)
             out[tp] = FetchPartitionData(ErrorCode.NONE, read.high_watermark,
                                          read.last_stable_offset, read.log_start_offset,
-                                         read.records, diverging_epoch=diverging)
+                                         read.records, diverging_epoch=diverging,
+                                         aborted_transactions=read.aborted_transactions)
         for tp in hw_moved:
             self._wake(tp)
         return out

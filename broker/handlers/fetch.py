@@ -1,6 +1,6 @@
 # Behaviour: Fetch (api key 1) reads record batches for consumers (replica_id -1: up to the
-#   high watermark, read_committed: up to the last stable offset = HW while there are no
-#   transactions, aborted_transactions empty) and followers (replica_id >= 0: up to the log
+#   high watermark; read_committed: up to the last stable offset, with the aborted
+#   transactions overlapping the read from the segments' .txnindex) and followers (replica_id >= 0: up to the log
 #   end offset; their fetch offset updates the leader's follower state and may move the HW).
 #   Record bytes leave as file slices of the segment files (sendfile, zero copy); a partial
 #   batch at the end of a slice is allowed, as in Kafka (clients drop it). Byte limits follow
@@ -43,6 +43,7 @@ DEFAULT_FETCH_MAX_BYTES = 57_671_680  # fetch.max.bytes (55 MiB)
 
 _TopicResp = FetchResponse.FetchableTopicResponse
 _PartResp = FetchResponse.PartitionData
+_Aborted = FetchResponse.AbortedTransaction
 
 
 def _session_cache(broker) -> FetchSessionCache:
@@ -89,7 +90,10 @@ def _partition(version: int, index: int, data: FetchPartitionData, isolation: in
             records = _records_for(version, data)
         except KafkaError as e:
             error = e.code
-    aborted = [] if isolation == READ_COMMITTED else None
+    aborted = None
+    if isolation == READ_COMMITTED:
+        aborted = [_Aborted(producer_id=pid, first_offset=first)
+                   for pid, first in data.aborted_transactions or ()]
     if error != ErrorCode.NONE:
         return _PartResp(partition_index=index, error_code=error, high_watermark=-1,
                          last_stable_offset=-1, log_start_offset=-1,
