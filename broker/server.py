@@ -210,6 +210,9 @@ class BrokerServer:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.replica_manager = self._make_replica_manager()
         if self.replica_manager is not None:
+            from broker.replication.wiring import attach_replication  # issue 12
+            attach_replication(self.replica_manager, cfg, self.metadata_cache,
+                               lambda: getattr(self.controller, "broker_epoch", -1))
             await self.replica_manager.startup()
         listener = BrokerMetadataListener(self.metadata_cache, self.replica_manager)
 

@@ -25,6 +25,7 @@ HANDLER_MODULES = [
     "offsets",
     "producers",
     "describe_topic_partitions",
+    "consumer_groups",
 ]
 
 
