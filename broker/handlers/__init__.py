@@ -27,6 +27,8 @@ HANDLER_MODULES = [
     "control_requests",
     "broker_to_controller",
     "reassignments",
+    "describe_topic_partitions",
+    "consumer_groups",
 ]
 
 
