@@ -82,7 +82,11 @@ async def handle_update_features(ctx, request):
         if controller is None:
             return UpdateFeaturesResponse(error_code=int(ErrorCode.FEATURE_UPDATE_FAILED),
                                           error_message="no controller", results=[])
-        await controller.update_features(levels)
+        try:
+            await controller.update_features(levels)
+        except NotImplementedError as e:
+            return UpdateFeaturesResponse(error_code=int(ErrorCode.FEATURE_UPDATE_FAILED),
+                                          error_message=str(e), results=[])
     R = UpdateFeaturesResponse.UpdatableFeatureResult
     out = [R(feature=n, error_code=int(code), error_message=msg)
            for n, (code, msg) in results.items()]
