@@ -64,6 +64,7 @@ class _Client:
     pushes: int = 0
     bytes: int = 0
     metrics: dict = field(default_factory=dict)  # (name, attributes) -> PushedMetric
+    terminated: bool = False
 
 
 class ClientMetricsRegistry:
@@ -90,17 +91,18 @@ class ClientMetricsRegistry:
             c.bytes += size
             for m in metrics:
                 c.metrics[(m.name, m.attributes)] = m
-            if terminating:
-                self._clients.pop(instance, None)
+            # a terminating client's last values stay exported until evicted (oldest first)
+            c.terminated = c.terminated or terminating
 
     def snapshot(self) -> list[PushedMetric]:
         with self._lock:
             return [m for c in self._clients.values() for m in c.metrics.values()]
 
-    def clients(self) -> dict[str, tuple[str, int, int]]:
-        """``{instance id: (client id, pushes, bytes)}``."""
+    def clients(self) -> dict[str, tuple[str, int, int, bool]]:
+        """``{instance id: (client id, pushes, bytes, terminated)}``."""
         with self._lock:
-            return {i: (c.client_id, c.pushes, c.bytes) for i, c in self._clients.items()}
+            return {i: (c.client_id, c.pushes, c.bytes, c.terminated)
+                    for i, c in self._clients.items()}
 
 
 def validate(configs: dict[str, str]) -> None:
