@@ -125,6 +125,15 @@ class Member:
         self.task = asyncio.get_running_loop().create_task(self.run())
 
 
+async def stop_members(members, conns) -> None:
+    for m in members:
+        if m.task:
+            m.task.cancel()
+    await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
+    for c in conns:
+        c.close()
+
+
 async def wait_coordinator(conn: Conn, group: str) -> None:
     for _ in range(300):
         r = await conn.call(FIND, 3, key=group, key_type=0)
@@ -164,12 +173,7 @@ async def rebalance_once(host, port, group: str, size: int, heartbeat_ms: int) -
             await asyncio.sleep(0.001)
         return (time.perf_counter() - t0) * 1000
     finally:
-        for m in members:
-            if m.task:
-                m.task.cancel()
-        await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
-        for c in conns:
-            c.close()
+        await stop_members(members, conns)
 
 
 CG_HEARTBEAT = 68
@@ -243,12 +247,7 @@ async def consumer_rebalance_once(host, port, group: str, topic: str, size: int,
             await asyncio.sleep(0.001)
         return (time.perf_counter() - t0) * 1000
     finally:
-        for m in members:
-            if m.task:
-                m.task.cancel()
-        await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
-        for c in conns:
-            c.close()
+        await stop_members(members, conns)
 
 
 async def create_topic(host, port, name: str, partitions: int) -> None:

@@ -46,6 +46,23 @@ PER_BROKER_ONLY = frozenset({"listeners", "advertised.listeners",
                              "ssl.key.password", "ssl.truststore.password"})
 
 
+def broker_id_of(name: str, broker_id: int) -> int | None:
+    """A BROKER resource name: None for the cluster-wide default (empty name), this
+    broker's id for its own; INVALID_REQUEST otherwise."""
+    if name == "":
+        return None
+    try:
+        wanted = int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Broker id must be an integer, but it is: {name}") from None
+    if wanted != broker_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {broker_id} or empty string, "
+                         f"but received {name}")
+    return wanted
+
+
 class DynamicBrokerConfig:
     """See the module docstring. ``services``: the broker's BrokerServices (config,
     broker_id, log_manager, replica_manager, controller, socket_server, log_cleaner may be
@@ -63,18 +80,8 @@ class DynamicBrokerConfig:
     def entity_of(self, resource_name: str) -> str:
         """The entity a BROKER resource name denotes: "" -> "<default>", this broker's id
         -> itself; anything else -> INVALID_REQUEST (Kafka's ConfigAdminManager)."""
-        if resource_name == "":
-            return DEFAULT_ENTITY
-        try:
-            wanted = int(resource_name)
-        except ValueError:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Broker id must be an integer, but it is: {resource_name}") from None
-        if wanted != self.broker_id:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Unexpected broker id, expected {self.broker_id} or empty "
-                             f"string, but received {resource_name}")
-        return str(wanted)
+        wanted = broker_id_of(resource_name, self.broker_id)
+        return DEFAULT_ENTITY if wanted is None else str(wanted)
 
     def validate(self, entity: str, configs: dict[str, str | None]) -> None:
         """Raise KafkaError if ``configs`` (the new full set of overrides) cannot be set."""

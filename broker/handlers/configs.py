@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
+from broker.dynamic_config import broker_id_of
 from broker.handlers.registry import handles
 from broker.handlers.topics import TOPIC_CONFIG_SYNONYMS, topic_config_entries
 from controller.admin_validation import validate_topic_name
@@ -78,21 +79,7 @@ def topic_config_type(name: str) -> ConfigType:
     return ConfigType.STRING
 
 
-def _broker_id_of(name: str, broker_id: int) -> int | None:
-    """None for the cluster-wide default (empty name); raises INVALID_REQUEST otherwise
-    unless ``name`` is this broker's id."""
-    if name == "":
-        return None
-    try:
-        wanted = int(name)
-    except ValueError:
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Broker id must be an integer, but it is: {name}") from None
-    if wanted != broker_id:
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Unexpected broker id, expected {broker_id} or empty string, "
-                         f"but received {name}")
-    return wanted
+_broker_id_of = broker_id_of
 
 
 # ----- DescribeConfigs ------------------------------------------------------------------------
