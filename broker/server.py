@@ -92,6 +92,8 @@ class BrokerServices:
     producer_id_manager: Any = None
     fetch_session_cache: Any = None
     group_coordinator: Any = None
+    #: broker.security.manager.SecurityManager (listeners, credentials, authorizer, quotas)
+    security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
     advertised: dict[str, Endpoint] = field(default_factory=dict)
 
@@ -163,6 +165,7 @@ class BrokerServer:
         self.replica_manager: Any = None
         self.controller: Controller | None = None
         self.advertised: list[Endpoint] = []
+        self.security: Any = None
         self._locks: list[_DirLock] = []
         self._gate: _Gate | None = None
         self._stored_cluster_id: str | None = None
@@ -183,6 +186,8 @@ class BrokerServer:
             default_log_config = LogConfig.from_props(cfg.topic_config_defaults())
         except KafkaError as e:
             raise FatalStartupError(f"Invalid log configuration: {e.message}") from None
+        from broker.security.manager import SecurityManager
+        self.security = SecurityManager(cfg)  # ConfigError naming the key stops startup
         await self._lock_log_dirs()
         self._read_meta_properties()
 
@@ -213,7 +218,8 @@ class BrokerServer:
         listener = BrokerMetadataListener(self.metadata_cache, self.replica_manager)
 
         self.services = BrokerServices(cfg, self.broker_id, self.metadata_cache, None,
-                                       self.replica_manager, self.log_manager, self.timer)
+                                       self.replica_manager, self.log_manager, self.timer,
+                                       security=self.security)
         from broker.coordinator.wiring import attach_group_coordinator
         attach_group_coordinator(self.services, listener)
         load_all()
@@ -225,6 +231,7 @@ class BrokerServer:
         self._make_data_path_services()
         self.metadata_cache.set_cluster_id(self.controller.cluster_id)
         await self._write_meta_properties(self.controller.cluster_id)
+        await self.security.start(self.controller.security_store())
 
         self._gate.open.set()
         self._started = True
@@ -343,7 +350,8 @@ class BrokerServer:
             socket_send_buffer_bytes=cfg.socket_send_buffer_bytes,
             socket_receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
             max_connections=cfg.get("max.connections"),
-            max_connections_per_ip=cfg.get("max.connections.per.ip"))
+            max_connections_per_ip=cfg.get("max.connections.per.ip"),
+            security=self.security)
         try:
             await self.socket_server.start()
         except OSError as e:
@@ -420,6 +428,8 @@ class BrokerServer:
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             steps.append(("group coordinator", coordinator.shutdown))
+        if self.security is not None:
+            steps.append(("security manager", self.security.shutdown))
         if self.replica_manager is not None:
             steps.append(("replica manager", self.replica_manager.shutdown))
         if self.controller is not None:

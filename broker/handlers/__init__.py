@@ -24,6 +24,8 @@ HANDLER_MODULES = [
     "group_admin",
     "offsets",
     "producers",
+    "sasl",
+    "scram_credentials",
 ]
 
 
