@@ -218,6 +218,13 @@ _KEYS = [
     _k("replica.socket.receive.buffer.bytes", _T.INT, 65536),
     _k("replica.high.watermark.checkpoint.interval.ms", _T.LONG, 5000),
     _k("num.replica.fetchers", _T.INT, 1, dynamic=True),
+    # --- replication (issue 12): throttles (KIP-73, dynamic in Kafka), KIP-392, IBP ---
+    _k("leader.replication.throttled.rate", _T.LONG, LONG_MAX, Range(0), dynamic=True),
+    _k("follower.replication.throttled.rate", _T.LONG, LONG_MAX, Range(0), dynamic=True),
+    _k("replication.quota.window.num", _T.INT, 11, Range(1)),
+    _k("replication.quota.window.size.seconds", _T.INT, 1, Range(1)),
+    _k("replica.selector.class", _T.STRING, None),
+    _k("inter.broker.protocol.version", _T.STRING, "3.9-IV0"),
     _k("auto.leader.rebalance.enable", _T.BOOLEAN, True),
     _k("leader.imbalance.check.interval.seconds", _T.LONG, 300, Range(1)),
     _k("leader.imbalance.per.broker.percentage", _T.INT, 10),
@@ -261,6 +268,26 @@ _KEYS = [
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10000, Range(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, Range(1)),
     _k("producer.id.expiration.ms", _T.INT, 86400000, Range(1), dynamic=True),
+    # --- issue 17 (operations): the Prometheus endpoint, off by default ---
+    _k("prometheus.listener", _T.STRING, None),
+    # --- issue 14 (transactions): the rest of Kafka's transaction keys ---
+    _k("transaction.state.log.load.buffer.size", _T.INT, 5242880, Range(1)),
+    _k("transaction.partition.verification.enable", _T.BOOLEAN, True, dynamic=True),
+    _k("request.timeout.ms", _T.INT, 30000, Range(0)),
+    # --- issue 16 (the rest of the API table): KIP-966, KIP-848 consumer groups ---
+    _k("max.request.partition.size.limit", _T.INT, 2000, Range(1)),
+    _k("group.coordinator.rebalance.protocols", _T.LIST, ["classic", "consumer"],
+       OneOf(("classic", "consumer", "share"), case_insensitive=True)),
+    _k("group.consumer.assignors", _T.LIST, ["uniform", "range"]),
+    _k("group.consumer.session.timeout.ms", _T.INT, 45000, Range(1)),
+    _k("group.consumer.min.session.timeout.ms", _T.INT, 45000, Range(1)),
+    _k("group.consumer.max.session.timeout.ms", _T.INT, 60000, Range(1)),
+    _k("group.consumer.heartbeat.interval.ms", _T.INT, 5000, Range(1)),
+    _k("group.consumer.min.heartbeat.interval.ms", _T.INT, 5000, Range(1)),
+    _k("group.consumer.max.heartbeat.interval.ms", _T.INT, 15000, Range(1)),
+    _k("group.consumer.max.size", _T.INT, INT_MAX, Range(1)),
+    _k("group.consumer.migration.policy", _T.STRING, "bidirectional",
+       OneOf(("disabled", "downgrade", "upgrade", "bidirectional"), case_insensitive=True)),
     # --- security (issue 15): TLS, SASL, authorizer, quotas, connection limits, delegation
     # tokens. Each ssl.*/sasl.* key may also be given per listener as
     # listener.name.<listener>.<key> (and listener.name.<l>.<mechanism>.sasl.jaas.config) ---

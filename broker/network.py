@@ -44,7 +44,7 @@ from typing import Any
 
 from broker.config import Endpoint
 from broker.processor import DataReceivedProcessor, Processor, ProcessorBase
-from broker.request_channel import Handler, RequestChannel
+from broker.request_channel import Handler, Request, RequestChannel
 from broker.security.tls_transport import TlsServerProtocol
 
 # Endpoint (broker.config) and the Processor classes (broker.processor) are re-exported for
@@ -205,6 +205,8 @@ class SocketServer:
         self.failed_authentications = 0  # TLS handshakes and SASL exchanges that failed
         self.expired_sessions_closed = 0  # KIP-368 sessions used past their lifetime
         self.request_channel = RequestChannel(handler, num_io_threads, queued_max_requests)
+        #: called as ``request_completed(request, end_ns)`` once a response left (metrics)
+        self.request_completed: Callable[[Request, int], None] | None = None
         self.acceptors = [Acceptor(self, e, listen_backlog) for e in self.endpoints]
         self.connections: dict[str, ProcessorBase] = {}
         self._per_ip: dict[str, int] = {}  # open connections by client IP

@@ -78,3 +78,65 @@ class EmbeddedZNodeStore:
             loop = asyncio.get_running_loop()
             for cb in callbacks:
                 loop.call_soon(cb)
+
+
+class ZkZNodeStore:
+    """The same interface over the ZooKeeper client (``controller.zk_client.ZkClient``) in
+    ZooKeeper mode: every broker reads and writes the same znodes; children watches are
+    ZooKeeper watches, re-armed by the callback's own ``get_children`` (the client's
+    handler registry arms a watch on every read of a watched path)."""
+
+    def __init__(self, zk) -> None:
+        self._zk = zk
+
+    async def get(self, path: str) -> tuple[bytes | None, int] | None:
+        got = await self._zk.get_data(path)
+        if got is None:
+            return None
+        data, stat = got
+        return (data if data else None), stat.version
+
+    async def get_children(self, path: str) -> list[str]:
+        return sorted(await self._zk.get_children(path) or [])
+
+    async def create(self, path: str, data: bytes | None, *, sequential: bool = False) -> str:
+        from controller.zk_client import NodeExistsError as ZkNodeExists
+
+        try:
+            return await self._zk.create(path, data, sequential=sequential, make_parents=True)
+        except ZkNodeExists:
+            raise ZNodeExists(path) from None
+
+    async def set(self, path: str, data: bytes | None, expected_version: int = MATCH_ANY) -> int:
+        from controller.zk_client import BadVersionError as ZkBadVersion
+        from controller.zk_client import NoNodeError as ZkNoNode
+
+        try:
+            return (await self._zk.set_data(path, data, expected_version)).version
+        except ZkNoNode:
+            raise ZNodeMissing(path) from None
+        except ZkBadVersion:
+            raise ZNodeBadVersion(path) from None
+
+    async def delete(self, path: str, expected_version: int = MATCH_ANY, *,
+                     recursive: bool = False) -> None:
+        from controller.zk_client import BadVersionError as ZkBadVersion
+        from controller.zk_client import NoNodeError as ZkNoNode
+
+        if recursive:
+            await self._zk.delete_recursive(path)
+            return
+        try:
+            await self._zk.delete(path, expected_version)
+        except ZkNoNode:
+            pass
+        except ZkBadVersion:
+            raise ZNodeBadVersion(path) from None
+
+    def watch_children(self, path: str, callback: Callable[[], None]) -> None:
+        from controller.zk_client import ZNodeChildChangeHandler
+
+        handler = ZNodeChildChangeHandler()
+        handler.path = path
+        handler.on_child_change = callback  # type: ignore[method-assign]
+        self._zk.register_znode_child_change_handler(handler)

@@ -144,6 +144,13 @@ class SecurityManager:
             except Exception:  # noqa: BLE001
                 log.exception("client config listener failed for %s", entity_path)
 
+    def entity_handler(self, entity_type: str):
+        """``async handler(entity_name, configs)`` for the ZooKeeper config-change manager
+        (``controller.config_change``): entity type ``users`` or ``clients``."""
+        async def handler(name: str, configs: dict[str, str]) -> None:
+            self._apply(f"{entity_type}/{name}", dict(configs))
+        return handler
+
     async def config_changed(self, entity_path: str) -> None:
         """A change notification for ``users/...`` or ``clients/...``: re-read the entity."""
         if self.store is not None:
