@@ -30,6 +30,8 @@ HANDLER_MODULES = [
     "describe_topic_partitions",
     "consumer_groups",
     "features",
+    "sasl",
+    "scram_credentials",
 ]
 
 
