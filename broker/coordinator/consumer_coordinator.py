@@ -860,7 +860,7 @@ class ConsumerGroupCoordinator:
 
     def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None,
                               epoch: int) -> ErrorCode:
-        if member_id is None and epoch < 0:
+        if not member_id and epoch < 0:  # admin tools and classic clients send no member
             return E.NONE
         m = group.members.get(member_id or "")
         if m is None:

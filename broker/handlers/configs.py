@@ -4,16 +4,18 @@ Behaviour (Kafka's ``ConfigHelper`` / ``ZkAdminManager``, ZooKeeper mode; Kafka 
 Configs" and "Broker Configs"; KIP-226 for sources and synonyms, KIP-339 for incremental
 operations):
 
-- Resource types: TOPIC (2), BROKER (4). BROKER_LOGGER (8) and anything else answer
-  INVALID_REQUEST with a message (this broker has no dynamic logger levels).
+- Resource types: TOPIC (2), BROKER (4), CLIENT_METRICS (16, KIP-714 subscriptions:
+  ``broker.client_metrics``). BROKER_LOGGER (8) and anything else answer INVALID_REQUEST
+  with a message (this broker has no dynamic logger levels).
 - DescribeConfigs TOPIC: an illegal name -> INVALID_TOPIC_EXCEPTION (17), an unknown topic ->
   UNKNOWN_TOPIC_OR_PARTITION (3). Every topic config with its effective value: the topic
   override (source TOPIC_CONFIG 1), else the broker default (STATIC_BROKER_CONFIG 4 when a
   synonym is set in server.properties, else DEFAULT_CONFIG 5). Topic configs are never
   read-only or sensitive.
 - DescribeConfigs BROKER: the name must be this broker's id -> every broker config
-  (``KafkaConfig.describe``: read-only as Kafka reports it, sensitive values null); the empty
-  name (cluster-wide dynamic defaults) -> an empty list, as we hold no dynamic configs; a
+  (``KafkaConfig.describe``: read-only as Kafka reports it, sensitive values null, source
+  DYNAMIC_BROKER_CONFIG 2 / DYNAMIC_DEFAULT_BROKER_CONFIG 3 / STATIC_BROKER_CONFIG 4 /
+  DEFAULT_CONFIG 5); the empty name -> the cluster-wide dynamic defaults only (KIP-226); a
   non-integer or another broker's id -> INVALID_REQUEST.
 - ``configuration_keys`` null or empty means all (Kafka's ConfigHelper); unknown names are
   left out (no error).
@@ -29,10 +31,15 @@ operations):
   ``validate_only`` checks without applying. Changes reach the ReplicaManager through the
   controller's ``on_topic_config_change`` and apply live; they are stored with the topic, so
   they survive restarts.
-- Alter for BROKER: Kafka would update dynamic broker configs (KIP-226). Josef has none: a
-  read-only key -> INVALID_REQUEST "Cannot update these configs dynamically: ..." (Kafka's
-  message), a dynamic key -> INVALID_REQUEST naming it as not supported yet, another broker
-  id -> INVALID_REQUEST. An empty config list is accepted (nothing to change).
+- Alter for BROKER (KIP-226, ``broker.dynamic_config``): per broker (its id) or cluster-wide
+  (empty name); a read-only key -> INVALID_REQUEST "Cannot update these configs
+  dynamically: Set(...)" (Kafka's message), an unknown key or bad value -> INVALID_CONFIG, a
+  per-broker-only key (listeners, keystore passwords) at the default level or another
+  broker's id -> INVALID_REQUEST. The controller stores the entity's overrides
+  (``/config/brokers/<id>`` / ``<default>``) and hands them back to every broker, which
+  applies them live.
+- Alter for CLIENT_METRICS: ``metrics``, ``interval.ms``, ``match`` (INVALID_CONFIG for
+  anything else or a bad value); an empty name -> INVALID_REQUEST.
 
 Version notes: DescribeConfigs v0-v4 (v4 flexible): v0 ``is_default``; v1 ``config_source``,
 synonyms, ``include_synonyms``; v3 ``config_type``, documentation. AlterConfigs v0-v2 (v2
