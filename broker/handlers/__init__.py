@@ -25,6 +25,11 @@ HANDLER_MODULES = [
     "offsets",
     "producers",
     "describe_topic_partitions",
+    # issue 14: transactions
+    "transactions",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "transactions_admin",
 ]
 
 
