@@ -272,3 +272,90 @@ def test_restart_with_transactions_in_flight(broker_factory, hard):
     kinds = os.listdir(b.log_dir / "rs-t-0")
     assert any(k.endswith(".txnindex") for k in kinds) and any(
         k.endswith(".snapshot") for k in kinds)
+
+
+def plant_transactional_batch(broker, topic: str, pid: int, start_ms: int) -> int:
+    """Write a transactional batch for `pid` with a raw Produce (no transactional id, so no
+    coordinator knows the transaction); returns the partition error code."""
+    from protocol.record_builder import RecordBatchBuilder
+    b = RecordBatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=0,
+                           is_transactional=True)
+    b.append(start_ms, b"k", b"planted")
+    cls = api.API_KEYS[0].request_cls
+    raw = RawClient(broker)
+    try:
+        resp = raw.call(0, 9, cls(acks=-1, timeout_ms=5000, topic_data=[cls.TopicProduceData(
+            name=topic, partition_data=[cls.PartitionProduceData(index=0,
+                                                                  records=b.build())])]))
+    finally:
+        raw.close()
+    return resp.responses[0].partition_responses[0].error_code
+
+
+def josef(*args: str) -> subprocess.CompletedProcess:
+    """`josef ARGS...` in this process (the tools are plain blocking code)."""
+    import contextlib
+    import io
+
+    from broker.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(args))
+    return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
+
+
+def table(out: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split("\t")[:-1]] for line in out.splitlines()]
+
+
+def test_kip890_refuses_an_unverified_transaction(txn_broker):
+    create_topics(txn_broker.bootstrap, ("unverified-t", 1))
+    assert plant_transactional_batch(txn_broker, "unverified-t", 777777,
+                                     int(time.time() * 1000)) == 48  # INVALID_TXN_STATE
+    assert list_offset(txn_broker, "unverified-t", 0, 0) == 0
+
+
+def test_cli_finds_and_aborts_a_hanging_transaction(broker_factory):
+    # without KIP-890 verification a transaction the coordinator never heard of can be
+    # written: the hanging transaction of KAFKA-12671
+    b = broker_factory({**BROKER_PROPS, "transaction.partition.verification.enable": "false"})
+    bs = b.bootstrap
+    create_topics(bs, ("hanging-t", 1))
+    p = producer(bs, "cli-live")
+    p.begin_transaction()
+    p.produce("hanging-t", value=b"live")
+    p.flush(30)
+    old_ms = int(time.time() * 1000) - 30 * 60000  # half an hour ago
+    assert plant_transactional_batch(b, "hanging-t", 888888, old_ms) == 0
+    rows = table(josef("transactions", "--bootstrap-server", bs, "list").stdout)
+    assert rows[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert [r[0] for r in rows[1:]] == ["cli-live"] and rows[1][3] == "Ongoing"
+    rows = table(josef("transactions", "--bootstrap-server", bs, "describe",
+                       "--transactional-id", "cli-live").stdout)
+    assert rows[1][1:5] == ["cli-live", rows[1][2], "0", "Ongoing"]
+    assert rows[1][8] == "hanging-t-0"
+    rows = table(josef("transactions", "--bootstrap-server", bs, "describe-producers",
+                       "--topic", "hanging-t", "--partition", "0").stdout)
+    assert sorted(r[5] for r in rows[1:]) == ["0", "1"]  # both transactions are open
+    hang = josef("transactions", "--bootstrap-server", bs, "find-hanging", "--topic",
+                 "hanging-t")
+    rows = table(hang.stdout)
+    assert hang.returncode == 0, hang.stderr
+    assert rows[0][:6] == ["Topic", "Partition", "ProducerId", "ProducerEpoch",
+                           "CoordinatorEpoch", "StartOffset"]
+    assert [r[:6] for r in rows[1:]] == [["hanging-t", "0", "888888", "0", "-1", "1"]]
+    assert int(rows[1][7]) >= 29  # Duration(min)
+    assert list_offset(b, "hanging-t", 0, 1) == 0
+    p.commit_transaction(30)
+    assert list_offset(b, "hanging-t", 0, 1) == 1  # still held by the hanging one
+    ab = josef("transactions", "--bootstrap-server", bs, "abort", "--topic", "hanging-t",
+               "--partition", "0", "--start-offset", "1")
+    assert ab.returncode == 0, ab.stderr
+    assert list_offset(b, "hanging-t", 0, 1) == list_offset(b, "hanging-t", 0, 0)
+    assert table(josef("transactions", "--bootstrap-server", bs, "find-hanging", "--topic",
+                       "hanging-t").stdout)[1:] == []
+    values = [v for *_, v in consume_all(bs, ["hanging-t"], "read_committed", 1)]
+    assert values == [b"live"]
+    bad = josef("transactions", "--bootstrap-server", bs, "describe", "--transactional-id",
+                "nobody")
+    assert bad.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in bad.stderr
