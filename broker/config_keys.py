@@ -215,6 +215,13 @@ _KEYS = [
     _k("replica.socket.receive.buffer.bytes", _T.INT, 65536),
     _k("replica.high.watermark.checkpoint.interval.ms", _T.LONG, 5000),
     _k("num.replica.fetchers", _T.INT, 1, dynamic=True),
+    # --- replication (issue 12): throttles (KIP-73, dynamic in Kafka), KIP-392, IBP ---
+    _k("leader.replication.throttled.rate", _T.LONG, LONG_MAX, Range(0), dynamic=True),
+    _k("follower.replication.throttled.rate", _T.LONG, LONG_MAX, Range(0), dynamic=True),
+    _k("replication.quota.window.num", _T.INT, 11, Range(1)),
+    _k("replication.quota.window.size.seconds", _T.INT, 1, Range(1)),
+    _k("replica.selector.class", _T.STRING, None),
+    _k("inter.broker.protocol.version", _T.STRING, "3.9-IV0"),
     _k("auto.leader.rebalance.enable", _T.BOOLEAN, True),
     _k("leader.imbalance.check.interval.seconds", _T.LONG, 300, Range(1)),
     _k("leader.imbalance.per.broker.percentage", _T.INT, 10),
@@ -258,6 +265,8 @@ _KEYS = [
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10000, Range(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, Range(1)),
     _k("producer.id.expiration.ms", _T.INT, 86400000, Range(1), dynamic=True),
+    # --- issue 17 (operations): the Prometheus endpoint, off by default ---
+    _k("prometheus.listener", _T.STRING, None),
     # --- issue 14 (transactions): the rest of Kafka's transaction keys ---
     _k("transaction.state.log.load.buffer.size", _T.INT, 5242880, Range(1)),
     _k("transaction.partition.verification.enable", _T.BOOLEAN, True, dynamic=True),

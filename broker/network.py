@@ -40,7 +40,7 @@ from typing import Any
 
 from broker.config import Endpoint
 from broker.processor import DataReceivedProcessor, Processor, ProcessorBase
-from broker.request_channel import Handler, RequestChannel
+from broker.request_channel import Handler, Request, RequestChannel
 
 # Endpoint (broker.config) and the Processor classes (broker.processor) are re-exported for
 # callers of the network layer
@@ -187,6 +187,8 @@ class SocketServer:
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         self.request_channel = RequestChannel(handler, num_io_threads, queued_max_requests)
+        #: called as ``request_completed(request, end_ns)`` once a response left (metrics)
+        self.request_completed: Callable[[Request, int], None] | None = None
         self.acceptors = [Acceptor(self, e, listen_backlog) for e in self.endpoints]
         self.connections: dict[str, ProcessorBase] = {}
         self._per_ip: dict[str, int] = {}  # open connections by client IP

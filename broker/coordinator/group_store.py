@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from broker.coordinator.consumer_records import ConsumerGroupReplay
 from broker.coordinator.group import GroupMetadata, GroupState
 from broker.coordinator.records import GroupRecord, OffsetRecord, decode_record, group_from_value
 from protocol.errors import ErrorCode, KafkaError
@@ -149,6 +150,7 @@ class GroupStore:
         removed_groups: set[str] = set()
         from broker.coordinator.txn_offsets import TxnOffsetReplay
         txn = TxnOffsetReplay(offsets)  # transactional offset commits (KIP-98)
+        consumer_replay = ConsumerGroupReplay()  # KIP-848 records (key versions 3-8)
         position = plog.log_start_offset
         end = plog.log_end_offset
         while position < end and is_current():
@@ -182,6 +184,12 @@ class GroupStore:
                             group_offsets.pop(tp, None)
                         else:
                             group_offsets[tp] = parsed.value
+                    elif parsed is None and rec.key is not None:
+                        try:
+                            consumer_replay.add(rec.key, rec.value)
+                        except KafkaError as e:
+                            log.warning("skipping unreadable record at %s-%d offset %d: %s",
+                                        GROUP_METADATA_TOPIC, partition, rec.offset, e)
                     elif isinstance(parsed, GroupRecord):
                         if parsed.value is None:
                             groups.pop(parsed.group_id, None)
@@ -197,6 +205,7 @@ class GroupStore:
         out: dict[str, GroupMetadata] = {}
         for group_id, value in groups.items():
             out[group_id] = group_from_value(group_id, value, self.time_ms)
+        out.update(consumer_replay.groups(self.time_ms))
         for group_id, group_offsets in offsets.items():
             if not group_offsets:
                 continue

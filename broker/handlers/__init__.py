@@ -30,6 +30,7 @@ HANDLER_MODULES = [
     "write_txn_markers",
     "txn_offset_commit",
     "transactions_admin",
+    "consumer_groups",
 ]
 
 

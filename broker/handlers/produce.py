@@ -36,6 +36,7 @@ import struct
 from broker.coordinator.transaction.verification import verify_produce
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
 from broker.handlers.transactions import authorize_transactional_id
+from broker.metrics import TOPIC_STATS
 from broker.replica_manager import ProducePartitionResult
 from protocol.errors import ErrorCode, KafkaError
 from protocol.legacy_records import convert_to_v2
@@ -133,6 +134,7 @@ def handle_produce(ctx, req: ProduceRequest):
     def finish(res: dict):
         if failed:
             res = {**res, **failed}
+        TOPIC_STATS.record_produce(entries, res)
         return _finish(req, acks, res)
 
     return then(results, finish)
@@ -155,7 +157,9 @@ async def _produce_transactional(ctx, req: ProduceRequest, acks: int, entries: d
         req.timeout_ms, acks, entries, verification_guards=guards) if entries else {}
     if isinstance(results, asyncio.Future):
         results = await results
-    return _finish(req, acks, {**results, **failed})
+    res = {**results, **failed}
+    TOPIC_STATS.record_produce(entries, res)
+    return _finish(req, acks, res)
 
 
 def _finish(req: ProduceRequest, acks: int, results: dict):

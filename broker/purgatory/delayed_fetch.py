@@ -39,6 +39,8 @@ class FetchParams:
     isolation_level: int = 0
     hard_max_bytes_limit: bool = False
     fetch_only_from_leader: bool = True
+    replica_epoch: int = -1  # a follower's broker epoch (Fetch v15+ ReplicaState)
+    rack_id: str = ""  # the consumer's client.rack (Fetch v11+, KIP-392)
 
     @property
     def is_from_follower(self) -> bool:
@@ -61,7 +63,9 @@ class PartitionFetchInfo:
 class FetchPartitionData:
     """One partition's fetch answer. `records` is a `storage.segment.FileRecords` (file
     slices, sent with sendfile) or empty bytes; offsets are -1 on error (Kafka's
-    LogReadResult for a failed read)."""
+    LogReadResult for a failed read). `diverging_epoch`: a follower must truncate first
+    (Fetch v12+ DivergingEpoch); `preferred_read_replica` >= 0: read from that broker
+    instead (KIP-392, no records)."""
 
     error: int = ErrorCode.NONE
     high_watermark: int = -1
@@ -71,6 +75,7 @@ class FetchPartitionData:
     preferred_read_replica: int = -1
     error_message: str | None = None
     aborted_transactions: list | None = None  # [(producer_id, first_offset)], read_committed
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower
 
 
 class FetchPartitionStatus:
