@@ -36,7 +36,7 @@ from broker.coordinator.transaction.metadata import TransactionMetadata, TxnTran
 from protocol.errors import ErrorCode
 from protocol.messages import WriteTxnMarkersRequest
 
-__all__ = ["TransactionMarkerChannelManager", "PendingCompleteTxn", "inter_broker_listener"]
+__all__ = ["TransactionMarkerChannelManager", "PendingCompleteTxn"]
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -48,17 +48,6 @@ _RETRY = frozenset({E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER,
                     E.REQUEST_TIMED_OUT, E.KAFKA_STORAGE_ERROR})
 _GIVE_UP = frozenset({E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED})
 _DONE_WITHOUT_MARKER = frozenset({E.UNSUPPORTED_FOR_MESSAGE_FORMAT, E.UNSUPPORTED_VERSION})
-
-
-def inter_broker_listener(config) -> str:
-    """`inter.broker.listener.name`, else the listener named like
-    `security.inter.broker.protocol`, else the first listener."""
-    name = config.get("inter.broker.listener.name")
-    if name:
-        return name.upper()
-    proto = (config.get("security.inter.broker.protocol") or "PLAINTEXT").upper()
-    names = [e.listener_name for e in config.listeners]
-    return proto if proto in names or not names else names[0]
 
 
 @dataclasses.dataclass(eq=False)

@@ -21,12 +21,10 @@ import logging
 
 from broker.coordinator.transaction.coordinator import TransactionCoordinator
 from broker.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
-from broker.coordinator.transaction.marker_channel import (
-    TransactionMarkerChannelManager,
-    inter_broker_listener,
-)
+from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from broker.coordinator.transaction.state_manager import TransactionStateManager, TxnConfig
 from broker.coordinator.transaction.verification import TransactionVerifier
+from broker.replication.wiring import inter_broker_listener
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["attach_transaction_coordinator", "apply_leader_and_isr"]
