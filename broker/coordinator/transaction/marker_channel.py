@@ -92,6 +92,13 @@ class TransactionMarkerChannelManager:
                                                              name="txn-marker-channel")
 
     async def shutdown(self) -> None:
+        # connections first: requests in flight fail into their (still waiting) senders
+        for conn in self._connections.values():
+            try:
+                await conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._connections.clear()
         tasks = [t for t in (self._task, *self._tasks) if t is not None]
         for t in tasks:
             t.cancel()
@@ -100,12 +107,6 @@ class TransactionMarkerChannelManager:
                 await t
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
                 pass
-        for conn in self._connections.values():
-            try:
-                await conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-        self._connections.clear()
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

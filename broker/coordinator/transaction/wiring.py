@@ -111,9 +111,9 @@ def attach_transaction_coordinator(services, listener) -> TransactionCoordinator
 
 
 async def shutdown_transaction_coordinator(services) -> None:
-    coordinator = getattr(services, "transaction_coordinator", None)
-    if coordinator is not None:
-        await coordinator.shutdown()
     verifier = getattr(services, "transaction_verifier", None)
     if verifier is not None:
         await verifier.close()
+    coordinator = getattr(services, "transaction_coordinator", None)
+    if coordinator is not None:
+        await coordinator.shutdown()
