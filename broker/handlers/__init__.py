@@ -34,6 +34,8 @@ HANDLER_MODULES = [
     "txn_offset_commit",
     "transactions_admin",
     "consumer_groups",
+    "sasl",
+    "scram_credentials",
 ]
 
 
