@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import gc
 import inspect
 import logging
@@ -100,6 +101,8 @@ class BrokerServices:
     dynamic_config: Any = None  # broker.dynamic_config.DynamicBrokerConfig (KIP-226)
     client_metrics: Any = None  # broker.client_metrics.ClientMetricsManager (KIP-714)
     log_dir_mover: Any = None  # broker.alter_log_dirs.ReplicaAlterLogDirsManager (KIP-113)
+    transaction_coordinator: Any = None  # issue 14: broker.coordinator.transaction
+    transaction_verifier: Any = None
     #: broker.security.manager.SecurityManager (listeners, credentials, authorizer, quotas)
     security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
@@ -245,6 +248,8 @@ class BrokerServer:
         from broker.dynamic_config import DynamicBrokerConfig  # issue 16: KIP-226
         self.services.dynamic_config = listener.dynamic_config = \
             DynamicBrokerConfig(self.services, self)
+        from broker.coordinator.transaction.wiring import attach_transaction_coordinator
+        attach_transaction_coordinator(self.services, listener)
         load_all()
         self._gate = _Gate(ApiDispatcher(self.services))
         await self._start_socket_server()
@@ -522,6 +527,10 @@ class BrokerServer:
         pid_manager = self.services.producer_id_manager if self.services else None
         if pid_manager is not None:
             steps.append(("producer id manager", pid_manager.shutdown))
+        if self.services is not None and self.services.transaction_coordinator is not None:
+            from broker.coordinator.transaction.wiring import shutdown_transaction_coordinator
+            steps.append(("transaction coordinator",
+                          functools.partial(shutdown_transaction_coordinator, self.services)))
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             steps.append(("group coordinator", coordinator.shutdown))
