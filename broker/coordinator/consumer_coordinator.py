@@ -632,6 +632,7 @@ class ConsumerGroupCoordinator:
         group = ConsumerGroup(classic.group_id, self.time_ms)
         group.offsets = classic.offsets
         group.pending_offset_commits = classic.pending_offset_commits
+        group.pending_txn_offsets = classic.pending_txn_offsets
         self.coordinator.groups.pop(classic.group_id, None)
         self.groups[classic.group_id] = group
         if classic.protocol_type is not None:
@@ -647,6 +648,7 @@ class ConsumerGroupCoordinator:
         group = ConsumerGroup(gid, self.time_ms)
         group.offsets = classic.offsets
         group.pending_offset_commits = classic.pending_offset_commits
+        group.pending_txn_offsets = classic.pending_txn_offsets
         gen = classic.generation_id
         records.append(group_tombstone(gid))
         for m in classic.members.values():
@@ -704,6 +706,7 @@ class ConsumerGroupCoordinator:
         classic = GroupMetadata(gid, GroupState.EMPTY, self.time_ms)
         classic.offsets = group.offsets
         classic.pending_offset_commits = group.pending_offset_commits
+        classic.pending_txn_offsets = group.pending_txn_offsets
         classic.protocol_type = "consumer"
         classic.generation_id = group.group_epoch
         protocols = None

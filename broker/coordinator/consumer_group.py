@@ -191,6 +191,8 @@ class ConsumerGroup:
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
+        # transactional offset commits awaiting their marker (KIP-98), by producer id
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.current_state_timestamp = self._now_ms()
         self._last_state = ConsumerGroupState.EMPTY
         self.dead = False
@@ -294,7 +296,7 @@ class ConsumerGroup:
         topics = subscribed if subscribed is not None else self.subscribed_topic_names()
         out = []
         for tp, om in self.offsets.items():
-            if tp in self.pending_offset_commits or (not empty and tp[0] in topics):
+            if self.has_pending_offset_commit(tp) or (not empty and tp[0] in topics):
                 continue
             if om.expire_timestamp >= 0:
                 if now_ms >= om.expire_timestamp:
