@@ -470,6 +470,7 @@ class BrokerServer:
         zk = self.zk_broker
         zk.listener = listener
         zk.metadata_cache = self.metadata_cache
+        zk.inter_broker_opener = self._inter_broker_opener()
         for entity_type in ("users", "clients"):  # SCRAM credentials, quotas (issue 15)
             zk.config_manager.register(entity_type, self.security.entity_handler(entity_type))
         zk.broker_info = BrokerInfo(self.broker_id, tuple(self.advertised),
@@ -481,6 +482,19 @@ class BrokerServer:
         except BrokerIdAlreadyRegisteredError as e:
             raise FatalStartupError(str(e)) from None
         return zk
+
+    def _inter_broker_opener(self):
+        """``opener(host, port)`` for the controller's and controlled shutdown's connections
+        when the inter-broker listener uses TLS or SASL (None: plain TCP)."""
+        from broker.security.inter_broker import inter_broker_connect, inter_broker_security
+
+        if inter_broker_security(self.config).get("security.protocol", "PLAINTEXT") == \
+                "PLAINTEXT":
+            return None
+
+        def opener(host: str, port: int):
+            return lambda: inter_broker_connect(self.config, host, port)
+        return opener
 
     async def _write_meta_properties(self, cluster_id: str) -> None:
         stored = self._stored_cluster_id

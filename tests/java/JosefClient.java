@@ -50,7 +50,8 @@
 //     run a preferred election on all its partitions ("elected <p> <error|none>"); move a
 //     partition's replicas (alterPartitionReassignments); "cluster" prints
 //     "controller <id>" and "broker <id> <host>:<port> <rack|null>" lines.
-//     Prints "ok <op>" at the end; a failed operation is exit code 1.
+//     --op may list several operations, comma-separated, run in order in one JVM. Prints
+//     "ok <op>" after each; a failed operation is exit code 1.
 //
 // Exit codes: 0 success, 1 client error (stack trace on stderr), 2 timeout, 64 bad usage.
 
@@ -460,7 +461,13 @@ public final class JosefClient {
     }
 
     private static int admin(Map<String, String> o) throws Exception {
-        String op = o.get("op");
+        for (String op : o.get("op").split(",")) {
+            adminOp(o, op.trim());
+        }
+        return 0;
+    }
+
+    private static void adminOp(Map<String, String> o, String op) throws Exception {
         String topic = o.get("topic");
         long timeoutMs = Long.parseLong(o.getOrDefault("timeout-ms", "30000"));
         Properties p = new Properties();
@@ -536,7 +543,6 @@ public final class JosefClient {
             }
         }
         System.out.println("ok " + op);
-        return 0;
     }
 
     /**
