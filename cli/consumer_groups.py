@@ -2,8 +2,9 @@
 groups, like ``kafka-consumer-groups.sh``.
 
 - ``--list``: ListGroups on every broker, one group id per line.
-- ``--describe --group g``: FindCoordinator, DescribeGroups and OffsetFetch on the
-  coordinator, ListOffsets (latest) on the leaders; Kafka's table::
+- ``--describe --group g``: FindCoordinator, ConsumerGroupDescribe (KIP-848 groups; a
+  classic group falls back to DescribeGroups) and OffsetFetch on the coordinator,
+  ListOffsets (latest) on the leaders; Kafka's table::
 
     GROUP  TOPIC  PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID  HOST  CLIENT-ID
 
@@ -22,7 +23,6 @@ groups, like ``kafka-consumer-groups.sh``.
 from __future__ import annotations
 
 import argparse
-import struct
 
 from cli._common import (
     UsageError,
@@ -33,11 +33,13 @@ from cli._common import (
     tool_main,
 )
 from client.connection import ToolError, error_name
+from client.groups import committed_offsets, describe_group, find_coordinator, parse_assignment
 from client.offsets import EARLIEST, LATEST, commit_offsets, list_offsets
 
 COMMAND = "consumer-groups"
 HELP = "List, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)"
 OFFSET_FETCH, FIND_COORDINATOR = 9, 10
+CONSUMER_GROUP_DESCRIBE = 69
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 
 
@@ -63,85 +65,54 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="--reset-offsets: only show (default)")
 
 
-def _coordinator(client, group: str) -> int:
-    version = client.version_for(FIND_COORDINATOR, max_version=3)
-    body = {"key": group}
-    if version >= 1:
-        body["key_type"] = 0
-    resp = client.request(FIND_COORDINATOR, body, version=version)
-    check_error(resp.error_code, getattr(resp, "error_message", None),
-                f"cannot find the coordinator of group {group}")
-    client.metadata([])
-    return resp.node_id
-
-
-def _committed(client, node: int, group: str) -> dict[tuple[str, int], int]:
-    version = client.version_for(OFFSET_FETCH, max_version=7)
-    if version < 2:
-        raise ToolError("the broker's OffsetFetch is too old (needs v2+)")
-    resp = client.request(OFFSET_FETCH, {"group_id": group, "topics": None}, version=version,
-                          node=node)
-    check_error(resp.error_code, None, f"cannot fetch offsets of group {group}")
-    out = {}
-    for t in resp.topics:
-        for p in t.partitions:
-            if p.error_code == 0 and p.committed_offset >= 0:
-                out[(t.name, p.partition_index)] = p.committed_offset
-    return out
-
-
-def parse_assignment(data) -> list[tuple[str, int]]:
-    """ConsumerProtocol assignment bytes -> (topic, partition) pairs ([] if unreadable)."""
-    if not data:
-        return []
-    buf = bytes(data)
-    try:
-        pos = 2  # version
-        (n,) = struct.unpack_from(">i", buf, pos)
-        pos += 4
-        out = []
-        for _ in range(max(n, 0)):
-            (ln,) = struct.unpack_from(">h", buf, pos)
-            pos += 2
-            topic = buf[pos:pos + ln].decode("utf-8")
-            pos += ln
-            (m,) = struct.unpack_from(">i", buf, pos)
-            pos += 4
-            for _ in range(max(m, 0)):
-                (p,) = struct.unpack_from(">i", buf, pos)
-                pos += 4
-                out.append((topic, p))
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return []
-
-
-def _describe_group(client, node: int, group: str):
-    resp = client.request(DESCRIBE_GROUPS, {"groups": [group]}, node=node)
-    (g,) = resp.groups
-    check_error(g.error_code, None, f"cannot describe group {group}")
-    return g
-
-
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                      for r in rows)
 
 
+class _Member:
+    def __init__(self, member_id: str, client_id: str, client_host: str) -> None:
+        self.member_id, self.client_id, self.client_host = member_id, client_id, client_host
+
+
+def _consumer_group(client, node: int, group: str):
+    """The KIP-848 consumer group ``group`` (ConsumerGroupDescribe), or None when the broker
+    does not serve that API or the group is not a consumer group."""
+    if not client.supports(CONSUMER_GROUP_DESCRIBE):
+        return None
+    r = client.request(CONSUMER_GROUP_DESCRIBE, {"group_ids": [group]}, node=node)
+    g = r.groups[0]
+    return g if g.error_code == 0 else None
+
+
+def _group_state(client, node: int, group: str) -> str:
+    cg = _consumer_group(client, node, group)
+    return cg.group_state if cg is not None else describe_group(client, node, group).group_state
+
+
 def _describe(client, args) -> int:
     for group in args.group:
-        node = _coordinator(client, group)
-        g = _describe_group(client, node, group)
-        committed = _committed(client, node, group)
+        node = find_coordinator(client, group)
         owners = {}
-        for m in g.members:
-            for tp in parse_assignment(m.member_assignment):
-                owners[tp] = m
+        cg = _consumer_group(client, node, group)
+        if cg is not None:  # KIP-848 group: members' current assignments by topic name
+            members = cg.members
+            for m in cg.members:
+                member = _Member(m.member_id, m.client_id, m.client_host)
+                for tp in m.assignment.topic_partitions:
+                    for p in tp.partitions:
+                        owners[(tp.topic_name, p)] = member
+        else:
+            members = describe_group(client, node, group).members
+            for m in members:
+                for tp in parse_assignment(m.member_assignment):
+                    owners[tp] = m
+        committed = committed_offsets(client, node, group)
         tps = sorted(set(committed) | set(owners))
         ends = list_offsets(client, tps, LATEST) if tps else {}
         print()
-        if not g.members:
+        if not members:
             print(f"Consumer group '{group}' has no active members.")
             print()
         rows = [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
@@ -182,12 +153,12 @@ def _reset(client, args) -> int:
         raise UsageError("--reset-offsets needs --to-earliest, --to-latest, --to-offset or "
                          "--shift-by")
     group = args.group[0]
-    node = _coordinator(client, group)
-    g = _describe_group(client, node, group)
-    if args.execute and g.group_state not in ("Empty", "Dead", ""):
+    node = find_coordinator(client, group)
+    state = _group_state(client, node, group)
+    if args.execute and state not in ("Empty", "Dead", ""):
         raise ToolError(f"Assignments can only be reset if the group '{group}' is inactive, "
-                        f"but the current state is {g.group_state}.")
-    committed = _committed(client, node, group)
+                        f"but the current state is {state}.")
+    committed = committed_offsets(client, node, group)
     tps = _reset_targets(client, args, committed)
     if not tps:
         raise ToolError("no partitions to reset")
@@ -218,7 +189,7 @@ def _delete(client, args) -> int:
         raise UsageError("--delete needs --group")
     failed = {}
     for group in args.group:
-        node = _coordinator(client, group)
+        node = find_coordinator(client, group)
         resp = client.request(DELETE_GROUPS, {"groups_names": [group]}, node=node)
         for r in resp.results:
             if r.error_code:

@@ -27,6 +27,7 @@ import functools
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable
 
@@ -73,6 +74,9 @@ class LogManager:
             "log_start": log_start_offset_checkpoint_interval_ms,
             "replication": replication_checkpoint_interval_ms,
         }
+        #: called as ``flush_observer(ms)`` after each flush (roll, flush.messages, flush.ms):
+        #: the broker's LogFlushStats timer; may run in an executor thread
+        self.flush_observer: Callable[[float], object] | None = None
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._tasks: list[asyncio.Task] = []
@@ -116,7 +120,8 @@ class LogManager:
                 path = os.path.join(d, name)
                 if not os.path.isdir(path):
                     continue
-                if name.endswith("-delete"):
+                if name.endswith(("-delete", "-future")):
+                    # a -future replica whose move a restart interrupted is abandoned
                     shutil.rmtree(path, ignore_errors=True)
                     continue
                 try:
@@ -222,6 +227,19 @@ class LogManager:
         self._log_dir_of[tp] = d
         return log
 
+    def replace_log(self, tp: TopicPartition, new_log: Log, new_dir: str) -> None:
+        """AlterReplicaLogDirs (KIP-113): ``new_log`` (the promoted future replica, already in
+        ``new_dir`` under the partition's own name) takes the partition over; the old log
+        is retired like a deleted one (renamed ``-delete``, removed after
+        ``file.delete.delay.ms``)."""
+        tp = (tp[0], int(tp[1]))
+        old = self._logs.get(tp)
+        self._attach(new_log)
+        self._logs[tp] = new_log
+        self._log_dir_of[tp] = new_dir
+        if old is not None and old is not new_log:
+            self._retire(tp, old)
+
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove the partition: close its files, rename its dir to
         `<topic>-<n>.<uuid hex>-delete` (topic shortened to fit 255 bytes), delete it in the
@@ -232,6 +250,10 @@ class LogManager:
         if log is None or d is None:
             return False
         self.cleaner.forget(tp)
+        self._retire(tp, log)
+        return True
+
+    def _retire(self, tp: TopicPartition, log: Log) -> None:
         # Kafka's LocalLog.logDeleteDirName: the topic part is shortened so that the name
         # fits 255 bytes (a 249-character topic would otherwise fail with ENAMETOOLONG)
         suffix = f"-{tp[1]}.{uuid.uuid4().hex}-delete"
@@ -244,7 +266,6 @@ class LogManager:
             self._running_loop().call_later(delay / 1000, self._finish_delete, target)
         else:
             self._finish_delete(target)
-        return True
 
     def _finish_delete(self, target: str) -> None:
         log = self._deleting.pop(target, None)
@@ -289,9 +310,18 @@ class LogManager:
         """Flush `log` below `new_base` (roll, or flush.messages reached): in the executor
         when called on the loop, returning the future; at once otherwise."""
         if self._running_loop() is not None:
-            return self._submit(log.flush, new_base)
-        log.flush(new_base)
+            return self._submit(self._timed_flush, log, new_base)
+        self._timed_flush(log, new_base)
         return None
+
+    def _timed_flush(self, log: Log, offset: int | None = None) -> None:
+        observer = self.flush_observer
+        if observer is None:
+            log.flush(offset)
+            return
+        start = time.monotonic_ns()
+        log.flush(offset)
+        observer((time.monotonic_ns() - start) / 1e6)
 
     def _attach(self, log: Log) -> None:
         """Give `log` its segment-deletion hook, bound to the log so the delay is the
@@ -339,7 +369,7 @@ class LogManager:
         """Flush logs whose unflushed data is older than their flush.ms (in the executor)."""
         for log in list(self._logs.values()):
             if log.needs_time_flush():
-                await self._in_executor(log.flush)
+                await self._in_executor(self._timed_flush, log)
 
     async def checkpoint_recovery_points_async(self) -> None:
         await self._in_executor(self.checkpoint_recovery_points)

@@ -22,6 +22,11 @@ import functools
 import logging
 
 from broker.config import ConfigError
+from broker.coordinator.consumer_coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    TopicView,
+)
 from broker.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group_store import (
     COMPRESSION_CODECS,
@@ -80,6 +85,10 @@ def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
     cfg = GroupConfig.from_kafka_config(services.config)
     store = group_store_from_config(services.config, services.replica_manager)
     coordinator = GroupCoordinator(services.broker_id, cfg, store, services.timer)
+    # KIP-848 consumer groups share the partitions, store and offsets (issue 16)
+    coordinator.consumer = ConsumerGroupCoordinator(
+        coordinator, ConsumerGroupConfig.from_kafka_config(services.config),
+        TopicView(services.metadata_cache))
     coordinator.startup()
     services.group_coordinator = coordinator
 
@@ -89,13 +98,14 @@ def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
 
     @functools.wraps(on_leader_and_isr)
     async def leader_and_isr(decision):
-        await on_leader_and_isr(decision)
+        results = await on_leader_and_isr(decision)
         apply_leader_and_isr(coordinator, services.broker_id, decision)
+        return results
 
     @functools.wraps(on_stop_replica)
     async def stop_replica(decision):
         apply_stop_replica(coordinator, decision)
-        await on_stop_replica(decision)
+        return await on_stop_replica(decision)
 
     @functools.wraps(on_update_metadata)
     async def update_metadata(decision):

@@ -24,6 +24,19 @@ HANDLER_MODULES = [
     "group_admin",
     "offsets",
     "producers",
+    "control_requests",
+    "broker_to_controller",
+    "reassignments",
+    "describe_topic_partitions",
+    # issue 14: transactions
+    "transactions",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "transactions_admin",
+    "consumer_groups",
+    "features",
+    "sasl",
+    "scram_credentials",
 ]
 
 
