@@ -33,7 +33,7 @@ def register(spark, ship_code: bool = True) -> None:
     """Register the ``josef`` format with ``spark`` (a SparkSession).
 
     With ``ship_code`` (default) the packages the connector runs on executors
-    (``connectors``, ``client``, ``protocol``) are zipped and added with
+    (``connectors``, ``client``, ``protocol``, ``broker.security``) are zipped and added with
     ``SparkContext.addPyFile``, so Python workers need only the third-party packages
     (``pip install 'josef[spark]'`` without the project itself would do: pyspark, pyarrow,
     numpy, confluent-kafka, and for compressed topics lz4, python-snappy, zstandard, crc32c).
@@ -56,7 +56,10 @@ def _package_zip() -> str:
         target = os.path.join(tempfile.mkdtemp(prefix="josef-spark-"), "josef_connectors.zip")
         with zipfile.ZipFile(target, "w") as zf:
             for package in SHIPPED_PACKAGES:
-                for folder, _dirs, files in os.walk(os.path.join(repo, package)):
+                base = os.path.join(repo, package)
+                walked = os.walk(base) if os.path.isdir(base) else [
+                    (os.path.dirname(base), [], [os.path.basename(base)])]
+                for folder, _dirs, files in walked:
                     for name in files:
                         if name.endswith(".py"):
                             path = os.path.join(folder, name)
@@ -66,5 +69,6 @@ def _package_zip() -> str:
 
 
 _ZIP_PATH: str | None = None
-SHIPPED_PACKAGES = ("connectors", "client", "protocol")
-"""Packages of this project that executors import (zipped by :func:`register`)."""
+SHIPPED_PACKAGES = ("connectors", "client", "protocol", "broker/__init__.py", "broker/security")
+"""Packages (and files) of this project that executors import (zipped by :func:`register`;
+``broker.security`` for TLS/SASL in :mod:`client.connection`)."""

@@ -76,10 +76,15 @@ class ClusterView:
             else IsolationLevel.READ_UNCOMMITTED
         )
         self._servers = config["bootstrap.servers"]
+        self._errors: list[str] = []  # client-level errors (authentication, TLS, ...)
+        conf = {**librdkafka_config(config, "admin"), "error_cb": self._on_error}
         try:
-            self._admin = AdminClient(librdkafka_config(config, "admin"))
+            self._admin = AdminClient(conf)
         except KafkaException as exc:
             raise ValueError(f"bad kafka.* option: {exc.args[0].str()}") from None
+
+    def _on_error(self, err) -> None:
+        self._errors.append(err.str())
 
     def topic_partitions(self) -> dict[str, int]:
         """All topics and their partition counts (Metadata request).
@@ -89,9 +94,11 @@ class ClusterView:
         try:
             metadata = self._admin.list_topics(timeout=self._timeout)
         except KafkaException as exc:
+            self._admin.poll(0)  # serves error_cb: the reason (authentication, TLS, ...)
+            cause = f" ({self._errors[-1]})" if self._errors else ""
             raise KafkaUnreachableError(
                 f"cannot reach kafka.bootstrap.servers={self._servers!r} within "
-                f"{self._timeout:g}s: {exc.args[0].str()}") from None
+                f"{self._timeout:g}s: {exc.args[0].str()}{cause}") from None
         return {
             name: len(topic.partitions)
             for name, topic in metadata.topics.items()

@@ -1,9 +1,10 @@
 """Executor side: fetch one offset range of one partition and turn it into Arrow batches.
 
-:func:`read_range` runs inside a Spark Python worker. Plaintext connections use the Arrow
-path of :mod:`connectors.spark.wire_fetch` (whole Fetch responses decoded column-wise);
-TLS/SASL settings (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``) use
-librdkafka through confluent-kafka, record by record, as described below.
+:func:`read_range` runs inside a Spark Python worker. It uses the Arrow path of
+:mod:`connectors.spark.wire_fetch` (whole Fetch responses decoded column-wise) for
+PLAINTEXT, SSL and SASL PLAIN/SCRAM settings; other security settings (client
+certificates, OAUTHBEARER, Kerberos: see ``wire_security``) use librdkafka through
+confluent-kafka, record by record, as described below.
 
 librdkafka path: A consumer is assigned the partition at ``from_offset``
 (no consumer group: ``assign``, never ``subscribe``, nothing committed) and polled until its

@@ -1,9 +1,10 @@
 """Executor side, Arrow path: read one offset range with Fetch requests, decode whole
 responses into Arrow batches (:mod:`connectors.spark.columnar`).
 
-Speaks the Kafka protocol with :class:`client.connection.KafkaClient` (ApiVersions, then
-Metadata for the partition's leader, then Fetch v4-v12 to that leader; Apache Kafka and
-Josef alike). Fetches are pipelined: as soon as a response arrives, the offset after its
+Speaks the Kafka protocol with :class:`client.connection.KafkaClient` (ApiVersions, SASL
+if configured, then Metadata for the partition's leader, then Fetch v4-v12 to that leader;
+Apache Kafka and Josef alike; TLS and SASL PLAIN/SCRAM as :func:`wire_security` maps
+librdkafka's settings). Fetches are pipelined: as soon as a response arrives, the offset after its
 last complete batch is known from the batch headers and the next Fetch is sent, so the
 broker reads and sends it while this process decodes the previous one.
 
@@ -56,12 +57,53 @@ _LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta at byte 23 of a v2 batch
 _LEGACY_MIN = 26  # smallest v0 message entry
 
 
+_SECURITY_KEYS = {"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
+                  "sasl.password", "ssl.ca.location", "ssl.endpoint.identification.algorithm"}
+_LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                  "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                  "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+
+
+def wire_security(config: dict[str, str]) -> dict[str, str] | None:
+    """The librdkafka security settings of ``config`` as Kafka client properties for
+    :class:`client.security.ClientSecurity`, or None when this reader cannot honour them
+    (then librdkafka reads, :mod:`connectors.spark.fetch`).
+
+    Understood: ``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
+    ``sasl.mechanism(s)`` PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512 with ``sasl.username`` and
+    ``sasl.password``, ``ssl.ca.location`` (PEM CA file; else the system's CAs) and
+    ``ssl.endpoint.identification.algorithm`` (``https``, librdkafka's default, or
+    ``none``). Any other ``ssl.*`` / ``sasl.*`` setting (client certificates, OAUTHBEARER,
+    Kerberos) is left to librdkafka.
+    """
+    if any(k.startswith(("ssl.", "sasl.")) and k not in _SECURITY_KEYS for k in config):
+        return None
+    protocol = config.get("security.protocol", "PLAINTEXT").strip().upper()
+    props = {"security.protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        if "ssl.ca.location" in config:
+            props["ssl.truststore.type"] = "PEM"
+            props["ssl.truststore.location"] = config["ssl.ca.location"]
+        check = config.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+        props["ssl.endpoint.identification.algorithm"] = "https" if check == "https" else ""
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mechanism = (config.get("sasl.mechanisms") or config.get("sasl.mechanism")
+                     or "GSSAPI").strip().upper()
+        user, password = config.get("sasl.username"), config.get("sasl.password")
+        if (mechanism not in _LOGIN_MODULES or user is None or password is None
+                or any(c in user + password for c in '"\\')):
+            return None
+        props["sasl.mechanism"] = mechanism
+        props["sasl.jaas.config"] = (f'{_LOGIN_MODULES[mechanism]} required '
+                                     f'username="{user}" password="{password}";')
+    elif protocol not in ("PLAINTEXT", "SSL"):
+        return None
+    return props
+
+
 def wire_config_supported(config: dict[str, str]) -> bool:
-    """Whether this reader can honour the client config: plaintext connections only (TLS
-    and SASL go through librdkafka, :mod:`connectors.spark.fetch`)."""
-    protocol = config.get("security.protocol", "plaintext").lower()
-    return protocol == "plaintext" and not any(
-        k.startswith(("ssl.", "sasl.")) for k in config)
+    """Whether this reader can honour the client config (see :func:`wire_security`)."""
+    return wire_security(config) is not None
 
 
 class _Settings:
@@ -75,6 +117,7 @@ class _Settings:
             return default
 
         self.bootstrap = config["bootstrap.servers"]
+        self.security = wire_security(config)
         self.client_id = config.get("client.id", "josef-spark-reader")
         self.read_committed = config.get("isolation.level", "").lower() == "read_committed"
         self.partition_bytes = number("max.partition.fetch.bytes", default=1 << 20)
@@ -132,7 +175,8 @@ class PartitionFetcher:
         if self.client is None:
             self.client = KafkaClient(self.s.bootstrap, client_id=self.s.client_id,
                                       timeout=self.s.timeout_s,
-                                      max_response_bytes=self.s.fetch_bytes + (16 << 20))
+                                      max_response_bytes=self.s.fetch_bytes + (16 << 20),
+                                      security=self.s.security)
             self.version = self.client.version_for(FETCH, MAX_FETCH_VERSION)
             if self.version < MIN_FETCH_VERSION:
                 raise RuntimeError(f"the broker's Fetch is too old (v{self.version}; "
