@@ -20,7 +20,10 @@ source (``spark.read`` / ``spark.readStream``):
   (ms an executor waits without progress, default 120000). ``ending*`` are batch-only.
 
 sink (``df.write`` / ``df.writeStream``):
-  ``kafka.bootstrap.servers`` (required), ``topic`` (optional; overrides the ``topic`` column).
+  ``kafka.bootstrap.servers`` (required), ``topic`` (optional; overrides the ``topic`` column),
+  ``exactlyOnce`` (streaming writes: one transaction per micro-batch and task, default true;
+  ``false`` is at-least-once like Spark's Kafka sink), ``kafka.transactional.id`` (the prefix
+  of the transactional ids; default derived from the query's checkpoint location).
 
 Every other ``kafka.<name>`` option is handed to the client library (librdkafka, through
 confluent-kafka) as ``<name>``; librdkafka rejects names it does not know, and that error is
@@ -56,7 +59,7 @@ SOURCE_OPTIONS = {
     "failondataloss",
     "kafkaconsumer.polltimeoutms",
 }
-SINK_OPTIONS = {"topic"}
+SINK_OPTIONS = {"topic", "exactlyonce"}
 # Options Spark itself may add to a data source's option map (query options included).
 SPARK_INTERNAL_OPTIONS = {"path", "paths", "checkpointlocation", "queryname"}
 
@@ -115,6 +118,8 @@ class SinkOptions:
 
     client_config: dict[str, str]
     topic: str | None = None
+    exactly_once: bool = True  # streaming writes only
+    transactional_id_prefix: str | None = None  # kafka.transactional.id, or from the checkpoint
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -349,7 +354,7 @@ def _parse_timestamps(opts: dict[str, str], which: str) -> Timestamps | None:
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate write options; raise :class:`KafkaOptionError` naming the bad option."""
     opts = _lower(options)
-    # Spark passes "checkpointLocation"-style query options only to the query, not here.
+    # Streaming writes see the query's options too (checkpointLocation, queryName).
     client_config = _split_client_config(opts, SINK_OPTIONS, "sink")
     for name in ("acks", "enable.idempotence"):
         if name in client_config and client_config[name] not in ("all", "-1", "true"):
@@ -359,7 +364,17 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise KafkaOptionError("option 'topic' must not be empty")
-    return SinkOptions(client_config=client_config, topic=topic)
+    prefix = client_config.pop("transactional.id", None)
+    if prefix is None and "checkpointlocation" in opts:
+        import hashlib
+        import os
+
+        where = os.path.abspath(opts["checkpointlocation"]) if "://" not in opts[
+            "checkpointlocation"] else opts["checkpointlocation"]
+        prefix = "josef-spark-" + hashlib.sha256(where.encode()).hexdigest()[:16]
+    return SinkOptions(client_config=client_config, topic=topic,
+                       exactly_once=_parse_bool("exactlyOnce", opts.get("exactlyonce"), True),
+                       transactional_id_prefix=prefix)
 
 
 def offsets_to_json(offsets: Offsets) -> dict[str, dict[str, int]]:

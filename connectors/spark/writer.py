@@ -61,9 +61,11 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
 
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
-    """What one task wrote: number of records acknowledged."""
+    """What one task wrote: number of records acknowledged; ``skipped`` when an exactly-once
+    task found its output of the micro-batch already committed."""
 
     records: int
+    skipped: bool = False
 
 
 PRODUCER_DEFAULTS = {
@@ -86,20 +88,43 @@ def _binary_list(batch: pa.RecordBatch, name: str) -> list | None:
     return column.to_pylist()
 
 
+class _Delivery:
+    """A producer with the sink's settings and the errors its delivery reports carry."""
+
+    def __init__(self, options: SinkOptions, extra: dict | None = None) -> None:
+        self.errors: list[str] = []
+        self.config = {**PRODUCER_DEFAULTS,
+                       **librdkafka_config(options.client_config, "producer"),
+                       **(extra or {}), "on_delivery": self._report}
+
+    def _report(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(f"{msg.topic()}-{msg.partition()}: {err.str()}")
+
+    def check(self) -> None:
+        if self.errors:
+            raise RuntimeError(f"{len(self.errors)} record(s) failed, first: {self.errors[0]}")
+
+
 def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]
                     ) -> KafkaCommitMessage:
-    """Produce every row of the Arrow batches, wait for all acknowledgements; raise on the
-    first failed record. Columns become Python lists once per batch; the only per-record
-    Python work is the ``produce`` call."""
-    errors: list[str] = []
+    """Produce every row of the Arrow batches with an idempotent producer, wait for all
+    acknowledgements; raise on the first failed record."""
+    delivery = _Delivery(options)
+    producer = Producer(delivery.config)
+    count = produce_rows(producer, options, batches, delivery.errors)
+    remaining = producer.flush(FLUSH_TIMEOUT_S)
+    delivery.check()
+    if remaining:
+        raise TimeoutError(f"{remaining} record(s) not acknowledged after {FLUSH_TIMEOUT_S:g}s")
+    return KafkaCommitMessage(records=count)
 
-    def on_error(err, msg) -> None:
-        if err is not None:
-            errors.append(f"{msg.topic()}-{msg.partition()}: {err.str()}")
 
-    config = {**PRODUCER_DEFAULTS, **librdkafka_config(options.client_config, "producer"),
-              "on_delivery": on_error}
-    producer = Producer(config)
+def produce_rows(producer, options: SinkOptions, batches: Iterator[pa.RecordBatch],
+                 errors: list) -> int:
+    """Hand every row to ``producer``; returns the row count. Columns become Python lists
+    once per batch; the only per-record Python work is the ``produce`` call. Stops early
+    when a delivery report has failed."""
     count = 0
     for batch in batches:
         n = batch.num_rows
@@ -124,12 +149,7 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]
         producer.poll(0)
         if errors:
             break
-    remaining = producer.flush(FLUSH_TIMEOUT_S)
-    if errors:
-        raise RuntimeError(f"{len(errors)} record(s) failed, first: {errors[0]}")
-    if remaining:
-        raise TimeoutError(f"{remaining} record(s) not acknowledged after {FLUSH_TIMEOUT_S:g}s")
-    return KafkaCommitMessage(records=count)
+    return count
 
 
 def _produce_all(producer, topic, topics, values, keys, partitions, headers) -> None:
@@ -169,16 +189,38 @@ class KafkaBatchWriter(DataSourceArrowWriter):
 
 
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("josef")...start()``: each micro-batch's rows, at least once."""
+    """``df.writeStream.format("josef")...start()``: each micro-batch's rows, exactly once
+    (one transaction per micro-batch and task, :mod:`connectors.spark.txn_writer`), or at
+    least once with ``exactlyOnce=false``."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return produce_batches(self.options, iterator)
+        if not self.options.exactly_once:
+            return produce_batches(self.options, iterator)
+        from connectors.spark.txn_writer import task_identity
+
+        batch_id, partition = task_identity()
+        return write_transactionally(self.options, iterator, batch_id, partition)
 
     def commit(self, messages: list, batchId: int) -> None:
-        """Records are durable once acknowledged (acks=all); nothing left to do."""
+        """Each task committed its own transaction (or, at least once, was acknowledged)."""
 
     def abort(self, messages: list, batchId: int) -> None:
-        """Acknowledged records cannot be taken back; Spark re-runs the batch (at-least-once)."""
+        """Committed task transactions stay; Spark re-runs the batch and those tasks find
+        their batch recorded and write nothing (at least once: they write again)."""
+
+
+def write_transactionally(options: SinkOptions, batches: Iterator[pa.RecordBatch],
+                          batch_id: int, partition: int) -> KafkaCommitMessage:
+    """One task's rows of micro-batch ``batch_id`` in one transaction (see
+    :func:`connectors.spark.txn_writer.produce_transactionally`)."""
+    from connectors.spark.txn_writer import produce_transactionally
+
+    delivery = _Delivery(options)
+    count, skipped = produce_transactionally(
+        options, batches, batch_id, partition, delivery.config,
+        lambda producer, rows: produce_rows(producer, options, rows, delivery.errors))
+    delivery.check()
+    return KafkaCommitMessage(records=count, skipped=skipped)
