@@ -54,6 +54,49 @@ def spark_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def descendants(pid: int) -> list[int]:
+    """PIDs of every live process below ``pid`` (zombies left, e.g. by ``spark-class``'s
+    launcher, which the exec'd JVM never reaps, are not counted)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            state, ppid = fields[0], int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if state != "Z":
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process below it, by PID (a driver dying at once)."""
+    for target in [pid, *descendants(pid)]:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def spark_submit(master_url: str, script: str, args: list[str], **popen) -> subprocess.Popen:
+    """``spark-submit`` of a Python ``script`` to the cluster, the driver on this machine
+    with the repository on its PYTHONPATH (the streaming planner workers import the
+    connector from there; executors get it shipped by ``register``)."""
+    repo = Path(__file__).resolve().parents[3]
+    cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", master_url,
+           "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
+           "--conf", "spark.cores.max=2", "--conf", "spark.driver.host=127.0.0.1",
+           "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.python.authenticate.socketTimeout=120s", script, *args]
+    return subprocess.Popen(cmd, env=spark_env({"PYTHONPATH": str(repo)}),
+                            stdin=subprocess.DEVNULL, start_new_session=True, **popen)
+
+
 class StandaloneCluster:
     """Master + ``workers`` workers (``cores`` cores and ``memory`` each) under ``directory``."""
 
@@ -122,17 +165,20 @@ class StandaloneCluster:
         return sum(1 for w in self.status().get("workers", []) if w.get("state") == "ALIVE")
 
     def executor_pids(self) -> list[int]:
-        """PIDs of executor JVMs (children of the workers) running now."""
-        workers = {p.pid for p in self.procs[1:]}
-        pids = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
+        """PIDs of executor JVMs (and their Python workers) below the workers, now."""
+        return [pid for worker in self.procs[1:] for pid in descendants(worker.pid)]
+
+    def executor_jvms(self) -> list[int]:
+        """PIDs of the executor JVMs (CoarseGrainedExecutorBackend) running now."""
+        out = []
+        for pid in self.executor_pids():
             try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if int(fields[1]) in workers:
-                pids.append(int(stat.parent.name))
-        return pids
+            if b"CoarseGrainedExecutorBackend" in cmdline:
+                out.append(pid)
+        return out
 
     def wait_idle(self, timeout: float = 60.0) -> None:
         """Wait until no application runs (its executors released the workers' cores)."""
