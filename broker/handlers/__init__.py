@@ -31,6 +31,7 @@ HANDLER_MODULES = [
     "consumer_groups",
     "sasl",
     "scram_credentials",
+    "acls",
 ]
 
 

@@ -10,7 +10,8 @@
 #   appends / HW moves, leader changes or deletion. max_bytes is capped by the broker's
 #   fetch.max.bytes (replica.fetch.response.max.bytes for followers), KIP-541. Fetch
 #   sessions (KIP-227) come from broker.fetch_session. Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
-#   UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH,
+#   TOPIC_AUTHORIZATION_FAILED (an authorizer denied READ on the topic, or CLUSTER_ACTION on the
+#   cluster to a follower), UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH,
 #   UNKNOWN_LEADER_EPOCH, UNSUPPORTED_COMPRESSION_TYPE (zstd to an old fetch version);
 #   top-level: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
 #   FETCH_SESSION_TOPIC_ID_ERROR. A follower sending last_fetched_epoch (v12+) whose epoch
@@ -28,6 +29,7 @@
 from __future__ import annotations
 
 from broker.fetch_session import INVALID_SESSION_ID, FetchSessionCache
+from broker.handlers import authz
 from broker.handlers.registry import handles, then
 from broker.metrics import TOPIC_STATS
 from broker.partition import READ_COMMITTED
@@ -187,7 +189,16 @@ def handle_fetch(ctx, req: FetchRequest):
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID,
                              responses=[])
 
+    to_fetch = context.partitions_to_fetch()
+    denied = _unauthorized(ctx, replica_id, to_fetch)
+    if denied:
+        refused = {tp: FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                   for tp, _ in to_fetch if tp[0] in denied}
+        to_fetch = [x for x in to_fetch if x[0][0] not in denied]
+
     def build(results: dict) -> FetchResponse:
+        if denied:
+            results = {**results, **refused}
         TOPIC_STATS.record_fetch(results, replica_id >= 0, version < 4)
         session_id, parts = context.update_and_generate_response_data(results)
         entries = [(tp[0], context.topic_id(tp) if use_ids else None, tp[1], data)
@@ -197,5 +208,16 @@ def handle_fetch(ctx, req: FetchRequest):
         return FetchResponse(error_code=ErrorCode.NONE, session_id=session_id,
                              responses=_group(version, entries, isolation))
 
-    return then(broker.replica_manager.fetch_messages(params, context.partitions_to_fetch()),
-                build)
+    return then(broker.replica_manager.fetch_messages(params, to_fetch), build)
+
+
+def _unauthorized(ctx, replica_id: int, to_fetch) -> set[str]:
+    """Topics this fetch may not read: consumers need READ on each topic, followers
+    CLUSTER_ACTION on the cluster (else every topic is refused), as Kafka's handleFetchRequest."""
+    if not authz.enabled(ctx):
+        return set()
+    names = {tp[0] for tp, _ in to_fetch}
+    if replica_id >= 0:
+        return set() if authz.authorize_cluster(ctx, authz.AclOperation.CLUSTER_ACTION) \
+            else names
+    return authz.unauthorized(ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC, names)

@@ -12,6 +12,9 @@
 #   idempotent producers OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH; a retried
 #   duplicate of one of the producer's last 5 batches answers NONE with the original base
 #   offset (Kafka's DUPLICATE_SEQUENCE_NUMBER handling). Produce never creates topics.
+#   Authorization (with an authorizer): a request with a transactional id needs WRITE on that
+#   TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition); each
+#   topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions, nothing appended).
 #   Transactional batches answer INVALID_TXN_STATE ("transactions are not supported"): the
 #   broker has no transaction coordinator yet.
 #   Record bytes are never copied: the request frame is a writable memoryview and the log
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import struct
 
+from broker.handlers import authz
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
 from broker.metrics import TOPIC_STATS
 from broker.replica_manager import ProducePartitionResult
@@ -115,10 +119,21 @@ def handle_produce(ctx, req: ProduceRequest):
     acks = req.acks
     entries: dict = {}
     failed: dict = {}
+    denied: set[str] = set()
+    if authz.enabled(ctx):
+        if req.transactional_id is not None and not authz.authorize(
+                ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID,
+                req.transactional_id):
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        denied = authz.unauthorized(ctx, authz.AclOperation.WRITE, authz.ResourceType.TOPIC,
+                                    (t.name for t in req.topic_data))
     for t in req.topic_data:
         name = t.name
         for p in t.partition_data:
             tp = (name, p.index)
+            if name in denied:
+                failed[tp] = ProducePartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             try:
                 entries[tp] = _prepare(p.records, version)
             except KafkaError as e:

@@ -12,12 +12,16 @@
 #   COORDINATOR_NOT_AVAILABLE, would make clients retry until their timeout, and
 #   TRANSACTIONAL_ID_AUTHORIZATION_FAILED would wrongly suggest missing ACLs.
 #   COORDINATOR_LOAD_IN_PROGRESS (retriable) when no producer id block can be allocated.
+# Authorization: WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+#   without one, IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679), else
+#   CLUSTER_AUTHORIZATION_FAILED.
 # Version notes: v0-v1 identical; v2+ flexible; v3+ producer_id / producer_epoch in the
 #   request (KIP-360); v4 adds PRODUCER_FENCED for transactional ids; v5 (KIP-890) is the
 #   same on the wire.
 
 from __future__ import annotations
 
+from broker.handlers import authz
 from broker.handlers.registry import error_code_response, handles
 from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
@@ -34,6 +38,16 @@ error_response = error_code_response(InitProducerIdResponse, producer_id=-1, pro
 @handles(API_KEY, MIN_VERSION, MAX_VERSION, error_response=error_response)
 async def handle_init_producer_id(ctx, req: InitProducerIdRequest) -> InitProducerIdResponse:
     txn_id = req.transactional_id
+    if txn_id is not None and not authz.authorize(
+            ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, txn_id):
+        return InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                      producer_id=-1, producer_epoch=-1)
+    if txn_id is None and authz.enabled(ctx) and not authz.authorize_cluster(
+            ctx, authz.AclOperation.IDEMPOTENT_WRITE, log_if_denied=False) \
+            and not authz.authorize_by_resource_type(ctx, authz.AclOperation.WRITE,
+                                                     authz.ResourceType.TOPIC):
+        return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                      producer_id=-1, producer_epoch=-1)
     if txn_id is not None:
         code = ErrorCode.INVALID_REQUEST if txn_id == "" else TRANSACTIONS_UNSUPPORTED
         return InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)

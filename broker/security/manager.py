@@ -51,7 +51,8 @@ class SecurityManager:
         #: entity path ("users/alice", "clients/c1", "users/alice/clients/c1") -> config
         self.entity_configs: dict[str, dict[str, str]] = {}
         self._scram: dict[str, dict[str, ScramCredential]] = {m: {} for m in MECHANISMS}
-        self.authorizer: Any = None
+        from broker.security.authorizer import AclAuthorizer
+        self.authorizer: Any = AclAuthorizer.from_config(config)  # None: no authorization
         self.quotas: Any = None
         self.connection_quotas: Any = None
         self.tokens: Any = None
