@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import gc
 import inspect
 import logging
@@ -97,6 +98,8 @@ class BrokerServices:
     producer_id_manager: Any = None
     fetch_session_cache: Any = None
     group_coordinator: Any = None
+    transaction_coordinator: Any = None  # issue 14: broker.coordinator.transaction
+    transaction_verifier: Any = None
     #: broker.security.manager.SecurityManager (listeners, credentials, authorizer, quotas)
     security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
@@ -239,6 +242,8 @@ class BrokerServer:
                                        security=self.security)
         from broker.coordinator.wiring import attach_group_coordinator
         attach_group_coordinator(self.services, listener)
+        from broker.coordinator.transaction.wiring import attach_transaction_coordinator
+        attach_transaction_coordinator(self.services, listener)
         load_all()
         self._gate = _Gate(ApiDispatcher(self.services))
         await self._start_socket_server()
@@ -453,6 +458,7 @@ class BrokerServer:
         zk = self.zk_broker
         zk.listener = listener
         zk.metadata_cache = self.metadata_cache
+        zk.inter_broker_opener = self._inter_broker_opener()
         for entity_type in ("users", "clients"):  # SCRAM credentials, quotas (issue 15)
             zk.config_manager.register(entity_type, self.security.entity_handler(entity_type))
         zk.broker_info = BrokerInfo(self.broker_id, tuple(self.advertised),
@@ -464,6 +470,19 @@ class BrokerServer:
         except BrokerIdAlreadyRegisteredError as e:
             raise FatalStartupError(str(e)) from None
         return zk
+
+    def _inter_broker_opener(self):
+        """``opener(host, port)`` for the controller's and controlled shutdown's connections
+        when the inter-broker listener uses TLS or SASL (None: plain TCP)."""
+        from broker.security.inter_broker import inter_broker_connect, inter_broker_security
+
+        if inter_broker_security(self.config).get("security.protocol", "PLAINTEXT") == \
+                "PLAINTEXT":
+            return None
+
+        def opener(host: str, port: int):
+            return lambda: inter_broker_connect(self.config, host, port)
+        return opener
 
     async def _write_meta_properties(self, cluster_id: str) -> None:
         stored = self._stored_cluster_id
@@ -510,6 +529,10 @@ class BrokerServer:
         pid_manager = self.services.producer_id_manager if self.services else None
         if pid_manager is not None:
             steps.append(("producer id manager", pid_manager.shutdown))
+        if self.services is not None and self.services.transaction_coordinator is not None:
+            from broker.coordinator.transaction.wiring import shutdown_transaction_coordinator
+            steps.append(("transaction coordinator",
+                          functools.partial(shutdown_transaction_coordinator, self.services)))
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             steps.append(("group coordinator", coordinator.shutdown))

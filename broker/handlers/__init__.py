@@ -28,6 +28,11 @@ HANDLER_MODULES = [
     "broker_to_controller",
     "reassignments",
     "describe_topic_partitions",
+    # issue 14: transactions
+    "transactions",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "transactions_admin",
     "consumer_groups",
     "sasl",
     "scram_credentials",
