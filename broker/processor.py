@@ -103,6 +103,7 @@ class ProcessorBase:
         self._send_task: asyncio.Task[None] | None = None
         self._writable: asyncio.Future[None] | None = None
         self.session: Any = None  # broker.security.listeners.Session
+        self._throttled_until = 0.0  # KIP-219: muted (not read, not dispatched) until then
         self._auth_queue: deque[memoryview] | None = None  # frames before authentication
         self._auth_busy = False
 
@@ -301,7 +302,33 @@ class ProcessorBase:
             self.server.expired_sessions_closed += 1
             self.close()
 
+    def throttle(self, ms: float) -> None:
+        """KIP-219: a quota was exceeded; read and dispatch nothing more from this connection
+        for ``ms`` (responses already due still go out), as Kafka mutes the channel."""
+        if ms <= 0 or self.closed:
+            return
+        until = self.server.clock() + ms
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        self.server.throttled_total += 1
+        asyncio.get_running_loop().call_later(ms / 1000.0, self._unthrottle)
+        self._update_reading()
+
+    def _unthrottle(self) -> None:
+        if self.closed or self.server.clock() < self._throttled_until - 1:
+            return
+        self._throttled_until = 0.0
+        self._dispatch()
+        self._update_reading()
+
+    @property
+    def throttled(self) -> bool:
+        return self._throttled_until > 0.0
+
     def _dispatch(self) -> None:
+        if self._throttled_until:
+            return
         limit = self.server.max_inflight_per_connection
         channel = self.server.request_channel
         while self._pending and self._in_handler < limit:
@@ -332,7 +359,7 @@ class ProcessorBase:
             return None
         self._in_handler -= 1
         following = None
-        if self._pending:
+        if self._pending and not self._throttled_until:
             following = self._pending.popleft()
             self._held_bytes -= len(following.frame)
             self._in_handler += 1
@@ -576,7 +603,7 @@ class ProcessorBase:
         if self.closed or self._sending or self.transport is None:
             return  # re-applied when the file send is over
         server = self.server
-        pause = (self._writing_paused or self._waiting_for_channel
+        pause = (self._writing_paused or self._waiting_for_channel or self._throttled_until > 0
                  or self.unanswered >= server.max_queued_requests_per_connection
                  or self._held_bytes > server.max_buffered_bytes_per_connection)
         if pause and self._reading:

@@ -459,7 +459,7 @@ class BrokerServer:
         zk.listener = listener
         zk.metadata_cache = self.metadata_cache
         zk.inter_broker_opener = self._inter_broker_opener()
-        for entity_type in ("users", "clients"):  # SCRAM credentials, quotas (issue 15)
+        for entity_type in ("users", "clients", "ips"):  # SCRAM, quotas (issue 15)
             zk.config_manager.register(entity_type, self.security.entity_handler(entity_type))
         zk.broker_info = BrokerInfo(self.broker_id, tuple(self.advertised),
                                     rack=self.config.broker_rack,

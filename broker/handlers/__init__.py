@@ -37,6 +37,7 @@ HANDLER_MODULES = [
     "sasl",
     "scram_credentials",
     "acls",
+    "client_quotas",
 ]
 
 

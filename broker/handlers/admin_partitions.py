@@ -28,7 +28,7 @@ ElectLeaders v0-v2 (v2 flexible): v1 ``election_type`` and top-level ``error_cod
 
 from __future__ import annotations
 
-from broker.handlers import authz
+from broker.handlers import authz, throttling
 from broker.handlers.registry import handles
 from broker.metadata_cache import INTERNAL_TOPICS
 from controller.api import ELECTION_PREFERRED, CreatePartitionsTopic
@@ -58,23 +58,33 @@ async def handle_create_partitions(ctx, request):
     validate_only = bool(request.validate_only)
     denied = authz.unauthorized(ctx, authz.AclOperation.ALTER, authz.ResourceType.TOPIC,
                                 (t.name for t in request.topics))
+    throttled, throttle_ms = set(), 0
+    if not validate_only:
+        cache = ctx.broker.metadata_cache
+        throttled, throttle_ms = throttling.mutation_quota(ctx, 3, [
+            (t.name, t.count - (cache.num_partitions(t.name) or t.count))
+            for t in request.topics if t.name not in denied])
     wanted = [CreatePartitionsTopic(
         t.name, t.count,
         None if t.assignments is None else [list(a.broker_ids) for a in t.assignments])
-        for t in request.topics if t.name not in denied]
+        for t in request.topics if t.name not in denied | throttled]
     results = await ctx.broker.controller.create_partitions(wanted, validate_only=validate_only,
                                                            timeout_ms=request.timeout_ms) \
         if wanted else []
     out = [CreatePartitionsResponse.CreatePartitionsTopicResult(
         name=t.name, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         for t in request.topics if t.name in denied]
+    out += [CreatePartitionsResponse.CreatePartitionsTopicResult(
+        name=t.name, error_code=int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+        error_message="The throttling quota has been exceeded.")
+        for t in request.topics if t.name in throttled]
     for r in results:
         code, message = int(r.error_code), r.error_message
         if code == 0 and not validate_only and request.timeout_ms <= 0:
             code, message = int(ErrorCode.REQUEST_TIMED_OUT), None
         out.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
             name=r.name, error_code=code, error_message=message))
-    return CreatePartitionsResponse(results=out)
+    return CreatePartitionsResponse(results=out, throttle_time_ms=throttle_ms)
 
 
 # ----- DeleteRecords -------------------------------------------------------------------------

@@ -12,7 +12,9 @@
 #   sessions (KIP-227) come from broker.fetch_session. Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
 #   TOPIC_AUTHORIZATION_FAILED (an authorizer denied READ on the topic, or CLUSTER_ACTION on the
 #   cluster to a follower), UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH,
-#   UNKNOWN_LEADER_EPOCH, UNSUPPORTED_COMPRESSION_TYPE (zstd to an old fetch version);
+#   UNKNOWN_LEADER_EPOCH, UNSUPPORTED_COMPRESSION_TYPE (zstd to an old fetch version). A
+#   consumer over its consumer_byte_rate quota gets an empty response with throttle_time_ms
+#   and its connection muted for that long (KIP-219, broker.handlers.throttling);
 #   top-level: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
 #   FETCH_SESSION_TOPIC_ID_ERROR. A follower sending last_fetched_epoch (v12+) whose epoch
 #   history diverges from the leader's gets diverging_epoch and no records (KIP-595); a
@@ -29,7 +31,7 @@
 from __future__ import annotations
 
 from broker.fetch_session import INVALID_SESSION_ID, FetchSessionCache
-from broker.handlers import authz
+from broker.handlers import authz, throttling
 from broker.handlers.registry import handles, then
 from broker.metrics import TOPIC_STATS
 from broker.partition import READ_COMMITTED
@@ -205,6 +207,16 @@ def handle_fetch(ctx, req: FetchRequest):
                    for tp, data in parts]
         for tid, index in unknown_ids:
             entries.append(("", tid, index, FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_ID)))
+        if replica_id < 0:  # consumer_byte_rate (followers have replication quotas instead)
+            size = sum(len(data.records) for _, _, _, data in entries if data.records)
+            throttle_ms = throttling.fetch(ctx, size + 64 * len(entries))
+            if throttle_ms:  # Kafka: unrecord, answer empty, mute the connection (KIP-219)
+                throttling.unrecord_fetch(ctx, size + 64 * len(entries))
+                throttling.throttle(ctx, throttle_ms)
+                incremental = version >= 7 and req.session_id == session_id
+                return FetchResponse(error_code=ErrorCode.NONE, throttle_time_ms=throttle_ms,
+                                     session_id=session_id if incremental else
+                                     INVALID_SESSION_ID, responses=[])
         return FetchResponse(error_code=ErrorCode.NONE, session_id=session_id,
                              responses=_group(version, entries, isolation))
 

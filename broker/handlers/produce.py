@@ -37,7 +37,7 @@ import asyncio
 import struct
 
 from broker.coordinator.transaction.verification import verify_produce
-from broker.handlers import authz
+from broker.handlers import authz, throttling
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
 from broker.handlers.transactions import authorize_transactional_id
 from broker.metrics import TOPIC_STATS
@@ -141,8 +141,11 @@ def handle_produce(ctx, req: ProduceRequest):
                 entries[tp] = _prepare(p.records, version)
             except KafkaError as e:
                 failed[tp] = ProducePartitionResult(e.code, error_message=e.message)
+    throttle_ms = throttling.produce(ctx, ctx.request_size)  # producer_byte_rate (KIP-219)
+    if throttle_ms:
+        throttling.throttle(ctx, throttle_ms)
     if entries and version >= 3 and req.transactional_id is not None:
-        return _produce_transactional(ctx, req, acks, entries, failed)
+        return _produce_transactional(ctx, req, acks, entries, failed, throttle_ms)
     results = ctx.broker.replica_manager.append_records(req.timeout_ms, acks, entries) \
         if entries else {}
 
@@ -150,18 +153,19 @@ def handle_produce(ctx, req: ProduceRequest):
         if failed:
             res = {**res, **failed}
         TOPIC_STATS.record_produce(entries, res)
-        return _finish(req, acks, res)
+        return _finish(req, acks, res, throttle_ms)
 
     return then(results, finish)
 
 
 async def _produce_transactional(ctx, req: ProduceRequest, acks: int, entries: dict,
-                                 failed: dict):
+                                 failed: dict, throttle_ms: int = 0):
     """Transactional produce: authorization, KIP-890 verification, then the append with
     the verification guards."""
     denied = authorize_transactional_id(ctx, req.transactional_id, "WRITE")
     if denied is not None:
-        return _finish(req, acks, {**failed, **{tp: ProducePartitionResult(denied)
+        return _finish(req, acks, throttle_ms=throttle_ms,
+                       results={**failed, **{tp: ProducePartitionResult(denied)
                                                 for tp in entries}})
     guards, rejected = await verify_produce(ctx.broker, req.transactional_id, entries,
                                             generic_errors=ctx.api_version > 10)
@@ -174,13 +178,15 @@ async def _produce_transactional(ctx, req: ProduceRequest, acks: int, entries: d
         results = await results
     res = {**results, **failed}
     TOPIC_STATS.record_produce(entries, res)
-    return _finish(req, acks, res)
+    return _finish(req, acks, res, throttle_ms)
 
 
-def _finish(req: ProduceRequest, acks: int, results: dict):
+def _finish(req: ProduceRequest, acks: int, results: dict, throttle_ms: int = 0):
     if acks == 0:
         for r in results.values():
             if r.error:
                 return CLOSE_CONNECTION
         return NO_RESPONSE
-    return _response(req, results)
+    response = _response(req, results)
+    response.throttle_time_ms = throttle_ms
+    return response

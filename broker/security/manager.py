@@ -53,17 +53,21 @@ class SecurityManager:
         self._scram: dict[str, dict[str, ScramCredential]] = {m: {} for m in MECHANISMS}
         from broker.security.authorizer import AclAuthorizer
         self.authorizer: Any = AclAuthorizer.from_config(config)  # None: no authorization
-        self.quotas: Any = None
-        self.connection_quotas: Any = None
+        from broker.security.quotas import QuotaManagers
+        self.quotas: Any = QuotaManagers(lambda: self.entity_configs, config)
+        from broker.security.connection_quotas import ConnectionQuotas
+        self.connection_quotas: Any = ConnectionQuotas(config,
+                                                       ip_quotas=lambda: self.entity_configs)
         self.tokens: Any = None
-        self._entity_listeners: list[Callable[[str, dict[str, str]], None]] = []
+        self._entity_listeners: list[Callable[[str, dict[str, str]], None]] = [
+            self.quotas.on_entity_change]
         self.ready = asyncio.Event()
 
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self, store: ZNodeStore) -> None:
         """Load credentials and client configs from ``store``; then ``ready`` is set."""
         self.store = store
-        for entity_type in ("users", "clients"):
+        for entity_type in ("users", "clients", "ips"):
             for name in await store.get_children(f"{znodes.CONFIG_ROOT}/{entity_type}"):
                 await self._load_entity(f"{entity_type}/{name}")
                 if entity_type == "users":
