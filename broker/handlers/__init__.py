@@ -38,6 +38,7 @@ HANDLER_MODULES = [
     "scram_credentials",
     "acls",
     "client_quotas",
+    "delegation_tokens",
 ]
 
 

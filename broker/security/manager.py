@@ -58,7 +58,8 @@ class SecurityManager:
         from broker.security.connection_quotas import ConnectionQuotas
         self.connection_quotas: Any = ConnectionQuotas(config,
                                                        ip_quotas=lambda: self.entity_configs)
-        self.tokens: Any = None
+        from broker.security.delegation_tokens import DelegationTokenManager
+        self.tokens: Any = DelegationTokenManager(config)
         self._entity_listeners: list[Callable[[str, dict[str, str]], None]] = [
             self.quotas.on_entity_change]
         self.ready = asyncio.Event()
