@@ -343,7 +343,8 @@ class BrokerServer:
             socket_send_buffer_bytes=cfg.socket_send_buffer_bytes,
             socket_receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
             max_connections=cfg.get("max.connections"),
-            max_connections_per_ip=cfg.get("max.connections.per.ip"))
+            max_connections_per_ip=cfg.get("max.connections.per.ip"),
+            queued_max_request_bytes=cfg.get("queued.max.request.bytes"))
         try:
             await self.socket_server.start()
         except OSError as e:
