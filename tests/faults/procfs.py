@@ -34,3 +34,15 @@ def reset_peak_rss(pid: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of ``pid`` so far, in seconds."""
+    import os
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
