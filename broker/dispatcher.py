@@ -96,6 +96,7 @@ class ApiDispatcher:
             log.info("closing %s: cannot parse api key %d v%d: %s",
                      request.connection_id, key, version, e)
             return Response.close_connection()
+        request.body = body
         ctx = RequestContext(header, version, request.connection_id, request.client_address,
                              request.listener, request.received_ns, self.broker)
         try:
@@ -148,6 +149,7 @@ class ApiDispatcher:
             return None
         if result is CLOSE_CONNECTION:
             return Response.close_connection()
+        request.response_msg = result
         key, version = request.api_key, request.api_version
         codecs = self._codecs.get((key, version))
         header_version = codecs[1] if codecs is not None else response_header_version(key,

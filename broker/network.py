@@ -48,7 +48,7 @@ from typing import Any
 from broker.config import Endpoint
 from broker.memory_pool import MemoryPool
 from broker.processor import DataReceivedProcessor, Processor, ProcessorBase
-from broker.request_channel import Handler, RequestChannel
+from broker.request_channel import Handler, Request, RequestChannel
 from protocol.frames import new_scratch
 
 # Endpoint (broker.config) and the Processor classes (broker.processor) are re-exported for
@@ -201,6 +201,8 @@ class SocketServer:
         self.receive_scratch = new_scratch()  # shared: one event loop, reads copied out at once
         self.max_unauthenticated_frame_bytes = {
             name.upper(): n for name, n in (max_unauthenticated_frame_bytes or {}).items()}
+        #: called as ``request_completed(request, end_ns)`` once a response left (metrics)
+        self.request_completed: Callable[[Request, int], None] | None = None
         self.acceptors = [Acceptor(self, e, listen_backlog) for e in self.endpoints]
         self.connections: dict[str, ProcessorBase] = {}
         self._per_ip: dict[str, int] = {}  # open connections by client IP

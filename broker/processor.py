@@ -93,7 +93,7 @@ class ProcessorBase:
         self._pending: deque[Request] = deque()  # received, not yet given to the handler
         self._in_handler = 0
         self._awaiting = 0  # requests whose outcome (response_ready) is not known yet
-        self._ready: dict[int, Response | None] = {}  # completed, waiting for their turn
+        self._ready: dict[int, Request] = {}  # completed (.response), waiting for their turn
         self._held_bytes = 0  # frames pending + responses held
         self._sending = False  # an async send (file slices) owns the transport
         self._out: list[bytes | bytearray | memoryview] = []  # corked small responses
@@ -310,7 +310,8 @@ class ProcessorBase:
         if self.closed:
             return
         self._awaiting -= 1
-        self._ready[request.sequence] = response
+        request.response = response
+        self._ready[request.sequence] = request
         if response is not None:
             self._held_bytes += response.memory_size
         self._flush()
@@ -326,21 +327,31 @@ class ProcessorBase:
             return
         transport = self.transport
         assert transport is not None
+        completed = self.server.request_completed  # metrics + request log, or None
         while self._next_send in self._ready:
-            response = self._ready.pop(self._next_send)
+            request = self._ready.pop(self._next_send)
+            response = request.response
+            request.response = None
             self._next_send += 1
             if response is None:
+                if completed is not None:
+                    completed(request, time.monotonic_ns())
                 continue
             self._held_bytes -= response.memory_size
             if response.close:
+                if completed is not None:
+                    completed(request, time.monotonic_ns())
                 self.close()
                 return
             self.last_active_ms = self.server.clock()
             if response.has_file_parts:
                 self._sending = True
+                request.send_start_ns = time.monotonic_ns()
                 self._send_task = asyncio.get_running_loop().create_task(
-                    self._send_with_files(response))
+                    self._send_with_files(response, request))
                 return
+            if completed is not None:
+                completed(request, time.monotonic_ns())
             self._out.append(SIZE_PREFIX.pack(response.size))
             self._out.extend(response.parts)  # type: ignore[arg-type]  # no file parts here
             self._out_bytes += 4 + response.size
@@ -379,7 +390,7 @@ class ProcessorBase:
         self._out = []
         self._out_bytes = 0
 
-    async def _send_with_files(self, response: Response) -> None:
+    async def _send_with_files(self, response: Response, request: Request | None = None) -> None:
         transport = self.transport
         assert transport is not None
         try:
@@ -402,6 +413,9 @@ class ProcessorBase:
             log.warning("closing %s: sending file data failed: %r", self.connection_id, e)
             self.close()
         finally:
+            completed = self.server.request_completed
+            if completed is not None and request is not None:
+                completed(request, time.monotonic_ns())
             self._sending = False
             self._send_task = None
             if not self.closed:

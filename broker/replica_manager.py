@@ -43,6 +43,8 @@ from broker.purgatory.delayed_produce import (
     ProducePartitionResult,
     ProducePartitionStatus,
 )
+from broker.replication.fetcher import InitialFetchState
+from broker.replication.quota import ReplicationQuotaManager, parse_throttled_partitions
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
 
@@ -112,23 +114,77 @@ class ReplicaManager:
         purge = int(_config_value(config, "producer.purgatory.purge.interval.requests", 1000))
         self.delayed_produce_purgatory = DelayedOperationPurgatory("Produce", timer,
                                                                    max(purge, 1))
+        # KIP-890: transactional batches starting a transaction need a verification guard
+        self.transaction_verification_enabled = bool(_config_value(
+            config, "transaction.partition.verification.enable", True))
         self.controller_epoch = -1
         self.expired_fetches = 0
         self._shutdown = False
+        # --- replication (issue 12) ---
+        self.replica_lag_time_max_ms = int(_config_value(config, "replica.lag.time.max.ms",
+                                                         30000))
+        self.alter_partition_manager = None  # AlterPartitionManager, set by the server
+        self.fetcher_manager = None  # ReplicaFetcherManager, set by the server
+        self.truncate_on_fetch = True  # inter.broker.protocol.version >= 2.7
+        self.broker_epoch_supplier: Callable[[], int] = lambda: -1
+        window_num = int(_config_value(config, "replication.quota.window.num", 11))
+        window_s = float(_config_value(config, "replication.quota.window.size.seconds", 1))
+        self.leader_quota = ReplicationQuotaManager(
+            int(_config_value(config, "leader.replication.throttled.rate", LONG_MAX)),
+            window_num, window_s)
+        self.follower_quota = ReplicationQuotaManager(
+            int(_config_value(config, "follower.replication.throttled.rate", LONG_MAX)),
+            window_num, window_s)
+        self._isr_task: asyncio.Task | None = None
         # bound once: every parked fetch gets the same callable (one allocation fewer per
         # DelayedFetch, so the cyclic GC runs less often under many parked fetches)
         self._delayed_fetch_read = self._read_for_delayed_fetch
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def startup(self) -> None:
-        """Nothing to start yet (ISR expiration and replica fetchers come with replication)."""
+        """Start the ISR expiration task (every replica.lag.time.max.ms / 2, Kafka's
+        "isr-expiration"), which proposes ISR shrinks for led partitions."""
+        if self._isr_task is None:
+            self._isr_task = asyncio.create_task(self._isr_expiration(), name="isr-expiration")
 
     async def shutdown(self) -> None:
-        """Shut both purgatories (parked requests are dropped: their connections close with
-        the server); the LogManager closes the logs."""
+        """Stop the replica fetchers, the ISR task and the AlterPartition sender, then shut
+        both purgatories (parked requests are dropped: their connections close with the
+        server); the LogManager closes the logs."""
         self._shutdown = True
+        task, self._isr_task = self._isr_task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.shutdown()
+        if self.alter_partition_manager is not None:
+            await self.alter_partition_manager.shutdown()
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
+
+    async def _isr_expiration(self) -> None:
+        interval = max(self.replica_lag_time_max_ms / 2, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.maybe_shrink_isr()
+            except Exception:  # noqa: BLE001 - the task must keep running
+                log.exception("ISR expiration failed")
+
+    def maybe_shrink_isr(self) -> int:
+        """Propose ISR shrinks for every led partition with out-of-sync followers; returns
+        how many were proposed."""
+        now = self.time_ms()
+        return sum(1 for p in list(self.partitions.values())
+                   if p.followers and p.is_leader and p.maybe_shrink_isr(now))
+
+    def broker_epoch(self) -> int:
+        """This broker's epoch (ZooKeeper: czxid of its registration), -1 if unknown."""
+        return self.broker_epoch_supplier()
 
     # --- lookups ------------------------------------------------------------------------------
     def get_partition(self, topic: str, partition: int) -> Partition | None:
@@ -169,6 +225,10 @@ class ReplicaManager:
             self.topic_min_isr[topic] = self.default_min_isr
         self.topic_timestamp_bounds[topic] = _timestamp_bounds(
             configs, self.default_timestamp_bounds, None)
+        self.leader_quota.mark_throttled(topic, parse_throttled_partitions(
+            configs.get("leader.replication.throttled.replicas"), self.broker_id))
+        self.follower_quota.mark_throttled(topic, parse_throttled_partitions(
+            configs.get("follower.replication.throttled.replicas"), self.broker_id))
         for (t, _), p in self.partitions.items():
             if t == topic:
                 p.log.config = cfg
@@ -178,18 +238,25 @@ class ReplicaManager:
         part.min_insync_replicas = self.topic_min_isr.get(part.topic, self.default_min_isr)
         part.timestamp_before_max_ms, part.timestamp_after_max_ms = \
             self.topic_timestamp_bounds.get(part.topic, self.default_timestamp_bounds)
+        part.log.producer_state.verification_enabled = self.transaction_verification_enabled
 
     async def become_leader_or_follower(self, request) -> dict[TopicPartition, int]:
-        """Apply a LeaderAndIsr decision (v7 shape). Creates/loads logs with the topic's
-        LogConfig, applies leader/epoch/ISR/replicas. Stale controller epoch ->
+        """Apply a LeaderAndIsr decision (v7 shape, Kafka's becomeLeaderOrFollower). Creates
+        or loads logs with the topic's LogConfig. Stale controller epoch ->
         KafkaError(STALE_CONTROLLER_EPOCH); a partition whose leader epoch is older than the
-        one applied answers STALE_CONTROLLER_EPOCH in the result (Kafka's per-partition
-        check). FULL requests drop hosted partitions they do not list. Returns
+        one applied answers STALE_CONTROLLER_EPOCH, one whose replicas do not name this broker
+        UNKNOWN_TOPIC_OR_PARTITION. Leaders: their replica fetchers stop, then they lead
+        (Partition.make_leader). Followers (Kafka's makeFollowers): the partition stops taking
+        client writes, its fetcher stops, parked operations complete, then a fetcher starts
+        from the LEO (the HW when the log knows no leader epoch) and reconciles with the
+        leader by epochs. FULL requests drop hosted partitions they do not list. Returns
         (topic, partition) -> error code."""
         self._check_controller_epoch(request.controller_epoch)
         results: dict[TopicPartition, int] = {}
         listed: set[TopicPartition] = set()
         changed: list[TopicPartition] = []
+        leaders: list[tuple[Partition, object, object]] = []
+        followers: list[tuple[Partition, object, object]] = []
         for ts in request.topic_states:
             topic = ts.topic_name
             topic_id = ts.topic_id if ts.topic_id not in (None, ZERO_UUID) else None
@@ -200,21 +267,58 @@ class ReplicaManager:
                 if part is not None and ps.leader_epoch < part.leader_epoch:
                     results[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
                     continue
+                if ps.replicas and self.broker_id not in ps.replicas:
+                    log.warning("ignoring LeaderAndIsr for %s-%d: broker %d is not in its "
+                                "replicas %s", topic, ps.partition_index, self.broker_id,
+                                list(ps.replicas))
+                    results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
                 if part is None:
                     part = self._create_partition(topic, ps.partition_index, topic_id)
-                if ps.leader == self.broker_id:
-                    moved = part.make_leader(ps, topic_id)
-                else:
-                    moved = part.make_follower(ps, topic_id)
-                if moved:
-                    changed.append(tp)
+                (leaders if ps.leader == self.broker_id else followers).append(
+                    (part, ps, topic_id))
                 results[tp] = ErrorCode.NONE
+        fetchers = self.fetcher_manager
+        if leaders and fetchers is not None:
+            fetchers.remove_fetcher_for_partitions(
+                [(p.topic, p.partition) for p, _, _ in leaders])
+        for part, ps, topic_id in leaders:
+            if part.make_leader(ps, topic_id):
+                changed.append((part.topic, part.partition))
+        new_followers = [part for part, ps, topic_id in followers
+                         if part.make_follower(ps, topic_id)]
+        if new_followers:
+            self._make_followers(new_followers)
+            changed.extend((p.topic, p.partition) for p in new_followers)
         if getattr(request, "type", 0) == 2:  # TYPE_FULL: drop what the controller forgot
             for tp in [tp for tp in self.partitions if tp not in listed]:
                 self._remove_partition(tp, delete=False)
         for tp in changed:
             self._wake(tp)
+        if fetchers is not None:
+            await fetchers.shutdown_idle_fetchers()
         return results
+
+    def _make_followers(self, parts: list[Partition]) -> None:
+        """Restart the fetchers of partitions whose leader or leader epoch changed."""
+        fetchers = self.fetcher_manager
+        if fetchers is None:
+            return
+        fetchers.remove_fetcher_for_partitions([(p.topic, p.partition) for p in parts])
+        if self._shutdown:
+            return
+        initial = {}
+        for p in parts:
+            if p.leader_id < 0:
+                continue  # no leader yet: nothing to fetch from
+            plog = p.log
+            offset = plog.log_end_offset \
+                if self.truncate_on_fetch and plog.leader_epoch_cache.latest_epoch >= 0 \
+                else plog.high_watermark
+            initial[(p.topic, p.partition)] = InitialFetchState(p.topic_id, p.leader_id,
+                                                                p.leader_epoch, offset)
+        if initial:
+            fetchers.add_fetcher_for_partitions(initial)
 
     def _check_controller_epoch(self, epoch: int) -> None:
         """STALE_CONTROLLER_EPOCH for a decision from an older controller; else remember it."""
@@ -230,8 +334,28 @@ class ReplicaManager:
             tp, config, str(topic_id) if topic_id is not None else None)
         part = Partition(topic, index, self.broker_id, plog, topic_id, self.time_ms)
         self._apply_topic_settings(part)
+        part.replica_lag_time_max_ms = self.replica_lag_time_max_ms
+        if self.alter_partition_manager is not None:
+            part.alter_partition = self._submit_alter_partition
+        part.is_replica_isr_eligible = self._is_broker_alive
+        part.on_delayed_wake = functools.partial(self._wake, tp)
         self.partitions[tp] = part
         return part
+
+    def _submit_alter_partition(self, part: Partition, leader_and_isr) -> asyncio.Future:
+        return self.alter_partition_manager.submit(part.topic, part.topic_id, part.partition,
+                                                   leader_and_isr, part.controller_epoch)
+
+    def _is_broker_alive(self, broker_id: int) -> bool:
+        """ZooKeeper mode's ISR eligibility: the broker is registered (metadata cache)."""
+        is_alive = getattr(self.metadata_cache, "is_alive", None)
+        return True if is_alive is None else bool(is_alive(broker_id))
+
+    def on_follower_progress(self, tp: TopicPartition, hw_moved: bool) -> None:
+        """A replica fetcher appended to / truncated a follower partition: parked consumer
+        fetches on it (KIP-392) may complete."""
+        if self.delayed_fetch_purgatory.num_keys:
+            self.delayed_fetch_purgatory.check_and_complete(TopicPartitionKey(*tp))
 
     async def stop_replicas(self, request) -> dict[TopicPartition, int]:
         """Apply a StopReplica decision (v4 shape): stop hosting each partition; delete its
@@ -277,6 +401,7 @@ class ReplicaManager:
     # --- produce -------------------------------------------------------------------------------
     def append_records(self, timeout_ms: int, required_acks: int,
                        entries: Mapping[TopicPartition, object], origin: str = "client",
+                       verification_guards: Mapping[TopicPartition, object] | None = None,
                        ) -> dict[TopicPartition, ProducePartitionResult] | asyncio.Future:
         """Append each partition's records (a writable memoryview is patched in place, not
         copied) as leader. Per-partition errors go into the results (never raised):
@@ -285,6 +410,8 @@ class ReplicaManager:
         INVALID_TIMESTAMP, INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, ...).
         A duplicate idempotent batch answers NONE with its original offsets. A client
         (`origin="client"`) may not append to an internal topic: INVALID_TOPIC_EXCEPTION.
+        `verification_guards`: KIP-890 guards by partition (transactional produce, see
+        `broker.coordinator.transaction.verification`).
 
         `required_acks` not in {-1, 0, 1} -> every partition INVALID_REQUIRED_ACKS, nothing
         appended. acks=-1: returns a Future when some partition waits for its HW (a
@@ -310,9 +437,13 @@ class ReplicaManager:
             try:
                 if part is None:
                     part = self.get_partition_or_error(*tp)
-                info, hw_moved = part.append_records_to_leader(records, required_acks, origin)
+                info, hw_moved = part.append_records_to_leader(
+                    records, required_acks, origin,
+                    verification_guards.get(tp) if verification_guards else None)
             except KafkaError as e:
-                results[tp] = ProducePartitionResult(e.code, error_message=e.message)
+                results[tp] = ProducePartitionResult(
+                    e.code, error_message=e.message,
+                    record_errors=getattr(e, "record_errors", ()))
                 continue
             except OSError as e:  # Kafka: IOException in the log -> KafkaStorageException
                 log.error("append to %s-%d failed: %s", tp[0], tp[1], e)
@@ -394,20 +525,32 @@ class ReplicaManager:
         out: dict[TopicPartition, FetchPartitionData] = {}
         hw_moved: list[TopicPartition] = []
         for tp, info in fetch_infos:
+            diverging = None
             try:
                 part = self.partitions.get(tp)
                 if part is None:
                     part = self.get_partition_or_error(*tp)
                 if follower:
-                    part.check_leader_epoch(info.current_leader_epoch, True)
-                    if part.update_follower_fetch_state(params.replica_id, info.fetch_offset):
+                    read, moved = part.fetch_records_for_follower(
+                        params.replica_id, info.fetch_offset, min(info.max_bytes, limit),
+                        current_leader_epoch=info.current_leader_epoch,
+                        last_fetched_epoch=info.last_fetched_epoch,
+                        follower_log_start_offset=info.log_start_offset,
+                        broker_epoch=params.replica_epoch, min_one_message=min_one)
+                    if moved:
                         hw_moved.append(tp)
-                read = part.read_records(
-                    info.fetch_offset, min(info.max_bytes, limit),
-                    current_leader_epoch=info.current_leader_epoch,
-                    fetch_only_from_leader=params.fetch_only_from_leader,
-                    is_follower=follower, isolation_level=params.isolation_level,
-                    min_one_message=min_one)
+                    diverging = read.diverging_epoch
+                    if self._leader_throttled(part, params.replica_id):
+                        read.records = b""
+                    elif read.records and self.leader_quota.is_throttled(*tp):
+                        self.leader_quota.record(len(read.records))
+                else:
+                    read = part.read_records(
+                        info.fetch_offset, min(info.max_bytes, limit),
+                        current_leader_epoch=info.current_leader_epoch,
+                        fetch_only_from_leader=params.fetch_only_from_leader,
+                        is_follower=False, isolation_level=params.isolation_level,
+                        min_one_message=min_one)
             except KafkaError as e:
                 out[tp] = FetchPartitionData(e.code, error_message=e.message)
                 continue
@@ -421,10 +564,18 @@ class ReplicaManager:
                 limit = max(0, limit - size)
             out[tp] = FetchPartitionData(ErrorCode.NONE, read.high_watermark,
                                          read.last_stable_offset, read.log_start_offset,
-                                         read.records)
+                                         read.records, diverging_epoch=diverging,
+                                         aborted_transactions=read.aborted_transactions)
         for tp in hw_moved:
             self._wake(tp)
         return out
+
+    def _leader_throttled(self, part: Partition, replica_id: int) -> bool:
+        """KIP-73 on the leader: a throttled partition's out-of-sync follower gets no data
+        while the leader replication rate is above leader.replication.throttled.rate."""
+        quota = self.leader_quota
+        return quota.is_throttled(part.topic, part.partition) and \
+            replica_id not in part.isr and quota.is_quota_exceeded()
 
     def _read_for_delayed_fetch(self, params: FetchParams,
                                 fetch_infos: list[tuple[TopicPartition, PartitionFetchInfo]]

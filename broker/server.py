@@ -165,6 +165,7 @@ class BrokerServer:
         self.advertised: list[Endpoint] = []
         self._locks: list[_DirLock] = []
         self._gate: _Gate | None = None
+        self.metrics: Any = None  # broker.metrics.wiring.BrokerMetrics
         self._stored_cluster_id: str | None = None
         self._started = False
         self._log_manager_started = False
@@ -209,6 +210,9 @@ class BrokerServer:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.replica_manager = self._make_replica_manager()
         if self.replica_manager is not None:
+            from broker.replication.wiring import attach_replication  # issue 12
+            attach_replication(self.replica_manager, cfg, self.metadata_cache,
+                               lambda: getattr(self.controller, "broker_epoch", -1))
             await self.replica_manager.startup()
         listener = BrokerMetadataListener(self.metadata_cache, self.replica_manager)
 
@@ -219,6 +223,7 @@ class BrokerServer:
         load_all()
         self._gate = _Gate(ApiDispatcher(self.services))
         await self._start_socket_server()
+        await self._start_metrics()
 
         self.controller = await self._open_controller(listener)
         self.services.controller = self.controller
@@ -362,6 +367,18 @@ class BrokerServer:
         self.advertised = cfg.advertised_endpoints(bound)
         self.services.advertised = {e.listener_name: e for e in self.advertised}
 
+    async def _start_metrics(self) -> None:
+        """RequestMetrics, broker gauges and the Prometheus endpoint (broker.metrics)."""
+        from broker.metrics.wiring import BrokerMetrics
+
+        self.metrics = BrokerMetrics(self.config)  # ConfigError for a bad prometheus.listener
+        try:
+            await self.metrics.start(self.services, self.socket_server)
+        except OSError as e:
+            raise FatalStartupError(f"Cannot bind prometheus.listener="
+                                    f"{self.config.get('prometheus.listener')}: "
+                                    f"{_describe(e)}") from None
+
     async def _open_controller(self, listener: BrokerMetadataListener) -> Controller:
         from controller.embedded import EmbeddedController
         from controller.metadata_store import MetadataStoreCorruptError
@@ -413,6 +430,8 @@ class BrokerServer:
         self._shutdown_done = True
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         steps: list[tuple[str, Any]] = []
+        if self.metrics is not None:
+            steps.append(("metrics", self.metrics.stop))
         if self.socket_server is not None:
             steps.append(("socket server", self.socket_server.stop))
         pid_manager = self.services.producer_id_manager if self.services else None

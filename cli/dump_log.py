@@ -1,5 +1,6 @@
-"""``josef dump-log``: print segment, offset-index and time-index files, like
-``kafka-dump-log.sh --files ...``, verifying CRCs and index consistency.
+"""``josef dump-log``: print segment, offset-index, time-index, transaction-index and producer
+snapshot files, like ``kafka-dump-log.sh --files ...``, verifying CRCs and index
+consistency (``.txnindex`` / ``.snapshot``: see cli._dump_txn_files).
 
 Works on files only (no broker). Layouts (Kafka's, see DESIGN.md "On disk"):
 
@@ -36,11 +37,13 @@ import struct
 import sys
 
 from cli._common import EXIT_ERROR, EXIT_OK, tool_main
+from cli._dump_txn_files import dump_snapshot_file, dump_txn_index_file
 from cli._progress import ProgressBar
 from client.connection import ToolError
 
 COMMAND = "dump-log"
-HELP = "Print and verify .log/.index/.timeindex files (like kafka-dump-log.sh)"
+HELP = ("Print and verify .log/.index/.timeindex/.txnindex/.snapshot files "
+        "(like kafka-dump-log.sh)")
 CODEC = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 INDEX_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
@@ -48,7 +51,8 @@ TIME_ENTRY = struct.Struct(">qi")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--files", required=True, metavar="FILE[,FILE...]",
-                   help="comma-separated .log, .index and .timeindex files")
+                   help="comma-separated .log, .index, .timeindex, .txnindex and .snapshot "
+                        "files")
     p.add_argument("--deep-iteration", action="store_true", help="print every record")
     p.add_argument("--print-data-log", action="store_true",
                    help="print keys and values (implies --deep-iteration)")
@@ -286,8 +290,13 @@ def run(args: argparse.Namespace) -> int:
             problems += dump_time_index_file(path, args, out)
         elif path.endswith(".index"):
             problems += dump_index_file(path, args, out)
+        elif path.endswith(".txnindex"):
+            problems += dump_txn_index_file(path, args, out)
+        elif path.endswith(".snapshot"):
+            problems += dump_snapshot_file(path, args, out)
         else:
-            raise ToolError(f"{path}: not a .log, .index or .timeindex file")
+            raise ToolError(f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot "
+                            "file")
     out.flush()
     for p in problems:
         print(p, file=sys.stderr)

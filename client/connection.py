@@ -31,7 +31,8 @@ from protocol.headers import (
     response_header_version,
 )
 
-__all__ = ["KafkaClient", "ToolError", "build", "error_name", "parse_bootstrap"]
+__all__ = ["KafkaClient", "ToolError", "build", "decode_response_frame", "encode_request_frame",
+           "error_name", "parse_bootstrap"]
 
 API_VERSIONS = 18
 METADATA = 3
@@ -80,6 +81,26 @@ def build(cls: type, value: Any):
             v = [build(f.struct.cls, x) for x in v] if f.is_array else build(f.struct.cls, v)
         kwargs[k] = v
     return cls(**kwargs)
+
+
+def encode_request_frame(api_key: int, version: int, correlation_id: int, client_id: str,
+                         body) -> bytes:
+    """A whole request frame: 4-byte size, request header (v1, or v2 for flexible versions),
+    then ``body`` (a generated request message) encoded in ``version``."""
+    header = encode_request_header(RequestHeader(api_key, version, correlation_id, client_id))
+    payload = header + body.encode(version)
+    return _SIZE.pack(len(payload)) + payload
+
+
+def decode_response_frame(api_key: int, version: int, frame, correlation_id: int | None = None):
+    """Decode a response frame (without its size prefix) -> (correlation id, message).
+    ApiVersions responses use header v0 (KIP-511). ``correlation_id``, when given, must
+    match (ToolError otherwise)."""
+    hv = 0 if api_key == API_VERSIONS else response_header_version(api_key, version)
+    got, pos = decode_response_header(frame, hv)
+    if correlation_id is not None and got != correlation_id:
+        raise ToolError(f"correlation id {got} != {correlation_id}")
+    return got, api.decode_response(api_key, version, frame, pos)
 
 
 class _Connection:
@@ -202,16 +223,11 @@ class KafkaClient:
               tolerate_decode_error: bool = False):
         self._correlation += 1
         cid = self._correlation
-        header = encode_request_header(RequestHeader(api_key, version, cid, self.client_id))
-        payload = header + body.encode(version)
-        buf = conn.round_trip(_SIZE.pack(len(payload)) + payload)
-        # ApiVersions responses always use header v0 (KIP-511).
-        hv = 0 if api_key == API_VERSIONS else response_header_version(api_key, version)
-        got, pos = decode_response_header(buf, hv)
-        if got != cid:
-            raise ToolError(f"{conn.address}: correlation id {got} != {cid}")
+        buf = conn.round_trip(encode_request_frame(api_key, version, cid, self.client_id, body))
         try:
-            return api.decode_response(api_key, version, buf, pos)
+            return decode_response_frame(api_key, version, buf, cid)[1]
+        except ToolError as e:
+            raise ToolError(f"{conn.address}: {e}") from None
         except Exception as e:  # noqa: BLE001 - reported as one line
             if tolerate_decode_error:
                 return None
@@ -251,10 +267,8 @@ class KafkaClient:
             version = self.version_for(api_key)
         body = build(api.API_KEYS[api_key].request_cls, body)
         self._correlation += 1
-        header = encode_request_header(RequestHeader(api_key, version, self._correlation,
-                                                     self.client_id))
-        payload = header + body.encode(version)
-        self._connection(node).send(_SIZE.pack(len(payload)) + payload)
+        self._connection(node).send(
+            encode_request_frame(api_key, version, self._correlation, self.client_id, body))
 
     def _connection(self, node: int | None) -> _Connection:
         conn = self._conns.get(node)

@@ -216,6 +216,31 @@ class KafkaError(Exception):
         return (type(self), (self.code, self.message))
 
 
+class RecordValidationError(KafkaError):
+    """Some records of a produce batch break a rule (KIP-467): `record_errors` is a list of
+    `(batch_index, message)` - the index of the record in its batch - and the partition's
+    `error_message` is Kafka's summary of at most the first three (LogValidator's
+    processRecordErrors). The code is INVALID_TIMESTAMP if any record's timestamp is out of
+    range, else INVALID_RECORD."""
+
+    def __init__(self, record_errors: list[tuple[int, str]], timestamp: bool = False) -> None:
+        self.record_errors = list(record_errors)
+        if timestamp:
+            code, message = (ErrorCode.INVALID_TIMESTAMP,
+                             "One or more records have been rejected due to invalid timestamp")
+        else:
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')"
+                              for i, m in self.record_errors[:3])
+            code = ErrorCode.INVALID_RECORD
+            message = (f"One or more records have been rejected due to "
+                       f"{len(self.record_errors)} record errors in total, and only showing "
+                       f"the first three errors at most: [{shown}]")
+        super().__init__(code, message)
+
+    def __reduce__(self):
+        return (type(self), (self.record_errors, self.code == ErrorCode.INVALID_TIMESTAMP))
+
+
 def _code(code: ErrorCode | int) -> ErrorCode:
     try:
         return ErrorCode(code)

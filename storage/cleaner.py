@@ -62,6 +62,7 @@ from storage.segment import (
     LogSegment,
     filename_prefix,
 )
+from storage.transaction_index import TXN_INDEX_SUFFIX
 
 if TYPE_CHECKING:
     from storage.log import Log
@@ -247,7 +248,7 @@ class Cleaner:
         cfg = lg.config
         base = group[0][0].base_offset
         prefix = os.path.join(lg.dir, filename_prefix(base))
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(prefix + suffix + CLEANED_SUFFIX)  # a stale earlier attempt
         new = LogSegment(lg.dir, base, index_interval_bytes=cfg.index_interval_bytes,
@@ -257,6 +258,8 @@ class Cleaner:
             pending, meta = bytearray(), []
             for seg, _, size in group:
                 result.bytes_read += size
+                for txn in seg.txn_index.entries:  # transactional batches are all kept
+                    new.txn_index.append(txn)
                 for _, batch in iter_file_batches(seg.fd, 0, size, self.config.io_buffer_size):
                     retain_empty = batch.producer_id >= 0 and \
                         last_offsets.get(batch.producer_id) == batch.last_offset

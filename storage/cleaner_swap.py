@@ -2,7 +2,8 @@
 
 The protocol (Kafka's `LocalLog.replaceSegments` and `LogLoader`'s swap handling)::
 
-    1. the cleaner writes   <base>.log.cleaned  (+ .index.cleaned, .timeindex.cleaned), fsyncs
+    1. the cleaner writes   <base>.log.cleaned  (+ .index.cleaned, .timeindex.cleaned and
+                            .txnindex.cleaned when it keeps aborted transactions), fsyncs
     2. rename               *.cleaned -> *.swap          (the copy is now complete and chosen)
     3. rename old segments  <b>.log -> <b>.log.deleted   (unlinked after file.delete.delay.ms)
     4. rename               *.swap -> plain names        (the new segment is live)
@@ -32,6 +33,7 @@ from storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from storage.transaction_index import TXN_INDEX_SUFFIX
 
 if TYPE_CHECKING:
     from storage.log import Log
@@ -88,12 +90,12 @@ def complete_interrupted_swaps(dir_path: str) -> int:
             stem, ext = os.path.splitext(name)
             if ext == LOG_SUFFIX and len(stem) == 20 and stem.isdigit() \
                     and base <= int(stem) < max(end, base + 1):
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                     try:
                         os.unlink(os.path.join(dir_path, stem + suffix))
                     except FileNotFoundError:
                         pass
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # .log last
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):  # .log last
             src = prefix + suffix + SWAP_SUFFIX
             if os.path.exists(src):
                 os.replace(src, prefix + suffix)

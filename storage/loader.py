@@ -12,19 +12,27 @@ Steps:
    corrupt batch the segment is truncated and all later segments deleted.
 4. The last segment becomes active (indexes preallocated); an empty log gets a segment at
    the log start offset.
-Producer state and leader epochs are rebuilt from batch headers (recovered segments feed
-them as they are scanned).
+Producer state: the newest `.snapshot` at or below the first segment to recover (or the log
+end after a clean shutdown, which leaves one there) is loaded and only the batch headers
+after it are replayed, so a restart does not rescan the log (Kafka's LogLoader /
+rebuildProducerState); recovered segments feed it as they are scanned and rebuild their
+`.txnindex`. Snapshots beyond the recovered log end are deleted; a fresh one is taken at the
+log end when anything was replayed or recovered. Leader epochs come from recovered batches
+and the `leader-epoch-checkpoint`.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import logging
 import os
 from typing import TYPE_CHECKING
 
 from protocol.records import RecordBatch
 from storage.cleaner_swap import complete_interrupted_swaps
 from storage.index import CorruptIndexError
+from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -33,11 +41,13 @@ from storage.segment import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
 )
+from storage.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 if TYPE_CHECKING:
     from storage.log import Log
 
 _MIN_RECOVERY_BATCH = 64 * 1024 * 1024
+log_ = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -62,7 +72,8 @@ def _cleanup_dir(dir_path: str) -> list[int]:
             logs.add(int(stem))
     for name in names:
         stem, ext = os.path.splitext(name)
-        if ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem.isdigit() and int(stem) not in logs:
+        if ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and stem.isdigit() \
+                and int(stem) not in logs:
             os.unlink(os.path.join(dir_path, name))
     return sorted(logs)
 
@@ -78,11 +89,6 @@ def load_segments(log: Log, recovery_point: int, log_start_offset: int,
     producer_state = log.producer_state
     epochs = log.leader_epoch_cache
 
-    def on_batch(batch: RecordBatch) -> None:
-        producer_state.update(batch)
-        if batch.partition_leader_epoch >= 0:
-            epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-
     segs = list(log.segments)
     first_unflushed = len(segs)
     if not clean_shutdown:
@@ -97,13 +103,24 @@ def load_segments(log: Log, recovery_point: int, log_start_offset: int,
         try:
             seg.sanity_check()
             seg.load_time_state()
-            _replay_headers(seg, producer_state)
-        except CorruptIndexError:
-            seg.recover(max_batch, on_batch)
+        except CorruptIndexError as e:
+            log_.warning("recovering %s: %s", seg.log_path, e)
+            seg.recover(max_batch, None)
+            rebuild_txn_index(log, seg)
             recovered += 1
+    # producer state: the newest snapshot not beyond the first segment to recover (or the
+    # log end), then the trusted batch headers after it; recovered segments feed it below
+    if first_unflushed < len(segs):
+        state_end = segs[first_unflushed].base_offset
+    else:
+        state_end = segs[-1].read_next_offset() if segs else 0
+    start = max(log_start_offset, segs[0].base_offset) if segs else 0
+    snap = producer_state.load_snapshot(state_end, min_offset=start)
+    replay_producer_state(log, producer_state, snap if snap is not None else start, state_end)
+
     for i in range(first_unflushed, len(segs)):
         seg = segs[i]
-        truncated += seg.recover(max_batch, on_batch)
+        truncated += seg.recover(max_batch, _state_feeder(producer_state, epochs, seg))
         recovered += 1
         if truncated:
             doomed = segs[i + 1:]
@@ -121,22 +138,85 @@ def load_segments(log: Log, recovery_point: int, log_start_offset: int,
     active.offset_index.resize(log.config.segment_index_bytes)
     active.time_index.resize(log.config.segment_index_bytes)
     leo = active.read_next_offset()
+    producer_state.delete_snapshots_after(leo)
     start = min(max(log_start_offset, log.segments[0].base_offset), leo)
     if not clean_shutdown:
         rp = min(recovery_point, leo)
         rp = leo if first_unflushed < len(segs) or not segs else rp
     else:
         rp = leo
+    if recovered or (snap != leo and leo > start):
+        producer_state.take_snapshot(leo)  # the next load replays nothing
     return LoadResult(rp, start, truncated, recovered)
 
 
-def _replay_headers(seg, producer_state) -> None:
-    """Feed producer state from a trusted segment's batch headers (control batches are read
-    whole for their coordinator epoch)."""
-    for h in seg.iter_headers(0):
-        if h.producer_id < 0:
+def _state_feeder(producer_state: ProducerStateManager, epochs, seg):
+    """`on_batch` for a segment being recovered: producer state, leader epochs and the
+    segment's `.txnindex` (reset by `recover`) follow every valid batch."""
+    def on_batch(batch: RecordBatch) -> None:
+        completed = producer_state.update(batch)
+        if completed is not None:
+            record_completed_txn(producer_state, seg, completed)
+        if epochs is not None and batch.partition_leader_epoch >= 0:
+            epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+    return on_batch
+
+
+def record_completed_txn(producer_state: ProducerStateManager, seg,
+                         completed: CompletedTxn, write_index: bool = True) -> None:
+    """A marker completed a transaction: an ABORT goes to the marker segment's `.txnindex`
+    (with the LSO right after it), then the transaction leaves the open set."""
+    if completed.is_aborted and write_index and seg is not None:
+        lso = producer_state.last_stable_offset_after(completed)
+        if (seg.txn_index.last_offset or -1) < completed.last_offset:
+            seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                            completed.last_offset, lso))
+    producer_state.complete_txn(completed)
+
+
+def replay_producer_state(log: Log, producer_state: ProducerStateManager, from_offset: int,
+                          to_offset: int) -> int:
+    """Feed `producer_state` the batches in [from_offset, to_offset) from trusted segments
+    (headers only; markers are read whole for their type and coordinator epoch). Completed
+    transactions are not indexed again (their `.txnindex` entries exist). Returns the
+    number of batches replayed."""
+    n = 0
+    if from_offset >= to_offset:
+        return 0
+    segs = log.segments
+    i = max(bisect.bisect_right([s.base_offset for s in segs], from_offset) - 1, 0)
+    for seg in segs[i:]:
+        if seg.base_offset >= to_offset:
+            break
+        h0 = seg.translate_offset(from_offset) if seg.base_offset < from_offset else None
+        pos = h0.position if h0 is not None else 0
+        if seg.base_offset < from_offset and h0 is None:
             continue
-        if h.is_control:
-            producer_state.update(RecordBatch(os.pread(seg.fd, h.size, h.position)))
-        else:
-            producer_state.update(h)
+        for h in seg.iter_headers(pos):
+            if h.base_offset >= to_offset:
+                break
+            if h.producer_id < 0 or h.last_offset < from_offset:
+                continue
+            batch = RecordBatch(os.pread(seg.fd, h.size, h.position)) if h.is_control else h
+            completed = producer_state.update(batch)
+            if completed is not None:
+                producer_state.complete_txn(completed)
+            n += 1
+    return n
+
+
+def rebuild_txn_index(log: Log, seg) -> None:
+    """Rebuild one segment's `.txnindex` after it was recovered outside the ordered replay
+    (its indexes were corrupt on a clean start): the producer state as of the segment's base
+    offset (snapshot + replay, in a scratch manager that deletes nothing) then the segment."""
+    scratch = ProducerStateManager(None)
+    scratch.snapshot_offsets = list(log.producer_state.snapshot_offsets)
+    scratch.dir = log.dir
+    first = log.segments[0].base_offset
+    snap = scratch.load_snapshot(seg.base_offset, first, readonly=True)
+    replay_producer_state(log, scratch, snap if snap is not None else first, seg.base_offset)
+    seg.txn_index.reset()
+    feed = _state_feeder(scratch, None, seg)
+    for h in seg.iter_headers(0):
+        if h.producer_id >= 0:
+            feed(RecordBatch(os.pread(seg.fd, h.size, h.position)) if h.is_control else h)

@@ -1,7 +1,12 @@
 """`Log`: one partition's segmented log (Kafka's UnifiedLog + LocalLog, minus compaction).
 
-Directory `<topic>-<partition>/` holds the segments (see storage.segment) and the
-`leader-epoch-checkpoint`. Offsets: `log_start_offset` (first readable), `log_end_offset`
+Directory `<topic>-<partition>/` holds the segments (see storage.segment), the
+`leader-epoch-checkpoint` and producer state snapshots `<offset>.snapshot`
+(storage.producer_snapshot: one per roll and one at the log end on close, so loading replays
+only what follows the newest). Transactions (KIP-98): markers complete a producer's open
+transaction; aborted ones go to the marker segment's `.txnindex`
+(storage.transaction_index); `last_stable_offset` = min(HW, first open/unreplicated
+transaction). Offsets: `log_start_offset` (first readable), `log_end_offset`
 (LEO, next offset to assign), `high_watermark` (set by the ReplicaManager), `recovery_point`
 (everything below is known flushed; a crash only re-scans from here).
 
@@ -20,13 +25,14 @@ import os
 import time
 from collections.abc import Callable
 
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import LOG_APPEND_TIME, CorruptRecordError, RecordBatch, iter_batches
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache
 from storage.index import CorruptIndexError
-from storage.loader import load_segments
-from storage.producer_state import ProducerStateManager
+from storage.loader import load_segments, record_completed_txn
+from storage.log_transactions import LogTransactions
+from storage.producer_state import ProducerStateManager, VerificationGuard
 from storage.recompress import recompress, target_codec
 from storage.segment import DELETED_SUFFIX, FileRecords, LogSegment
 
@@ -61,7 +67,7 @@ class FetchDataInfo:
     records: FileRecords
 
 
-class Log:
+class Log(LogTransactions):
     """A partition log. Construct with `Log(dir_path, config, ...)`; it loads/recovers."""
 
     def __init__(self, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
@@ -81,8 +87,8 @@ class Log:
         self.topic, self.partition = parse_topic_partition(os.path.basename(dir_path))
         os.makedirs(dir_path, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(dir_path)
-        self.producer_state = ProducerStateManager()
-        self.high_watermark = 0
+        self.producer_state = ProducerStateManager(dir_path)
+        self._high_watermark = 0
         self._flush_scheduled_to = 0  # highest offset a flush.messages flush was asked up to
         self.last_flush_ms = time_ms()
         self.segments: list[LogSegment] = []
@@ -132,7 +138,8 @@ class Log:
         return len(self.segments)
 
     # --- append -----------------------------------------------------------------------------
-    def append_as_leader(self, records, leader_epoch: int, origin: str = "client"
+    def append_as_leader(self, records, leader_epoch: int, origin: str = "client",
+                         verification_guard: VerificationGuard | None = None
                          ) -> LogAppendInfo:
         """Validate, assign offsets, stamp `leader_epoch` and append v2 batches.
 
@@ -141,15 +148,18 @@ class Log:
         > max.message.bytes), RECORD_LIST_TOO_LARGE (the append > segment.bytes),
         INVALID_RECORD (record count != lastOffsetDelta + 1, control batch from a client, a
         record without key on a `cleanup.policy=compact` topic, as Kafka's LogValidator),
-        INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER (idempotence). A duplicate of
-        one of a producer's last 5 batches is not written: its original offsets come back
-        with `duplicate=True`.
+        INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER (idempotence), INVALID_TXN_STATE
+        (a transactional batch starting a transaction without the `verification_guard` of
+        a KIP-890 verification, when `producer_state.verification_enabled`; a
+        non-transactional batch inside an open transaction), TRANSACTION_COORDINATOR_FENCED
+        (a marker from an older coordinator epoch). A duplicate of one of a producer's last 5
+        batches is not written: its original offsets come back with `duplicate=True`.
         """
         buf = records if isinstance(records, bytearray) or (
             isinstance(records, memoryview) and not records.readonly) else bytearray(records)
         batches = self._analyze(buf)
         compacted = origin == "client" and "compact" in self.config.cleanup_policy
-        pending: dict[int, tuple[int, int]] = {}
+        pending: dict[int, tuple[int, int, bool]] = {}
         for b in batches:
             if b.record_count != b.last_offset_delta + 1:
                 raise KafkaError(ErrorCode.INVALID_RECORD,
@@ -157,11 +167,14 @@ class Log:
                                  f"delta {b.last_offset_delta}")
             if b.is_control and origin == "client":
                 raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-            if compacted and not b.is_control and any(
-                    r.key is None for r in b.iter_records()):
-                raise KafkaError(ErrorCode.INVALID_RECORD,
-                                 "Compacted topic cannot accept message without key")
-            dup = self.producer_state.check(b, pending) if origin != "replication" else None
+            if compacted and not b.is_control:
+                keyless = [i for i, r in enumerate(b.iter_records()) if r.key is None]
+                if keyless:  # KIP-467: the indexes of the failing records
+                    raise RecordValidationError([
+                        (i, "Compacted topic cannot accept message without key in topic "
+                            f"partition {self.topic}-{self.partition}.") for i in keyless])
+            dup = self.producer_state.check(b, pending, origin, verification_guard) \
+                if origin != "replication" else None
             if dup is not None:
                 return LogAppendInfo(dup.first_offset, dup.last_offset, dup.max_timestamp,
                                      dup.last_offset, -1, self.log_start_offset, 0, 0,
@@ -241,8 +254,12 @@ class Log:
             now = self.time_ms()
         seg = self._maybe_roll(len(buf), max_ts, first, last, now)
         seg.append(buf, meta, now)
+        producer_state = self.producer_state
         for b in batches:
-            self.producer_state.update(b)
+            if b.producer_id >= 0:
+                completed = producer_state.update(b)
+                if completed is not None:
+                    record_completed_txn(producer_state, seg, completed)
         self.log_end_offset = last + 1
         flushed = None
         if self.log_end_offset - max(self.recovery_point, self._flush_scheduled_to) \
@@ -299,6 +316,8 @@ class Log:
         if old.base_offset == new_base and old.size == 0:
             return old
         old.on_become_inactive()
+        self.producer_state.take_snapshot(new_base)  # fsynced by the next flush
+        self._retain_snapshots()
         seg = self._new_segment(new_base)
         self._add_segment(seg)
         self._schedule_flush(self.on_roll, new_base)
@@ -341,7 +360,8 @@ class Log:
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) of the first record with timestamp >=
         `timestamp`; -2 (earliest) -> (log start, -1); -1 (latest) -> (LEO, -1); -3 (max
-        timestamp, KIP-734) -> (offset of the batch with the largest timestamp, it). None if
+        timestamp, KIP-734) -> (offset of the first record carrying the largest timestamp, it;
+        KAFKA-16310). None if
         no record is that recent."""
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset, -1
@@ -349,30 +369,13 @@ class Log:
             return self.log_end_offset, -1
         if timestamp == MAX_TIMESTAMP:
             best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
-            if best.max_timestamp_so_far < 0:
-                return None
-            return best.offset_of_max_timestamp_so_far, best.max_timestamp_so_far
+            return best.find_max_timestamp_record()
         for seg in self.segments:
             if seg.max_timestamp_so_far >= timestamp:
                 found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
                 if found is not None:
                     return found
         return None
-
-    # --- transactions -----------------------------------------------------------------------
-    @property
-    def last_stable_offset(self) -> int:
-        """LSO: the high watermark, or the first offset of the earliest open transaction
-        if that is lower (READ_COMMITTED consumers read up to here)."""
-        first = self.producer_state.first_unstable_offset()
-        return self.high_watermark if first is None else min(first, self.high_watermark)
-
-    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
-                                     ) -> list[tuple[int, int]]:
-        """(producer_id, first_offset) of aborted transactions overlapping the fetched range
-        (FetchResponse `AbortedTransactions`)."""
-        return self.producer_state.collect_aborted_transactions(start_offset,
-                                                                upper_bound_offset)
 
     # --- truncation -------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:
@@ -395,7 +398,7 @@ class Log:
         active.time_index.resize(self.config.segment_index_bytes)
         self.log_end_offset = active.read_next_offset()
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.producer_state.truncate_end(self.log_end_offset)
+        self._reload_producer_state()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._flush_scheduled_to = min(self._flush_scheduled_to, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
@@ -412,7 +415,7 @@ class Log:
         self.recovery_point = self.high_watermark = offset
         self._flush_scheduled_to = offset
         self.leader_epoch_cache.clear()
-        self.producer_state.clear()
+        self.producer_state.truncate_fully()
 
     # --- retention / log start --------------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:
@@ -499,6 +502,7 @@ class Log:
             if seg.base_offset < target:
                 seg.flush()
         self.leader_epoch_cache.flush()
+        self.producer_state.sync_snapshots()
         self.recovery_point = max(self.recovery_point, target)
 
     @property
@@ -512,8 +516,11 @@ class Log:
             self.time_ms() - self.last_flush_ms >= self.config.flush_interval_ms
 
     def close(self) -> None:
-        """Trim the active indexes and close every file (clean shutdown, after `flush`)."""
+        """Trim the active indexes and close every file (clean shutdown, after `flush`);
+        a producer snapshot at the log end lets the next load skip the replay."""
         self.leader_epoch_cache.flush()
+        self.producer_state.take_snapshot(self.log_end_offset, sync=True)
+        self.producer_state.sync_snapshots()
         for seg in self.segments:
             if seg is self.active_segment and seg.max_timestamp_so_far >= 0:
                 seg.on_become_inactive()

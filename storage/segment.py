@@ -5,6 +5,7 @@ Files, named by the segment's base offset as 20 zero-padded digits (Kafka's layo
     00000000000000000000.log        record batches exactly as appended (v2, offsets assigned)
     00000000000000000000.index      OffsetIndex (see storage.index)
     00000000000000000000.timeindex  TimeIndex
+    00000000000000000000.txnindex   TransactionIndex (aborted transactions; only if any)
 
 Only the owning `Log` calls these methods (not thread-safe). Writes use `os.pwrite` at the
 segment's current size; reads return `FileRecords` slices of the `.log` file object so the
@@ -20,6 +21,7 @@ from typing import NamedTuple
 
 from protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 from storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -127,6 +129,7 @@ class LogSegment:
                                         max_index_size, writable=active)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
                                     max_index_size, writable=active)
+        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX + file_suffix, base_offset)
         self.bytes_since_last_index_entry = 0
         self._max_ts = -1  # max_timestamp_so_far
         self._offset_of_max_ts = base_offset
@@ -314,6 +317,24 @@ class LogSegment:
                         return rec.offset, rec.timestamp
         return None
 
+    def find_max_timestamp_record(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is the segment's largest
+        (ListOffsets MAX_TIMESTAMP, KAFKA-16310: the record, not its batch's last offset), or
+        None when no batch carries a timestamp. Scans from the index entry of the batch that
+        holds `max_timestamp_so_far` (Kafka's UnifiedLog.fetchOffsetByTimestamp)."""
+        max_ts = self.max_timestamp_so_far
+        if max_ts < 0:
+            return None
+        _, pos = self.offset_index.lookup(self.offset_of_max_timestamp_so_far)
+        for h in self.iter_headers(pos):
+            if h.max_timestamp == max_ts:
+                batch = RecordBatch(os.pread(self.fd, h.size, h.position))
+                for rec in batch:
+                    if rec.timestamp == max_ts:
+                        return rec.offset, rec.timestamp
+                return None
+        return None
+
     # --- recovery ---------------------------------------------------------------------------
     def recover(self, max_batch_size: int,
                 on_batch: Callable[[RecordBatch], None] | None = None) -> int:
@@ -325,6 +346,7 @@ class LogSegment:
         self.time_index.cancel_deferred_check()
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()  # rebuilt by `on_batch` (the Log's producer state replay)
         self.bytes_since_last_index_entry = 0
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = -1, self.base_offset
         self.rolling_based_timestamp = None
@@ -399,6 +421,8 @@ class LogSegment:
                 raise CorruptIndexError(f"{idx.path}: empty for a {self.size}-byte log")
         for idx in (self.offset_index, self.time_index):
             idx.defer_sanity_check(self.size, self._on_corrupt_index)
+        if os.path.exists(self.txn_index.path):
+            self.txn_index.sanity_check()
 
     def _on_corrupt_index(self, error: CorruptIndexError) -> None:
         log.warning("rebuilding the indexes of %s: %s", self.log_path, error)
@@ -444,6 +468,7 @@ class LogSegment:
         stays whole unless it starts at it). Returns bytes removed."""
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         h = self.translate_offset(offset)
         if h is None:
             return 0
@@ -497,6 +522,7 @@ class LogSegment:
             os.fsync(self.fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except (OSError, ValueError):
             if not self.log_file.closed:
                 raise
@@ -524,8 +550,8 @@ class LogSegment:
         self.log_file.close()
 
     def change_suffix(self, old: str, new: str) -> None:
-        """Rename the three files (e.g. "" -> ".deleted")."""
-        for holder in (self.offset_index, self.time_index):
+        """Rename the segment's files (e.g. "" -> ".deleted")."""
+        for holder in (self.offset_index, self.time_index, self.txn_index):
             holder.rename_to(holder.path[: len(holder.path) - len(old)] + new)
         new_log = self.log_path[: len(self.log_path) - len(old)] + new
         os.replace(self.log_path, new_log)
@@ -534,7 +560,8 @@ class LogSegment:
     def delete_files(self) -> None:
         if not self.log_file.closed:
             self.close_handlers()
-        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+        for p in (self.log_path, self.offset_index.path, self.time_index.path,
+                  self.txn_index.path):
             try:
                 os.unlink(p)
             except FileNotFoundError:

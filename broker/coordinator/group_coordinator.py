@@ -102,6 +102,9 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", timer)
         self.sync_purgatory = DelayedOperationPurgatory("Sync", timer)
         self.groups: dict[str, GroupMetadata] = {}
+        # KIP-848 groups (broker.coordinator.consumer_coordinator sets ``consumer``)
+        self.consumer_groups: dict = {}
+        self.consumer = None
         self.owned: set[int] = set()
         self.loading: set[int] = set()
         self.epochs: dict[int, int] = {}
@@ -130,6 +133,9 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         self.join_purgatory.shutdown()
         self.heartbeat_purgatory.shutdown()
         self.sync_purgatory.shutdown()
+        if self.consumer is not None:
+            self.consumer.shutdown()
+        self.consumer_groups.clear()
         self.groups.clear()
         self.owned.clear()
 
@@ -143,6 +149,15 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("group coordinator task failed", exc_info=task.exception())
+
+    def _spawn_callback(self, coro, callback: Callable[[Any], None], on_error: Any) -> None:
+        """Run ``coro`` and hand its result to ``callback`` (``on_error`` if it raised)."""
+        def done(task: asyncio.Task) -> None:
+            if task.cancelled() or task.exception() is not None:
+                callback(on_error)
+            else:
+                callback(task.result())
+        self._spawn(coro).add_done_callback(done)
 
     async def wait_idle(self) -> None:
         """Wait for in-flight background writes/loads (tests, shutdown)."""
@@ -167,6 +182,11 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         err = self.coordinator_error(group_id)
         if err != E.NONE:
             return all_(err)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            err = self.consumer.validate_offset_commit(consumer_group, member_id,
+                                                       group_instance_id, generation_id)
+            return all_(err) if err != E.NONE else await self._do_commit(consumer_group, offsets)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -243,7 +263,7 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         err = self.coordinator_error(group_id)
         if err != E.NONE:
             return err, {}
-        group = self.groups.get(group_id)
+        group = self.groups.get(group_id) or self.consumer_groups.get(group_id)
         if group is None or group.is_state(S.DEAD):
             return E.NONE, {tp: (None, E.NONE) for tp in partitions or ()}
         wanted = list(group.offsets) if partitions is None else partitions
@@ -263,11 +283,19 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         if err != E.NONE:
             return err, {}
         group = self.groups.get(group_id)
-        if group is None or group.is_state(S.DEAD):
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            group = consumer_group
+            subscribed = set()
+            for m in group.members.values():
+                subscribed |= self.consumer.member_topics(m)
+        elif group is None or group.is_state(S.DEAD):
             return E.GROUP_ID_NOT_FOUND, {}
-        if not group.is_state(S.EMPTY) and group.protocol_type != "consumer":
+        elif not group.is_state(S.EMPTY) and group.protocol_type != "consumer":
             return E.NON_EMPTY_GROUP, {}
-        subscribed = set() if group.is_state(S.EMPTY) else (group.subscribed_topics() or set())
+        else:
+            subscribed = set() if group.is_state(S.EMPTY) \
+                else (group.subscribed_topics() or set())
         result = {}
         deletable = []
         for tp in partitions:
@@ -304,6 +332,8 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         wanted = {s.lower() for s in states}
         groups = [g for g in self.groups.values()
                   if not g.is_state(S.DEAD) and (not wanted or g.state.value.lower() in wanted)]
+        groups += [g for g in self.consumer_groups.values()
+                   if not wanted or g.state.value.lower() in wanted]
         return (E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE), groups
 
     async def handle_delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
@@ -314,6 +344,10 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
             err = self.coordinator_error(group_id)
             if err != E.NONE:
                 out[group_id] = err
+                continue
+            consumer_group = self.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                out[group_id] = await self.consumer.delete_group(consumer_group)
                 continue
             group = self.groups.get(group_id)
             if group is None or group.is_state(S.DEAD):
@@ -341,6 +375,17 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         offsets expired."""
         now = self.time_ms()
         total = 0
+        for cg in list(self.consumer_groups.values()):
+            subscribed = set()
+            for m in cg.members.values():
+                subscribed |= self.consumer.member_topics(m)
+            expired = cg.expired_offsets(now, self.config.offsets_retention_ms, subscribed)
+            if expired:
+                for tp in expired:
+                    cg.offsets.pop(tp, None)
+                total += len(expired)
+                await self.store.append(self.partition_for(cg.group_id),
+                                        [offset_tombstone(cg.group_id, *tp) for tp in expired])
         for group in list(self.groups.values()):
             expired = group.expired_offsets(now, self.config.offsets_retention_ms)
             removable = group.is_state(S.EMPTY) and not group.pending_members and \

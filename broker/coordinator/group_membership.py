@@ -79,6 +79,13 @@ class GroupMembership:
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return fail(E.INVALID_SESSION_TIMEOUT)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:  # a classic member of a KIP-848 group (migration)
+            return self._spawn_callback(self.consumer.classic_join(
+                consumer_group, member_id, group_instance_id, require_known_member_id,
+                client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                protocol_type, protocols), callback, JoinResult(int(E.UNKNOWN_SERVER_ERROR),
+                                                                member_id))
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(group_id)
         if group is None:
@@ -398,6 +405,10 @@ class GroupMembership:
             return fail(E.REBALANCE_IN_PROGRESS)
         if err != E.NONE:
             return fail(err)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return callback(self.consumer.classic_sync(consumer_group, generation_id, member_id,
+                                                       protocol_type, protocol_name))
         group = self.groups.get(group_id)
         if group is None:
             return fail(E.UNKNOWN_MEMBER_ID)
@@ -467,6 +478,9 @@ class GroupMembership:
             return E.NONE
         if err != E.NONE:
             return err
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.classic_heartbeat(consumer_group, member_id, generation_id)
         group = self.groups.get(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
@@ -492,6 +506,9 @@ class GroupMembership:
         err = self.coordinator_error(group_id)
         if err != E.NONE:
             return err, [err] * len(leaving)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return E.NONE, self.consumer.classic_leave(consumer_group, leaving)
         group = self.groups.get(group_id)
         if group is None:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)

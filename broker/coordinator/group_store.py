@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from broker.coordinator.consumer_records import ConsumerGroupReplay
 from broker.coordinator.group import GroupMetadata, GroupState
 from broker.coordinator.records import GroupRecord, OffsetRecord, decode_record, group_from_value
 from protocol.errors import ErrorCode, KafkaError
@@ -145,6 +146,7 @@ class GroupStore:
         offsets: dict[str, dict[tuple[str, int], object]] = {}
         groups: dict[str, object] = {}
         removed_groups: set[str] = set()
+        consumer_replay = ConsumerGroupReplay()  # KIP-848 records (key versions 3-8)
         position = plog.log_start_offset
         end = plog.log_end_offset
         while position < end and is_current():
@@ -172,6 +174,12 @@ class GroupStore:
                             group_offsets.pop(tp, None)
                         else:
                             group_offsets[tp] = parsed.value
+                    elif parsed is None and rec.key is not None:
+                        try:
+                            consumer_replay.add(rec.key, rec.value)
+                        except KafkaError as e:
+                            log.warning("skipping unreadable record at %s-%d offset %d: %s",
+                                        GROUP_METADATA_TOPIC, partition, rec.offset, e)
                     elif isinstance(parsed, GroupRecord):
                         if parsed.value is None:
                             groups.pop(parsed.group_id, None)
@@ -187,6 +195,7 @@ class GroupStore:
         out: dict[str, GroupMetadata] = {}
         for group_id, value in groups.items():
             out[group_id] = group_from_value(group_id, value, self.time_ms)
+        out.update(consumer_replay.groups(self.time_ms))
         for group_id, group_offsets in offsets.items():
             if not group_offsets:
                 continue

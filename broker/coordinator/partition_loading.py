@@ -100,6 +100,11 @@ class PartitionLoading:
             if self.partition_for(group_id) != partition:
                 continue
             group._now_ms = self.time_ms
+            if getattr(group, "is_consumer_group", False):  # KIP-848 group
+                if self.consumer is not None:
+                    self.consumer_groups[group_id] = group
+                    self.consumer.on_group_loaded(group)
+                continue
             self.groups[group_id] = group
             self._on_group_loaded(group)
         self.loading.discard(partition)
@@ -146,6 +151,11 @@ class PartitionLoading:
         self.owned.discard(partition)
         if not was_owned:
             return
+        for group_id in [g for g in self.consumer_groups if self.partition_for(g) == partition]:
+            cg = self.consumer_groups.pop(group_id)
+            cg.dead = True
+            if self.consumer is not None:
+                self.consumer.on_group_unloaded(cg)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
             self._fail_waiters(group, E.NOT_COORDINATOR)

@@ -22,6 +22,11 @@ import functools
 import logging
 
 from broker.config import ConfigError
+from broker.coordinator.consumer_coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    TopicView,
+)
 from broker.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from broker.coordinator.group_store import (
     COMPRESSION_CODECS,
@@ -80,6 +85,10 @@ def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
     cfg = GroupConfig.from_kafka_config(services.config)
     store = group_store_from_config(services.config, services.replica_manager)
     coordinator = GroupCoordinator(services.broker_id, cfg, store, services.timer)
+    # KIP-848 consumer groups share the partitions, store and offsets (issue 16)
+    coordinator.consumer = ConsumerGroupCoordinator(
+        coordinator, ConsumerGroupConfig.from_kafka_config(services.config),
+        TopicView(services.metadata_cache))
     coordinator.startup()
     services.group_coordinator = coordinator
 

@@ -24,6 +24,8 @@ HANDLER_MODULES = [
     "group_admin",
     "offsets",
     "producers",
+    "describe_topic_partitions",
+    "consumer_groups",
 ]
 
 

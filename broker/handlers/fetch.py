@@ -1,6 +1,6 @@
 # Behaviour: Fetch (api key 1) reads record batches for consumers (replica_id -1: up to the
-#   high watermark, read_committed: up to the last stable offset = HW while there are no
-#   transactions, aborted_transactions empty) and followers (replica_id >= 0: up to the log
+#   high watermark; read_committed: up to the last stable offset, with the aborted
+#   transactions overlapping the read from the segments' .txnindex) and followers (replica_id >= 0: up to the log
 #   end offset; their fetch offset updates the leader's follower state and may move the HW).
 #   Record bytes leave as file slices of the segment files (sendfile, zero copy); a partial
 #   batch at the end of a slice is allowed, as in Kafka (clients drop it). Byte limits follow
@@ -13,7 +13,9 @@
 #   UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH,
 #   UNKNOWN_LEADER_EPOCH, UNSUPPORTED_COMPRESSION_TYPE (zstd to an old fetch version);
 #   top-level: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
-#   FETCH_SESSION_TOPIC_ID_ERROR. preferred_read_replica is always -1 (no KIP-392).
+#   FETCH_SESSION_TOPIC_ID_ERROR. A follower sending last_fetched_epoch (v12+) whose epoch
+#   history diverges from the leader's gets diverging_epoch and no records (KIP-595); a
+#   follower's fetch may be throttled (KIP-73, empty records).
 # Version notes: v0-v3 clients read magic 0/1 only: batches are down-converted (v0-v1 to
 #   magic 0, v2-v3 to magic 1; protocol.legacy_records.convert_from_v2) and copied; v0-v2
 #   have no max_bytes and a hard partition limit (no KIP-74 first-batch exception); v4+
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from broker.fetch_session import INVALID_SESSION_ID, FetchSessionCache
 from broker.handlers.registry import handles, then
+from broker.metrics import TOPIC_STATS
 from broker.partition import READ_COMMITTED
 from broker.purgatory.delayed_fetch import FetchParams, FetchPartitionData, PartitionFetchInfo
 from protocol.errors import ErrorCode, KafkaError
@@ -41,6 +44,7 @@ DEFAULT_FETCH_MAX_BYTES = 57_671_680  # fetch.max.bytes (55 MiB)
 
 _TopicResp = FetchResponse.FetchableTopicResponse
 _PartResp = FetchResponse.PartitionData
+_Aborted = FetchResponse.AbortedTransaction
 
 
 def _session_cache(broker) -> FetchSessionCache:
@@ -87,16 +91,23 @@ def _partition(version: int, index: int, data: FetchPartitionData, isolation: in
             records = _records_for(version, data)
         except KafkaError as e:
             error = e.code
-    aborted = [] if isolation == READ_COMMITTED else None
+    aborted = None
+    if isolation == READ_COMMITTED:
+        aborted = [_Aborted(producer_id=pid, first_offset=first)
+                   for pid, first in data.aborted_transactions or ()]
     if error != ErrorCode.NONE:
         return _PartResp(partition_index=index, error_code=error, high_watermark=-1,
                          last_stable_offset=-1, log_start_offset=-1,
                          aborted_transactions=aborted, preferred_read_replica=-1, records=b"")
-    return _PartResp(partition_index=index, error_code=ErrorCode.NONE,
+    resp = _PartResp(partition_index=index, error_code=ErrorCode.NONE,
                      high_watermark=data.high_watermark,
                      last_stable_offset=data.last_stable_offset,
                      log_start_offset=data.log_start_offset, aborted_transactions=aborted,
-                     preferred_read_replica=-1, records=records)
+                     preferred_read_replica=data.preferred_read_replica, records=records)
+    if data.diverging_epoch is not None:
+        resp.diverging_epoch = FetchResponse.EpochEndOffset(epoch=data.diverging_epoch[0],
+                                                            end_offset=data.diverging_epoch[1])
+    return resp
 
 
 def _group(version: int, entries, isolation: int) -> list:
@@ -141,7 +152,10 @@ def handle_fetch(ctx, req: FetchRequest):
     params = FetchParams(replica_id=replica_id, max_wait_ms=req.max_wait_ms,
                          min_bytes=req.min_bytes,
                          max_bytes=min(max_bytes, _broker_max_bytes(broker, replica_id)),
-                         isolation_level=isolation, hard_max_bytes_limit=version <= 2)
+                         isolation_level=isolation, hard_max_bytes_limit=version <= 2,
+                         replica_epoch=req.replica_state.replica_epoch
+                         if version >= 15 and req.replica_state is not None else -1,
+                         rack_id=(req.rack_id or "") if version >= 11 else "")
     use_ids = version >= TOPIC_ID_VERSION
     fetch_data = []
     unknown_ids = []
@@ -174,6 +188,7 @@ def handle_fetch(ctx, req: FetchRequest):
                              responses=[])
 
     def build(results: dict) -> FetchResponse:
+        TOPIC_STATS.record_fetch(results, replica_id >= 0, version < 4)
         session_id, parts = context.update_and_generate_response_data(results)
         entries = [(tp[0], context.topic_id(tp) if use_ids else None, tp[1], data)
                    for tp, data in parts]

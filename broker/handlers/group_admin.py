@@ -3,13 +3,15 @@
 Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``):
 - DescribeGroups: per group, from ``ctx.broker.group_coordinator``: NOT_COORDINATOR /
   COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE per group; an unknown group is
-  described with error NONE and state "Dead". A Stable group shows its protocol and, per
+  described with error NONE and state "Dead", and so is a KIP-848 consumer group (as Kafka
+  3.9: DescribeGroups describes classic groups; ConsumerGroupDescribe the others). A Stable group shows its protocol and, per
   member, the metadata for that protocol and the assignment; other states show protocol ""
   and members without metadata/assignment. v3+ ``include_authorized_operations``: no
   authorizer, so every group operation (READ, DELETE, DESCRIBE); else -2147483648.
-- ListGroups: the groups this broker coordinates (COORDINATOR_LOAD_IN_PROGRESS while a
-  partition loads, listing what is loaded); v4 ``states_filter`` (case-insensitive), v5
-  ``types_filter`` (every group here is "classic") and ``group_type``.
+- ListGroups: the groups this broker coordinates, classic and KIP-848 consumer groups
+  (COORDINATOR_LOAD_IN_PROGRESS while a partition loads, listing what is loaded); v4
+  ``states_filter`` (case-insensitive; consumer groups have Empty/Assigning/Reconciling/
+  Stable), v5 ``types_filter`` ("classic" / "consumer", KIP-1043) and ``group_type``.
 - DeleteGroups: per group NONE (Empty groups: offsets and the group get tombstones),
   NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69), or the coordinator error.
 
@@ -33,6 +35,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # AclOperation codes (KIP-430): READ 3, DELETE 6, DESCRIBE 8
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
 
 
 def _described(group_id: str, error, state: str = "", ops: int = AUTHORIZED_OPERATIONS_OMITTED):
@@ -84,12 +87,17 @@ def handle_list_groups(ctx, request):
     states = list(request.states_filter or ()) if version >= 4 else []
     types = {t.lower() for t in (request.types_filter or ())} if version >= 5 else set()
     error, groups = coordinator.handle_list_groups(states)
-    if types and GROUP_TYPE_CLASSIC not in types:
-        groups = []
+    listed = [(g, _group_type(g)) for g in sorted(groups, key=lambda g: g.group_id)]
     return ListGroupsResponse(error_code=int(error), groups=[
         ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
-                                       group_state=str(g.state), group_type=GROUP_TYPE_CLASSIC)
-        for g in sorted(groups, key=lambda g: g.group_id)])
+                                       group_state=str(g.state), group_type=kind)
+        for g, kind in listed if not types or kind in types])
+
+
+def _group_type(group) -> str:
+    """KIP-1043 group type: "consumer" for KIP-848 groups, else "classic"."""
+    return GROUP_TYPE_CONSUMER if getattr(group, "is_consumer_group", False) \
+        else GROUP_TYPE_CLASSIC
 
 
 def delete_error_response(request, version: int, error: KafkaError):

@@ -5,8 +5,10 @@
 #   Kafka does (the client cannot learn of the error otherwise). Other acks values answer
 #   INVALID_REQUIRED_ACKS for every partition. Errors are per partition:
 #   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE (bad CRC / torn batch),
-#   MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP (batch base /
-#   max timestamp outside message.timestamp.before/after.max.ms, CreateTime topics), and for
+#   MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP (a record's
+#   timestamp outside message.timestamp.before/after.max.ms, CreateTime topics); a keyless
+#   record on a compacted topic or an out-of-range timestamp fails the whole batch and names
+#   the records in `record_errors` (v8+, KIP-467, with Kafka's summary `error_message`), and for
 #   idempotent producers OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH; a retried
 #   duplicate of one of the producer's last 5 batches answers NONE with the original base
 #   offset (Kafka's DUPLICATE_SEQUENCE_NUMBER handling). Produce never creates topics.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import struct
 
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
+from broker.metrics import TOPIC_STATS
 from broker.replica_manager import ProducePartitionResult
 from protocol.errors import ErrorCode, KafkaError
 from protocol.legacy_records import convert_to_v2
@@ -42,6 +45,7 @@ MIN_BATCH_SIZE = 61
 
 _TopicResp = ProduceResponse.TopicProduceResponse
 _PartResp = ProduceResponse.PartitionProduceResponse
+_RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 
 def _prepare(records, version: int):
@@ -86,7 +90,10 @@ def _response(req: ProduceRequest, results: dict) -> ProduceResponse:
             parts.append(_PartResp(index=p.index, error_code=r.error, base_offset=r.base_offset,
                                    log_append_time_ms=r.log_append_time,
                                    log_start_offset=r.log_start_offset,
-                                   error_message=r.error_message if r.error else None))
+                                   error_message=r.error_message if r.error else None,
+                                   record_errors=[_RecordError(batch_index=i,
+                                                               batch_index_error_message=m)
+                                                  for i, m in r.record_errors]))
         topics.append(_TopicResp(name=name, partition_responses=parts))
     return ProduceResponse(responses=topics)
 
@@ -122,6 +129,7 @@ def handle_produce(ctx, req: ProduceRequest):
     def finish(res: dict):
         if failed:
             res = {**res, **failed}
+        TOPIC_STATS.record_produce(entries, res)
         return _finish(req, acks, res)
 
     return then(results, finish)

@@ -39,6 +39,8 @@ class FetchParams:
     isolation_level: int = 0
     hard_max_bytes_limit: bool = False
     fetch_only_from_leader: bool = True
+    replica_epoch: int = -1  # a follower's broker epoch (Fetch v15+ ReplicaState)
+    rack_id: str = ""  # the consumer's client.rack (Fetch v11+, KIP-392)
 
     @property
     def is_from_follower(self) -> bool:
@@ -61,7 +63,9 @@ class PartitionFetchInfo:
 class FetchPartitionData:
     """One partition's fetch answer. `records` is a `storage.segment.FileRecords` (file
     slices, sent with sendfile) or empty bytes; offsets are -1 on error (Kafka's
-    LogReadResult for a failed read)."""
+    LogReadResult for a failed read). `diverging_epoch`: a follower must truncate first
+    (Fetch v12+ DivergingEpoch); `preferred_read_replica` >= 0: read from that broker
+    instead (KIP-392, no records)."""
 
     error: int = ErrorCode.NONE
     high_watermark: int = -1
@@ -70,6 +74,8 @@ class FetchPartitionData:
     records: object = b""
     preferred_read_replica: int = -1
     error_message: str | None = None
+    aborted_transactions: list | None = None  # [(producer_id, first_offset)], read_committed
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower
 
 
 class FetchPartitionStatus:
@@ -122,11 +128,13 @@ class DelayedFetch(DelayedOperation):
                 the re-read answers FENCED_LEADER_EPOCH / data as appropriate.
         Case E: the bytes that became readable since parking (up to the high watermark for
                 consumers, the log end offset for followers) reach `min_bytes` -> NONE with
-                the data.
+                the data. A READ_COMMITTED fetch counts a partition only once its last
+                stable offset passed the fetch offset (Kafka's TXN_COMMITTED end offset).
         (Case F, the deadline `max_wait_ms`, is the timer: whatever is readable is returned.)
         """
         accumulated = 0
         follower = self.params.replica_id >= 0
+        read_committed = not follower and self.params.isolation_level == 1
         only_leader = self.params.fetch_only_from_leader
         for st in self.statuses:
             current = self.get_partition(st.topic, st.partition)
@@ -142,6 +150,8 @@ class DelayedFetch(DelayedOperation):
             counter = current.end_bytes if follower else current.hw_bytes
             if counter < st.start_bytes:
                 return self.force_complete()  # case C
+            if read_committed and current.last_stable_offset <= st.info.fetch_offset:
+                continue  # nothing readable yet: an open transaction holds the LSO back
             accumulated += counter - st.start_bytes
         if accumulated >= self.params.min_bytes:
             return self.force_complete()  # case E

@@ -23,20 +23,23 @@ __all__ = ["DelayedProduce", "ProducePartitionResult", "ProducePartitionStatus"]
 
 class ProducePartitionResult:
     """One partition's produce answer (Kafka's PartitionResponse). Offsets in records,
-    times in ms; `log_append_time` is -1 unless the topic uses LogAppendTime."""
+    times in ms; `log_append_time` is -1 unless the topic uses LogAppendTime;
+    `record_errors` (KIP-467) names the records that failed validation."""
 
     __slots__ = ("error", "base_offset", "last_offset", "log_append_time", "log_start_offset",
-                 "error_message")
+                 "error_message", "record_errors")
 
     def __init__(self, error: int = ErrorCode.NONE, base_offset: int = -1, last_offset: int = -1,
                  log_append_time: int = -1, log_start_offset: int = -1,
-                 error_message: str | None = None) -> None:
+                 error_message: str | None = None,
+                 record_errors: tuple | list = ()) -> None:
         self.error = error
         self.base_offset = base_offset
         self.last_offset = last_offset
         self.log_append_time = log_append_time
         self.log_start_offset = log_start_offset
         self.error_message = error_message
+        self.record_errors = record_errors  # KIP-467: [(batch_index, message)]
 
     def __repr__(self) -> str:
         return (f"ProducePartitionResult(error={int(self.error)}, base_offset={self.base_offset}, "

@@ -238,6 +238,21 @@ def test_fetch_offset_by_timestamp(make_log, tmp_path, clock, small_config):
     log.close()
 
 
+def test_max_timestamp_is_the_record_not_the_batch_end(make_log, small_config):
+    """KAFKA-16310: ListOffsets MAX_TIMESTAMP answers the record with the largest timestamp
+    (the first one if several), not the last offset of its batch."""
+    from protocol.record_builder import RecordBatchBuilder
+    log = make_log(small_config)
+    log.append_as_leader(build_batch(n=3, ts=1000), 0)          # offsets 0-2
+    b = RecordBatchBuilder()
+    for ts in (2000, 9000, 3000, 9000):                          # offsets 3-6
+        b.append(ts, b"k", b"v")
+    log.append_as_leader(bytearray(b.build()), 0)
+    log.append_as_leader(build_batch(n=2, ts=5000), 0)          # offsets 7-8
+    assert log.fetch_offset_by_timestamp(-3) == (4, 9000)
+    log.close()
+
+
 def test_reopen_clean_keeps_everything(make_log, tmp_path, clock, small_config):
     log = make_log(small_config)
     for i in range(50):

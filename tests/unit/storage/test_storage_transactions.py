@@ -33,6 +33,7 @@ def test_lso_and_aborted_transactions_survive_reopen(make_log):
     for clean in (True, False):
         again = make_log(clean_shutdown=clean, recovery_point=0 if not clean else rp)
         assert again.collect_aborted_transactions(0, 8) == [(7, 0)]
+        again.high_watermark = again.log_end_offset  # the HW checkpoint's value
         assert again.producer_state.first_unstable_offset() is None
         again.close_handlers()
 

@@ -1,0 +1,631 @@
+"""`ReplicaFetcher`: one asyncio task copying partitions from one leader broker (Kafka's
+AbstractFetcherThread + ReplicaFetcherThread + RemoteLeaderEndPoint).
+
+Each loop round (`do_work`): truncate the partitions in the TRUNCATING state, then send one
+Fetch for the partitions ready to fetch and process its answer. Per partition the fetcher
+keeps a `PartitionFetchState`: fetch offset (= the local LEO once fetching), the leader epoch
+it fetches under, TRUNCATING / FETCHING, the epoch of the last batch fetched, the lag, and a
+back-off deadline after an error.
+
+Reconciling logs after a leader change (KIP-101, KIP-279, KIP-595):
+- With truncation on fetch (the default; `inter.broker.protocol.version` >= 2.7 and a leader
+  answering Fetch v12+), a partition with a known latest epoch starts FETCHING from its LEO and
+  sends `last_fetched_epoch`; a leader whose epoch history disagrees answers a diverging epoch
+  (epoch, end offset) and the follower truncates to min(that end offset, its own end offset
+  for that epoch) before fetching again.
+- Otherwise (or with an empty epoch cache) the partition starts TRUNCATING: it sends
+  OffsetsForLeaderEpoch with its latest epoch and truncates as Kafka's
+  getOffsetTruncationState does (repeating when the leader names an epoch the follower does
+  not know); a log without epochs truncates to its high watermark.
+Truncation never goes below what both logs agree on, so a follower restarting with a stale HW
+keeps its acknowledged records (KIP-101).
+
+Fetch answers (Kafka's processFetchRequest): records are appended unchanged
+(`Partition.append_records_as_follower`, a trailing partial batch dropped), then the HW
+(min(leader HW, LEO)) and log start offset are taken from the leader. OFFSET_OUT_OF_RANGE:
+ask the leader's LEO (ListOffsets latest as a replica): truncate to it when it is below ours
+(unclean election), else restart at max(our LEO, the leader's log start), emptying the log
+when it is entirely below the leader's start. FENCED_LEADER_EPOCH: the partition leaves this
+fetcher until the next LeaderAndIsr (if the epoch sent is still current). Other errors
+(NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, a lost connection)
+back the partition off for `replica.fetch.backoff.ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import struct
+import uuid
+from collections.abc import Callable
+
+from client.aio_connection import BrokerConnection, BrokerConnectionError
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+
+__all__ = ["ReplicaFetcher", "PartitionFetchState", "InitialFetchState", "FetcherConfig",
+           "TRUNCATING", "FETCHING", "complete_batches_length"]
+
+log = logging.getLogger(__name__)
+
+TRUNCATING = "Truncating"
+FETCHING = "Fetching"
+FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
+ZERO_UUID = uuid.UUID(int=0)
+UNDEFINED_EPOCH = -1
+_BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length (bytes after this field)
+
+TopicPartition = tuple[str, int]
+
+
+def complete_batches_length(buf) -> int:
+    """Bytes of `buf` made of whole record batches (a fetch may end inside a batch)."""
+    pos, n = 0, len(buf)
+    while pos + _BATCH_PREFIX.size <= n:
+        _, length = _BATCH_PREFIX.unpack_from(buf, pos)
+        end = pos + _BATCH_PREFIX.size + length
+        if length < 0 or end > n:
+            break
+        pos = end
+    return pos
+
+
+@dataclasses.dataclass(slots=True)
+class FetcherConfig:
+    """The replica.* broker keys (Kafka names in comments); times in ms, sizes in bytes."""
+
+    broker_id: int
+    fetch_max_bytes: int = 1048576              # replica.fetch.max.bytes (per partition)
+    fetch_response_max_bytes: int = 10485760    # replica.fetch.response.max.bytes
+    fetch_wait_max_ms: int = 500                # replica.fetch.wait.max.ms
+    fetch_min_bytes: int = 1                    # replica.fetch.min.bytes
+    fetch_backoff_ms: int = 1000                # replica.fetch.backoff.ms
+    socket_timeout_ms: int = 30000              # replica.socket.timeout.ms
+    socket_receive_buffer_bytes: int = 65536    # replica.socket.receive.buffer.bytes
+    truncate_on_fetch: bool = True              # inter.broker.protocol.version >= 2.7
+    rack: str = ""                              # broker.rack (sent as rack_id)
+
+
+@dataclasses.dataclass(slots=True)
+class InitialFetchState:
+    """Where a follower starts: the leader, its epoch, and the offset (LEO when the log
+    knows its latest epoch, else the HW)."""
+
+    topic_id: uuid.UUID | None
+    leader_id: int
+    current_leader_epoch: int
+    init_offset: int
+
+
+@dataclasses.dataclass(slots=True)
+class PartitionFetchState:
+    topic_id: uuid.UUID | None
+    fetch_offset: int
+    current_leader_epoch: int
+    state: str
+    last_fetched_epoch: int = UNDEFINED_EPOCH
+    lag: int | None = None
+    delay_until: float = 0.0  # loop.time() before which the partition rests after an error
+
+    def is_delayed(self, now: float) -> bool:
+        return now < self.delay_until
+
+    @property
+    def in_sync(self) -> bool:
+        return self.lag is not None and self.lag <= 0
+
+
+class ReplicaFetcher:
+    """See the module docstring. `replica_manager` gives `get_partition(topic, p)`,
+    `broker_epoch()`, `on_follower_progress(tp, hw_moved)`; `endpoint()` returns the
+    leader's (host, port) or None (unknown yet); `quota` is the follower
+    ReplicationQuotaManager or None."""
+
+    def __init__(self, name: str, fetcher_id: int, leader_id: int, replica_manager,
+                 config: FetcherConfig, endpoint: Callable[[], tuple[str, int] | None],
+                 quota=None, connection_factory: Callable | None = None) -> None:
+        self.name = name
+        self.fetcher_id = fetcher_id
+        self.leader_id = leader_id
+        self.rm = replica_manager
+        self.config = config
+        self.endpoint = endpoint
+        self.quota = quota
+        self.connection_factory = connection_factory or self._default_connection
+        self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self.failed: set[TopicPartition] = set()
+        self.truncate_on_fetch = config.truncate_on_fetch
+        self._conn: BrokerConnection | None = None
+        self._conn_address: tuple[str, int] | None = None
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+        self.fetches = 0
+        self.bytes_fetched = 0
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher({self.name}, partitions={len(self.partitions)})"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=self.name)
+
+    async def shutdown(self) -> None:
+        self._stopping = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        await self._close()
+
+    async def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    def _default_connection(self, host: str, port: int) -> BrokerConnection:
+        cfg = self.config
+        return BrokerConnection(
+            host, port, f"broker-{cfg.broker_id}-fetcher-{self.fetcher_id}",
+            timeout_s=cfg.socket_timeout_ms / 1000,
+            max_response_bytes=max(cfg.fetch_response_max_bytes, cfg.fetch_max_bytes) + (1 << 20),
+            receive_buffer_bytes=cfg.socket_receive_buffer_bytes)
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                await self.do_work()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a fetcher must survive anything
+                log.exception("%s: unexpected error; backing off", self.name)
+                await self._close()
+                await asyncio.sleep(self.config.fetch_backoff_ms / 1000)
+
+    # --- partitions ----------------------------------------------------------------------------
+    def add_partitions(self, initial: dict[TopicPartition, InitialFetchState]) -> None:
+        """Start (or keep, when the leader epoch is unchanged) fetching these partitions."""
+        for tp, init in initial.items():
+            self.failed.discard(tp)
+            current = self.partitions.get(tp)
+            if current is not None and current.current_leader_epoch == init.current_leader_epoch:
+                continue
+            latest = self._latest_epoch(tp)
+            if self.truncate_on_fetch and latest >= 0:
+                state = PartitionFetchState(init.topic_id, init.init_offset,
+                                            init.current_leader_epoch, FETCHING, latest)
+            else:
+                state = PartitionFetchState(init.topic_id, init.init_offset,
+                                            init.current_leader_epoch, TRUNCATING)
+            self.partitions.pop(tp, None)
+            self.partitions[tp] = state
+        self._wakeup.set()
+
+    def remove_partitions(self, tps) -> dict[TopicPartition, PartitionFetchState]:
+        removed = {}
+        for tp in tps:
+            st = self.partitions.pop(tp, None)
+            if st is not None:
+                removed[tp] = st
+        return removed
+
+    def _update(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        """Replace and move to the end (round-robin fairness across fetches)."""
+        self.partitions.pop(tp, None)
+        self.partitions[tp] = state
+
+    def _delay(self, tps, now: float | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        until = (loop.time() if now is None else now) + self.config.fetch_backoff_ms / 1000
+        for tp in tps:
+            st = self.partitions.get(tp)
+            if st is not None and not st.is_delayed(loop.time()):
+                st.delay_until = until
+
+    def _mark_failed(self, tp: TopicPartition) -> None:
+        self.failed.add(tp)
+        self.partitions.pop(tp, None)
+        log.warning("%s: partition %s-%d marked as failed", self.name, tp[0], tp[1])
+
+    def _latest_epoch(self, tp: TopicPartition) -> int:
+        part = self.rm.get_partition(*tp)
+        return part.log.leader_epoch_cache.latest_epoch if part is not None else UNDEFINED_EPOCH
+
+    # --- the loop ------------------------------------------------------------------------------
+    async def do_work(self) -> None:
+        """One round: connect if needed, truncate, fetch (Kafka's doWork)."""
+        if not self.partitions:
+            await self._wait(self.config.fetch_backoff_ms)
+            return
+        if not await self._ensure_connected():
+            self._delay(list(self.partitions))
+            await self._wait(self.config.fetch_backoff_ms)
+            return
+        await self.maybe_truncate()
+        await self.maybe_fetch()
+
+    async def _wait(self, ms: float) -> None:
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), ms / 1000)
+        except TimeoutError:
+            pass
+
+    async def _ensure_connected(self) -> bool:
+        address = self.endpoint()
+        if address is None:
+            log.info("%s: leader %d has no known endpoint yet", self.name, self.leader_id)
+            return False
+        if self._conn is not None and self._conn.connected and self._conn_address == address:
+            return True
+        await self._close()
+        conn = self.connection_factory(*address)
+        try:
+            await conn.connect()
+        except BrokerConnectionError as e:
+            log.info("%s: cannot connect to leader %d at %s:%d: %s", self.name, self.leader_id,
+                     address[0], address[1], e)
+            return False
+        self._conn, self._conn_address = conn, address
+        if self.truncate_on_fetch and conn.versions.get(FETCH, (0, 0))[1] < 12:
+            log.info("%s: leader %d lacks Fetch v12; truncating with OffsetsForLeaderEpoch",
+                     self.name, self.leader_id)
+            self.truncate_on_fetch = False
+            for st in self.partitions.values():
+                st.state, st.last_fetched_epoch = TRUNCATING, UNDEFINED_EPOCH
+        return True
+
+    # --- truncation ----------------------------------------------------------------------------
+    async def maybe_truncate(self) -> None:
+        now = asyncio.get_running_loop().time()
+        with_epochs: dict[TopicPartition, tuple[int, int]] = {}
+        without: list[TopicPartition] = []
+        for tp, st in self.partitions.items():
+            if st.state != TRUNCATING or st.is_delayed(now):
+                continue
+            latest = self._latest_epoch(tp)
+            if latest >= 0 and self._conn.supports(OFFSET_FOR_LEADER_EPOCH):
+                with_epochs[tp] = (st.current_leader_epoch, latest)
+            else:
+                without.append(tp)
+        if with_epochs:
+            await self._truncate_to_epoch_end_offsets(with_epochs)
+        for tp in without:  # no epochs known: Kafka's truncateToHighWatermark
+            st = self.partitions.get(tp)
+            if st is not None and self._truncate(tp, st.fetch_offset):
+                self._finish_truncation(tp, st.fetch_offset, True)
+
+    async def _truncate_to_epoch_end_offsets(self, requested: dict[TopicPartition, tuple[int, int]]
+                                             ) -> None:
+        topics: dict[str, list] = {}
+        for (topic, p), (current, epoch) in requested.items():
+            topics.setdefault(topic, []).append(
+                OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                    partition=p, current_leader_epoch=current, leader_epoch=epoch))
+        req = OffsetForLeaderEpochRequest(
+            replica_id=self.config.broker_id,
+            topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
+                    for t, ps in topics.items()])
+        try:
+            _, resp = await self._conn.request(OFFSET_FOR_LEADER_EPOCH, req)
+        except BrokerConnectionError as e:
+            log.info("%s: OffsetsForLeaderEpoch failed: %s", self.name, e)
+            await self._close()
+            self._delay(requested)
+            return
+        errors = []
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = (t.topic, p.partition)
+                st = self.partitions.get(tp)
+                sent = requested.get(tp)
+                if st is None or sent is None or st.current_leader_epoch != sent[0] or \
+                        st.state != TRUNCATING:
+                    continue  # removed or re-added while waiting
+                if p.error_code == ErrorCode.NONE:
+                    offset, done = self._offset_truncation_state(tp, st, p.leader_epoch,
+                                                                 p.end_offset)
+                    log.info("%s: truncating %s-%d to %d (leader epoch %d ends at %d)",
+                             self.name, tp[0], tp[1], offset, p.leader_epoch, p.end_offset)
+                    if self._truncate(tp, offset):
+                        self._finish_truncation(tp, offset, done)
+                elif p.error_code == ErrorCode.FENCED_LEADER_EPOCH:
+                    if self._on_fenced(tp, sent[0]):
+                        errors.append(tp)
+                else:
+                    log.info("%s: OffsetsForLeaderEpoch for %s-%d: error %d; retrying",
+                             self.name, tp[0], tp[1], p.error_code)
+                    errors.append(tp)
+        self._delay(errors)
+
+    def _offset_truncation_state(self, tp: TopicPartition, st: PartitionFetchState,
+                                 leader_epoch: int, leader_end: int) -> tuple[int, bool]:
+        """Kafka's getOffsetTruncationState: (offset to truncate to, truncation complete)."""
+        part = self.rm.get_partition(*tp)
+        leo = part.log.log_end_offset
+        if leader_end < 0:
+            return st.fetch_offset, True  # the leader cannot place us: our initial offset (HW)
+        if leader_epoch == UNDEFINED_EPOCH:
+            return min(leader_end, leo), True
+        local_epoch, local_end = part.log.leader_epoch_cache.end_offset_for_epoch(
+            leader_epoch, leo)
+        if local_end < 0:
+            return min(leader_end, leo), True  # we track no epoch that old: the leader's end
+        if local_epoch != leader_epoch:
+            return min(local_end, leo), False  # truncate to our end of an older epoch, ask again
+        return min(local_end, leader_end, leo), True
+
+    def _truncate(self, tp: TopicPartition, offset: int) -> bool:
+        part = self.rm.get_partition(*tp)
+        if part is None:
+            self.partitions.pop(tp, None)
+            return False
+        try:
+            if offset < part.high_watermark:
+                log.warning("%s: truncating %s-%d to %d below its high watermark %d", self.name,
+                            tp[0], tp[1], offset, part.high_watermark)
+            part.truncate_to(offset)
+        except (KafkaError, OSError) as e:
+            log.error("%s: truncation of %s-%d to %d failed: %s", self.name, tp[0], tp[1],
+                      offset, e)
+            self._mark_failed(tp)
+            return False
+        self.rm.on_follower_progress(tp, False)
+        return True
+
+    def _finish_truncation(self, tp: TopicPartition, offset: int, completed: bool) -> None:
+        st = self.partitions.get(tp)
+        if st is None:
+            return
+        part = self.rm.get_partition(*tp)
+        fetch_offset = part.log_end_offset if part is not None else offset
+        state = FETCHING if (self.truncate_on_fetch or completed) else TRUNCATING
+        self._update(tp, PartitionFetchState(st.topic_id, min(offset, fetch_offset),
+                                             st.current_leader_epoch, state,
+                                             self._latest_epoch(tp), st.lag, st.delay_until))
+
+    def _on_fenced(self, tp: TopicPartition, request_epoch: int) -> bool:
+        """FENCED_LEADER_EPOCH: True to retry later (our epoch moved on meanwhile)."""
+        st = self.partitions.get(tp)
+        if st is None:
+            return False
+        if st.current_leader_epoch == request_epoch:
+            log.info("%s: %s-%d has an older epoch (%d) than the leader; awaiting the new "
+                     "LeaderAndIsr", self.name, tp[0], tp[1], request_epoch)
+            self._mark_failed(tp)
+            return False
+        return True
+
+    # --- fetch -------------------------------------------------------------------------------------
+    def build_fetch(self) -> tuple[FetchRequest, int, dict] | None:
+        """The next Fetch (None if no partition is ready): (request, version, sent) with
+        sent = {tp: (fetch offset, leader epoch)}."""
+        cfg = self.config
+        conn = self._conn
+        version = conn.version_for(FETCH, max_version=None if self.truncate_on_fetch else 11)
+        now = asyncio.get_running_loop().time()
+        use_ids = version >= 13
+        sent: dict[TopicPartition, tuple[int, int, uuid.UUID | None]] = {}
+        topics: list = []
+        quota = self.quota
+        throttle = quota is not None and quota.is_quota_exceeded()
+        for tp, st in self.partitions.items():
+            if st.state != FETCHING or st.is_delayed(now):
+                continue
+            if throttle and not st.in_sync and quota.is_throttled(*tp):
+                continue
+            if use_ids and st.topic_id in (None, ZERO_UUID):
+                use_ids = False
+                version = min(version, 12)
+            part = self.rm.get_partition(*tp)
+            if part is None:
+                continue
+            sent[tp] = (st.fetch_offset, st.current_leader_epoch, st.topic_id)
+        if not sent:
+            return None
+        by_topic: dict[str, list] = {}
+        for (topic, p), (offset, epoch, _) in sent.items():
+            part = self.rm.get_partition(topic, p)
+            st = self.partitions[(topic, p)]
+            by_topic.setdefault(topic, []).append(FetchRequest.FetchPartition(
+                partition=p, current_leader_epoch=epoch, fetch_offset=offset,
+                last_fetched_epoch=st.last_fetched_epoch if self.truncate_on_fetch else -1,
+                log_start_offset=part.log_start_offset,
+                partition_max_bytes=cfg.fetch_max_bytes))
+        for topic, parts in by_topic.items():
+            tid = sent[(topic, parts[0].partition)][2] or ZERO_UUID
+            topics.append(FetchRequest.FetchTopic(topic=topic, topic_id=tid, partitions=parts))
+        req = FetchRequest(
+            replica_id=cfg.broker_id,
+            replica_state=FetchRequest.ReplicaState(replica_id=cfg.broker_id,
+                                                    replica_epoch=self.rm.broker_epoch()),
+            max_wait_ms=cfg.fetch_wait_max_ms, min_bytes=cfg.fetch_min_bytes,
+            max_bytes=cfg.fetch_response_max_bytes, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=topics, forgotten_topics_data=[], rack_id=cfg.rack)
+        return req, version, sent
+
+    async def maybe_fetch(self) -> None:
+        built = self.build_fetch()
+        if built is None:
+            await self._wait(self.config.fetch_backoff_ms if not self._any_ready_soon()
+                             else 10)
+            return
+        req, version, sent = built
+        timeout = (self.config.socket_timeout_ms + self.config.fetch_wait_max_ms) / 1000
+        try:
+            _, resp = await self._conn.request(FETCH, req, version, timeout_s=timeout)
+        except BrokerConnectionError as e:
+            if not self._stopping:
+                log.info("%s: fetch from leader %d failed: %s", self.name, self.leader_id, e)
+            await self._close()
+            self._delay(sent)
+            return
+        self.fetches += 1
+        await self.process_fetch_response(resp, version, sent)
+
+    def _any_ready_soon(self) -> bool:
+        now = asyncio.get_running_loop().time()
+        return any(st.state == FETCHING and st.delay_until - now < 0.01
+                   for st in self.partitions.values())
+
+    async def process_fetch_response(self, resp, version: int, sent: dict) -> None:
+        errors: list[TopicPartition] = []
+        if resp.error_code != ErrorCode.NONE:
+            log.info("%s: fetch answered with error %d", self.name, resp.error_code)
+            self._delay(sent)
+            return
+        names = {tid: topic for (topic, _), (_, _, tid) in sent.items() if tid is not None}
+        diverging: dict[TopicPartition, tuple[int, int]] = {}
+        out_of_range: list[TopicPartition] = []
+        for t in resp.responses:
+            topic = names.get(t.topic_id) if version >= 13 else t.topic
+            if topic is None:
+                continue
+            for pd in t.partitions:
+                tp = (topic, pd.partition_index)
+                st = self.partitions.get(tp)
+                req_state = sent.get(tp)
+                if st is None or req_state is None or st.fetch_offset != req_state[0] or \
+                        st.state != FETCHING or st.current_leader_epoch != req_state[1]:
+                    continue
+                code = pd.error_code
+                if code == ErrorCode.NONE:
+                    de = pd.diverging_epoch
+                    if self.truncate_on_fetch and de is not None and \
+                            (de.epoch != -1 or de.end_offset != -1):
+                        diverging[tp] = (de.epoch, de.end_offset)
+                    elif not self._process_partition_data(tp, st, pd):
+                        errors.append(tp)
+                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    out_of_range.append(tp)
+                elif code == ErrorCode.FENCED_LEADER_EPOCH:
+                    if self._on_fenced(tp, req_state[1]):
+                        errors.append(tp)
+                else:
+                    if code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                    ErrorCode.UNKNOWN_LEADER_EPOCH):
+                        log.info("%s: fetch of %s-%d answered error %d", self.name, tp[0],
+                                 tp[1], code)
+                    errors.append(tp)
+        for tp, (epoch, end) in diverging.items():
+            st = self.partitions.get(tp)
+            if st is None:
+                continue
+            offset, done = self._offset_truncation_state(tp, st, epoch, end)
+            log.info("%s: %s-%d diverges from the leader at epoch %d (ends at %d): "
+                     "truncating to %d", self.name, tp[0], tp[1], epoch, end, offset)
+            if self._truncate(tp, offset):
+                self._finish_truncation(tp, offset, done)
+        for tp in out_of_range:
+            if not await self._handle_out_of_range(tp):
+                errors.append(tp)
+        self._delay(errors)
+
+    def _process_partition_data(self, tp: TopicPartition, st: PartitionFetchState, pd) -> bool:
+        """Append the leader's batches and take its HW / log start (Kafka's
+        processPartitionData). False -> back off the partition."""
+        part = self.rm.get_partition(*tp)
+        if part is None or part.is_leader:
+            self.partitions.pop(tp, None)
+            return True
+        records = pd.records or b""
+        usable = complete_batches_length(records)
+        if usable != len(records):
+            records = records[:usable]
+        try:
+            if st.fetch_offset != part.log_end_offset:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 f"offset mismatch: fetched {st.fetch_offset}, log end "
+                                 f"{part.log_end_offset}")
+            info = part.append_records_as_follower(records) if usable else None
+            hw_moved = part.update_follower_high_watermark(pd.high_watermark)
+            if pd.log_start_offset >= 0:
+                part.maybe_increment_log_start_offset(pd.log_start_offset)
+        except KafkaError as e:
+            if e.code == ErrorCode.CORRUPT_MESSAGE:
+                log.error("%s: invalid records for %s-%d at offset %d: %s", self.name, tp[0],
+                          tp[1], st.fetch_offset, e)
+                return False
+            log.error("%s: follower append to %s-%d failed: %s", self.name, tp[0], tp[1], e)
+            self._mark_failed(tp)
+            return True
+        except OSError as e:
+            log.error("%s: follower append to %s-%d failed: %s", self.name, tp[0], tp[1], e)
+            self._mark_failed(tp)
+            return True
+        valid = info.valid_bytes if info is not None else 0
+        next_offset = info.last_offset + 1 if valid else st.fetch_offset
+        lag = max(0, pd.high_watermark - next_offset)
+        if valid or st.lag is None:
+            epoch = part.log.leader_epoch_cache.latest_epoch if valid else st.last_fetched_epoch
+            self._update(tp, PartitionFetchState(st.topic_id, next_offset,
+                                                 st.current_leader_epoch, FETCHING, epoch, lag))
+        else:
+            st.lag = lag
+        if valid:
+            self.bytes_fetched += valid
+            if self.quota is not None and self.quota.is_throttled(*tp):
+                self.quota.record(valid)
+        self.rm.on_follower_progress(tp, hw_moved)
+        return True
+
+    async def _handle_out_of_range(self, tp: TopicPartition) -> bool:
+        """Kafka's fetchOffsetAndTruncate: True when the partition has a new fetch offset
+        (or was fenced and removed)."""
+        st = self.partitions.get(tp)
+        part = self.rm.get_partition(*tp)
+        if st is None or part is None:
+            return True
+        try:
+            leader_end = await self._leader_offset(tp, st.current_leader_epoch, -1)
+            leo = part.log_end_offset
+            if leader_end < leo:
+                log.warning("%s: resetting %s-%d from %d to the leader's end offset %d",
+                            self.name, tp[0], tp[1], leo, leader_end)
+                if not self._truncate(tp, leader_end):
+                    return True
+                self._update(tp, PartitionFetchState(st.topic_id, leader_end,
+                                                     st.current_leader_epoch, FETCHING,
+                                                     self._latest_epoch(tp), 0))
+                return True
+            leader_start = await self._leader_offset(tp, st.current_leader_epoch, -2)
+            if leader_start > leo:
+                log.warning("%s: %s-%d ends at %d below the leader's start %d: emptying it",
+                            self.name, tp[0], tp[1], leo, leader_start)
+                part.truncate_fully_and_start_at(leader_start)
+                self.rm.on_follower_progress(tp, False)
+            offset = max(leader_start, leo)
+            self._update(tp, PartitionFetchState(st.topic_id, offset, st.current_leader_epoch,
+                                                 FETCHING, self._latest_epoch(tp),
+                                                 leader_end - offset))
+            return True
+        except KafkaError as e:
+            if e.code == ErrorCode.FENCED_LEADER_EPOCH:
+                return not self._on_fenced(tp, st.current_leader_epoch)
+            log.info("%s: cannot get offsets of %s-%d from the leader: %s", self.name, tp[0],
+                     tp[1], e)
+            return False
+        except BrokerConnectionError as e:
+            log.info("%s: ListOffsets failed: %s", self.name, e)
+            await self._close()
+            return False
+
+    async def _leader_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
+        """The leader's LEO (-1) or log start (-2), asked as a replica (ListOffsets)."""
+        req = ListOffsetsRequest(
+            replica_id=self.config.broker_id, isolation_level=0,
+            topics=[ListOffsetsRequest.ListOffsetsTopic(name=tp[0], partitions=[
+                ListOffsetsRequest.ListOffsetsPartition(
+                    partition_index=tp[1], current_leader_epoch=leader_epoch,
+                    timestamp=timestamp, max_num_offsets=1)])])
+        version = self._conn.version_for(LIST_OFFSETS, min_version=1)
+        _, resp = await self._conn.request(LIST_OFFSETS, req, version)
+        p = resp.topics[0].partitions[0]
+        if p.error_code != ErrorCode.NONE:
+            raise KafkaError(p.error_code, f"ListOffsets {tp[0]}-{tp[1]}: error {p.error_code}")
+        return p.offset

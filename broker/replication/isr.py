@@ -1,0 +1,145 @@
+"""Leader-side ISR changes (Kafka's Partition.maybeExpandIsr / maybeShrinkIsr /
+submitAlterPartition), mixed into `broker.partition.Partition`.
+
+An ISR change is proposed to the controller through `Partition.alter_partition` (the
+AlterPartitionManager) with the current leader epoch and partition epoch; only one change
+is in flight at a time (`pending_isr`). The controller's answer:
+- success with our leader epoch and a partition epoch not older than ours: the proposed ISR
+  is committed (new partition epoch), the HW may move;
+- OPERATION_NOT_ATTEMPTED / INELIGIBLE_REPLICA: not applied, the committed ISR stays and a
+  later check may propose again;
+- UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
+  INVALID_REQUEST, NEW_LEADER_ELECTED: our state is stale; the change stays pending until
+  the controller's next LeaderAndIsr replaces the partition state (the controller sends one
+  whenever it changed the state itself), after which ISR changes are proposed afresh;
+- anything else: sent again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.replication.replica_state import FollowerState, LeaderAndIsr, PendingIsrChange
+from protocol.errors import ErrorCode
+
+__all__ = ["LeaderIsrMixin"]
+
+log = logging.getLogger("broker.partition")
+
+# AlterPartition errors after which the partition stays pending until the next LeaderAndIsr
+# (Kafka's handleAlterPartitionError); OPERATION_NOT_ATTEMPTED / INELIGIBLE_REPLICA restore the
+# committed ISR; anything else is retried.
+_AWAIT_METADATA = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.INVALID_REQUEST,
+    ErrorCode.NEW_LEADER_ELECTED})
+_NOT_APPLIED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})
+
+
+
+class LeaderIsrMixin:
+    """ISR expansion and shrink for a leader Partition (see the module docstring)."""
+
+    # --- ISR changes (leader) ----------------------------------------------------------------
+    def maybe_expand_isr(self, f: FollowerState) -> None:
+        """Propose adding `f` to the ISR once its LEO reaches the HW and the start of the
+        current leader epoch (Kafka's maybeExpandIsr); one change in flight at a time."""
+        if self.pending_isr is not None or self.alter_partition is None or \
+                f.broker_id in self.isr or not self.is_leader:
+            return
+        start = self.leader_epoch_start_offset
+        if start is None or f.log_end_offset < self.log.high_watermark or \
+                f.log_end_offset < start:
+            return
+        if not self.is_replica_isr_eligible(f.broker_id):
+            return
+        log.info("%s-%d: expanding ISR from %s to %s", self.topic, self.partition,
+                 list(self.isr), list(self.isr) + [f.broker_id])
+        self._submit_isr_change("expand", self.isr + (f.broker_id,), frozenset((f.broker_id,)))
+
+    def out_of_sync_replicas(self, now_ms: int | None = None) -> set[int]:
+        """ISR followers not caught up within replica.lag.time.max.ms (none while an ISR
+        change is in flight)."""
+        if self.pending_isr is not None or not self.is_leader:
+            return set()
+        now = self.time_ms() if now_ms is None else now_ms
+        leo = self.log.log_end_offset
+        out = set()
+        for r in self.isr:
+            if r == self.local_broker_id:
+                continue
+            f = self.followers.get(r)
+            if f is None or not f.is_caught_up(leo, now, self.replica_lag_time_max_ms):
+                out.add(r)
+        return out
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> bool:
+        """Propose removing out-of-sync followers from the ISR (Kafka's maybeShrinkIsr).
+        True if a change was submitted."""
+        if self.alter_partition is None:
+            return False
+        out = self.out_of_sync_replicas(now_ms)
+        if not out:
+            return False
+        new_isr = tuple(r for r in self.isr if r not in out)
+        details = ", ".join(
+            f"{r} (LEO {self.followers[r].log_end_offset}, last caught up "
+            f"{self.followers[r].last_caught_up_ms})" if r in self.followers else str(r)
+            for r in sorted(out))
+        log.info("%s-%d: shrinking ISR from %s to %s (HW %d, LEO %d); out of sync: %s",
+                 self.topic, self.partition, list(self.isr), list(new_isr),
+                 self.log.high_watermark, self.log.log_end_offset, details)
+        self._submit_isr_change("shrink", new_isr, frozenset(out))
+        return True
+
+    def _submit_isr_change(self, kind: str, isr: tuple[int, ...], changed: frozenset[int]
+                           ) -> None:
+        proposed = LeaderAndIsr(self.local_broker_id, self.leader_epoch, isr,
+                                self.partition_epoch, self.leader_recovery_state)
+        pending = PendingIsrChange(kind, proposed, self.isr, changed)
+        self.pending_isr = pending
+        self._send_isr_change(pending)
+
+    def _send_isr_change(self, pending: PendingIsrChange) -> None:
+        fut = self.alter_partition(self, pending.proposed)
+        fut.add_done_callback(lambda f: self._on_isr_change_answer(pending, f))
+
+    def _on_isr_change_answer(self, pending: PendingIsrChange, fut) -> None:
+        """Kafka's submitAlterPartition completion: apply the controller's answer unless the
+        partition state moved on meanwhile (a LeaderAndIsr replaced it)."""
+        if self.pending_isr is not pending or fut.cancelled() or self.deleted:
+            return
+        exc = fut.exception()
+        if exc is None:
+            result: LeaderAndIsr = fut.result()
+            if result.leader_epoch != self.leader_epoch or \
+                    result.partition_epoch < self.partition_epoch:
+                log.info("%s-%d: ignoring AlterPartition answer %s (leader epoch %d, partition "
+                         "epoch %d)", self.topic, self.partition, result, self.leader_epoch,
+                         self.partition_epoch)
+                return
+            self.isr = tuple(result.isr)
+            self.partition_epoch = result.partition_epoch
+            self.leader_recovery_state = result.leader_recovery_state
+            self.pending_isr = None
+            log.info("%s-%d: ISR updated to %s%s and partition epoch to %d", self.topic,
+                     self.partition, list(self.isr),
+                     " (under-min-isr)" if self.is_under_min_isr else "", self.partition_epoch)
+            if self.maybe_increment_high_watermark():
+                self.on_delayed_wake()
+            elif pending.kind == "shrink":
+                self.on_delayed_wake()  # parked acks=-1 produces re-check min.insync.replicas
+            return
+        code = getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
+        if code in _NOT_APPLIED:
+            self.pending_isr = None
+            log.info("%s-%d: AlterPartition %s rejected (%s); ISR stays %s", self.topic,
+                     self.partition, pending.proposed, ErrorCode(code).name, list(self.isr))
+        elif code in _AWAIT_METADATA:
+            log.info("%s-%d: AlterPartition %s failed (%s); awaiting new leader and ISR state",
+                     self.topic, self.partition, pending.proposed, ErrorCode(code).name)
+        else:
+            log.warning("%s-%d: AlterPartition %s failed (%s); retrying", self.topic,
+                        self.partition, pending.proposed, exc)
+            self._send_isr_change(pending)
+
