@@ -28,7 +28,6 @@ import json
 import logging
 import random
 import secrets
-import struct
 import threading
 import time
 from collections import Counter
@@ -63,18 +62,31 @@ class Stats:
 
 
 async def _read_answers(reader: asyncio.StreamReader, expected: int) -> tuple[int, bool]:
-    """Read up to ``expected`` response frames; (answers read, closed by the broker)."""
+    """Read up to ``expected`` response frames; (answers read, closed by the broker). Gives
+    up after ``STALL_S`` without a complete answer."""
     got = 0
-    while got < expected:
-        try:
-            head = await asyncio.wait_for(reader.readexactly(4), STALL_S)
-            (size,) = struct.unpack(">i", head)
-            await asyncio.wait_for(reader.readexactly(size), STALL_S)
-        except TimeoutError:
-            return got, False
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            return got, True
-        got += 1
+    buf = bytearray()
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(STALL_S) as deadline:
+            while got < expected:
+                chunk = await reader.read(1 << 16)
+                if not chunk:
+                    return got, True
+                buf += chunk
+                before = got
+                while len(buf) >= 4:
+                    size = int.from_bytes(buf[:4], "big", signed=True)
+                    if len(buf) < 4 + size:
+                        break
+                    del buf[:4 + size]
+                    got += 1
+                if got > before:
+                    deadline.reschedule(loop.time() + STALL_S)
+    except TimeoutError:
+        return got, False
+    except (ConnectionError, OSError):
+        return got, True
     return got, False
 
 
@@ -140,9 +152,10 @@ async def _fuzz_connection(host: str, port: int, gen: FrameGenerator, stats: Sta
 async def _fuzz(host: str, port: int, frames: int, connections: int, seed: int,
                 stats: Stats, broker_alive, supported: list[tuple[int, int]]) -> None:
     budget = [frames]
+    bodies: dict = {}  # valid bodies shared by the workers' generators
 
     async def worker(i: int) -> None:
-        gen = FrameGenerator(seed * 1000 + i, supported)
+        gen = FrameGenerator(seed * 1000 + i, supported, bodies=bodies)
         rng = random.Random(seed ^ (i << 16))
         backlog: list[tuple[bytes, str, int]] = []
         while budget[0] > 0:

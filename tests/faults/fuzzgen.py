@@ -314,14 +314,15 @@ SAFE_MUTATIONS = {"none": 2, "value": 10, "records": 7, "extend": 3}
 RISKY_MUTATIONS = {"length": 4, "truncate": 2, "splice": 1, "flip": 2, "header": 1, "random": 1}
 
 
-BODIES_PER_VERSION = 16
+BODIES_PER_VERSION = 8
 
 
 class FrameGenerator:
     """``next()`` -> (frame bytes with size prefix, api_key, mutation name)."""
 
     def __init__(self, seed: int, supported: list[tuple[int, int]] | None = None,
-                 other_share: float = 0.1) -> None:
+                 other_share: float = 0.1,
+                 bodies: dict[tuple[int, int], list[Body]] | None = None) -> None:
         """``supported``: the (key, version) pairs the broker advertises; they get most
         frames (an unsupported key or version only makes the broker close the connection),
         every other pair of ``protocol.api.API_KEYS`` gets ``other_share`` of them."""
@@ -332,7 +333,8 @@ class FrameGenerator:
                      API_KEYS[kv[0]].min_version <= kv[1] <= API_KEYS[kv[0]].max_version]
         self.other_share = other_share if supported else 0.0
         self.correlation_id = 0
-        self._bodies: dict[tuple[int, int], list[Body]] = {}
+        #: valid bodies by (key, version); generators of one run may share it
+        self._bodies: dict[tuple[int, int], list[Body]] = {} if bodies is None else bodies
 
     def _body(self, api_key: int, version: int) -> Body:
         """A valid body: a fresh one for the first ``BODIES_PER_VERSION`` draws of a version,

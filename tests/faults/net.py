@@ -79,6 +79,9 @@ class Network:
     def command_prefix(self, node: str) -> list[str]:
         return []
 
+    def node_started(self, node: str, pid: int) -> None:
+        """``node``'s process is ``pid`` (the proxy network tells connections apart by it)."""
+
     def cut(self, a: str, b: str) -> None:
         raise NetworkError(f"{self.kind} network cannot cut links")
 

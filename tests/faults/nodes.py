@@ -54,6 +54,7 @@ class BrokerNode(BrokerProcess):
         super()._spawn()
         assert self.proc is not None
         self.state.add_pid(self.proc.pid)
+        self.network.node_started(self.name, self.proc.pid)
 
     def _signal(self, sig: int, timeout: float) -> int | None:
         if self.paused and self.proc is not None and self.proc.poll() is None:
@@ -136,6 +137,7 @@ class ZooKeeperNode:
                                          stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         self.state.add_pid(self.proc.pid)
+        self.network.node_started(self.name, self.proc.pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -344,6 +344,7 @@ def run(args: Any) -> int:
                                "time_limit": args.time_limit, "run_id": run_id}
     history = History(out / "history.jsonl")
     cluster: FaultCluster | None = None
+    network: Network | None = None
     workers: list[threading.Thread] = []
     stop_producers, stop_consumers, stop_nemesis = (threading.Event(), threading.Event(),
                                                     threading.Event())
@@ -433,6 +434,11 @@ def run(args: Any) -> int:
                 cluster.stop()
             except Exception:
                 log.exception("stopping the cluster")
+        if network is not None:
+            try:
+                network.teardown()
+            except Exception:
+                log.exception("removing the network")
         state.cleanup()
         history.close()
 
