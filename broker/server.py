@@ -97,6 +97,8 @@ class BrokerServices:
     producer_id_manager: Any = None
     fetch_session_cache: Any = None
     group_coordinator: Any = None
+    #: broker.security.manager.SecurityManager (listeners, credentials, authorizer, quotas)
+    security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
     advertised: dict[str, Endpoint] = field(default_factory=dict)
 
@@ -177,6 +179,7 @@ class BrokerServer:
         self.controller: Controller | None = None
         self.zk_broker: Any = None  # controller.zk_broker.ZkBroker in ZooKeeper mode
         self.advertised: list[Endpoint] = []
+        self.security: Any = None
         self._locks: list[_DirLock] = []
         self._gate: _Gate | None = None
         self.metrics: Any = None  # broker.metrics.wiring.BrokerMetrics
@@ -193,6 +196,8 @@ class BrokerServer:
             default_log_config = LogConfig.from_props(cfg.topic_config_defaults())
         except KafkaError as e:
             raise FatalStartupError(f"Invalid log configuration: {e.message}") from None
+        from broker.security.manager import SecurityManager
+        self.security = SecurityManager(cfg)  # ConfigError naming the key stops startup
         await self._lock_log_dirs()
         self._read_meta_properties()
         if not cfg.embedded_mode:
@@ -230,7 +235,8 @@ class BrokerServer:
         listener = BrokerMetadataListener(self.metadata_cache, self.replica_manager)
 
         self.services = BrokerServices(cfg, self.broker_id, self.metadata_cache, None,
-                                       self.replica_manager, self.log_manager, self.timer)
+                                       self.replica_manager, self.log_manager, self.timer,
+                                       security=self.security)
         from broker.coordinator.wiring import attach_group_coordinator
         attach_group_coordinator(self.services, listener)
         load_all()
@@ -243,6 +249,7 @@ class BrokerServer:
         self._make_data_path_services()
         self.metadata_cache.set_cluster_id(self.controller.cluster_id)
         await self._write_meta_properties(self.controller.cluster_id)
+        await self.security.start(self.controller.security_store())
 
         self._gate.open.set()
         self._started = True
@@ -386,7 +393,8 @@ class BrokerServer:
             socket_receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
             max_connections=cfg.get("max.connections"),
             max_connections_per_ip=cfg.get("max.connections.per.ip"),
-            queued_max_request_bytes=cfg.get("queued.max.request.bytes"))
+            queued_max_request_bytes=cfg.get("queued.max.request.bytes"),
+            security=self.security)
         try:
             await self.socket_server.start()
         except OSError as e:
@@ -446,6 +454,8 @@ class BrokerServer:
         zk = self.zk_broker
         zk.listener = listener
         zk.metadata_cache = self.metadata_cache
+        for entity_type in ("users", "clients"):  # SCRAM credentials, quotas (issue 15)
+            zk.config_manager.register(entity_type, self.security.entity_handler(entity_type))
         zk.broker_info = BrokerInfo(self.broker_id, tuple(self.advertised),
                                     rack=self.config.broker_rack,
                                     features=dict(SUPPORTED_FEATURES))
@@ -504,6 +514,8 @@ class BrokerServer:
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             steps.append(("group coordinator", coordinator.shutdown))
+        if self.security is not None:
+            steps.append(("security manager", self.security.shutdown))
         if self.replica_manager is not None:
             steps.append(("replica manager", self.replica_manager.shutdown))
         if self.controller is not None:

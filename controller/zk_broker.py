@@ -127,6 +127,12 @@ class ZkBroker(ZkAdminMixin, Controller):
         log.info("broker %d epoch is now %d", self.broker_id, epoch)
         self._broker_epoch = epoch
 
+    def security_store(self):
+        """The ``broker.security.store.ZNodeStore`` over this ZooKeeper session (issue 15:
+        credentials, ACLs, quotas and delegation tokens in Kafka's znodes)."""
+        from controller.security_store import ZkZNodeStore
+        return ZkZNodeStore(self.zk_client)
+
     # ------------------------------------------------------------------ startup phases
 
     async def connect(self) -> None:

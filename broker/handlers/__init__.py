@@ -29,6 +29,8 @@ HANDLER_MODULES = [
     "reassignments",
     "describe_topic_partitions",
     "consumer_groups",
+    "sasl",
+    "scram_credentials",
 ]
 
 
