@@ -16,6 +16,13 @@ torn        torn-write crash: SIGKILL a broker while the workload fsyncs every m
             (``flush.messages=1`` on the topic), then tear the tail of one of its active
             segments (a partial copy of its last batch, a batch with a bad CRC, or garbage)
             as a write cut short would leave it, and start it again (recovery must truncate)
+shrink-kill the ISR-shrink-then-crash sequence behind unclean-election losses: cut a
+            partition leader (preferably the controller, so that it can still shrink the ISR)
+            from its followers for 8-12 s (> ``replica.lag.time.max.ms``), so it acknowledges
+            writes alone when ``min.insync.replicas`` allows; then SIGKILL it, heal, and
+            start it again 5 s later. With clean elections only the partition waits for it
+            (no loss); with ``unclean.leader.election.enable`` a stale follower takes over
+            and the writes acknowledged alone are lost
 ==========  ==============================================================================
 
 ``plan()`` draws the whole schedule from ``random.Random(seed)`` before the run (kinds,
@@ -36,7 +43,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-KINDS = ("kill", "pause", "partition", "zk", "torn")
+KINDS = ("kill", "pause", "partition", "zk", "torn", "shrink-kill")
 ROLES = ("leader", "follower", "controller", "random")
 PARTITION_VARIANTS = ("isolate-leader", "majority-minority", "bridge", "isolate-zk")
 
@@ -65,6 +72,8 @@ def applicable(kinds: list[str], brokers: int, has_zk: bool, can_cut: bool) -> l
         problems.append("partition needs --brokers >= 2 and a network that can cut links")
     if "zk" in kinds and not has_zk:
         problems.append("zk needs ZooKeeper (--brokers >= 2)")
+    if "shrink-kill" in kinds and (brokers < 2 or not can_cut):
+        problems.append("shrink-kill needs --brokers >= 2 and a network that can cut links")
     return problems
 
 
@@ -92,6 +101,8 @@ def plan(kinds: list[str], time_limit: float, seed: int, brokers: int, partition
             variant, duration = rng.choice(variants), rng.uniform(6.0, 15.0)
         elif kind == "zk":
             variant, duration = rng.choice(["restart", "kill"]), rng.uniform(1.0, 8.0)
+        elif kind == "shrink-kill":
+            variant, duration = "controller-led", rng.uniform(8.0, 12.0)
         else:  # torn
             variant, duration = rng.choice(["leader", "random"]), rng.uniform(1.0, 4.0)
         if at + duration > time_limit - 5.0:

@@ -84,6 +84,7 @@ class FaultCluster:
                 props.update({
                     "zookeeper.connect": f"{self.zk_connect_for(f'b{i}')}{ZK_CHROOT}",
                     "zookeeper.session.timeout.ms": "6000",
+                    "zookeeper.connection.timeout.ms": "15000",
                     "replica.lag.time.max.ms": "6000",
                     "controlled.shutdown.retry.backoff.ms": "200",
                 })
@@ -205,12 +206,41 @@ class FaultCluster:
             fault.detail = {"zk": fault.variant}
             self.zk.kill() if fault.variant == "kill" else self.zk.stop()
             return self.zk.start
+        if kind == "shrink-kill":
+            return self._shrink_kill(fault)
         if kind == "partition":
             groups = self._partition_groups(fault)
             fault.detail = {"groups": groups}
             self.network.partition(groups)
             return self.network.heal
         raise ValueError(f"unknown nemesis {kind}")
+
+    def _shrink_kill(self, fault: nem.Fault) -> Callable[[], None]:
+        """Cut a leader from its followers (the ISR shrinks to it); the undo kills it, heals,
+        and starts it again 5 s later (see ``nemesis``)."""
+        partition, leader, followers = fault.partition, None, []
+        _, _, controller = self.roles(fault.partition)
+        for p in [fault.partition] + [q for q in range(self.partitions) if q != fault.partition]:
+            lead, fol, _ = self.roles(p)
+            if lead is not None and (leader is None or lead == controller):
+                partition, leader, followers = p, lead, fol
+                if lead == controller:
+                    break
+        if leader is None:
+            raise RuntimeError("no partition leader to strand")
+        fault.detail = {"partition": partition, "leader": leader, "followers": followers,
+                        "controller": controller}
+        for f in followers:
+            self.network.cut(f"b{leader}", f"b{f}")
+
+        def undo() -> None:
+            self.down.add(leader)
+            self.brokers[leader].kill()
+            self.network.heal()
+            time.sleep(5.0)
+            self.restart(leader)
+
+        return undo
 
     def _tear(self, i: int, fault: nem.Fault, rng: random.Random) -> dict[str, Any]:
         logs = self.brokers[i].log_dir

@@ -171,21 +171,28 @@ class ProducerWorker(threading.Thread):
         next_at = time.monotonic()
         n = 0
         while not self.stop_event.is_set():
-            if self._fatal:
-                self._replace()
-            now = time.monotonic()
-            if now < next_at or self._outstanding >= MAX_OUTSTANDING:
-                if self.client == "confluent":
-                    self._producer.poll(min(0.05, max(0.0, next_at - now)))
-                else:
-                    time.sleep(min(0.05, max(0.001, next_at - now)))
-                continue
-            next_at += interval
-            if next_at < now - 1.0:
-                next_at = now  # do not burst after a stall
-            self._send(f"{self.process}-{n}", n % self.partitions)
-            n += 1
-            self.sent += 1
+            try:
+                if self._fatal:
+                    self._replace()
+                now = time.monotonic()
+                if now < next_at or self._outstanding >= MAX_OUTSTANDING:
+                    if self.client == "confluent":
+                        self._producer.poll(min(0.05, max(0.0, next_at - now)))
+                    else:
+                        time.sleep(min(0.05, max(0.001, next_at - now)))
+                    continue
+                next_at += interval
+                if next_at < now - 1.0:
+                    next_at = now  # do not burst after a stall
+                self._send(f"{self.process}-{n}", n % self.partitions)
+                n += 1
+                self.sent += 1
+            except Exception as e:  # a fatal client error raised from poll()/produce()
+                log.info("producer %s: %r", self.process, e)
+                self.history.add("client_error", process=self.process, error=repr(e),
+                                 fatal=True)
+                self._fatal = True
+                time.sleep(0.1)
 
     def flush(self, timeout: float) -> int:
         """Wait up to ``timeout`` s for every outstanding send; returns how many remain."""
