@@ -46,7 +46,8 @@ class SecurityManager:
             e.listener_name: ListenerSecurity.from_config(config, e) for e in config.listeners}
         self.failed_authentication_delay_ms = config.get(
             "connection.failed.authentication.delay.ms")
-        self.sasl_max_receive_size = 524288  # Kafka's sasl.server.max.receive.size default
+        self._max_receive = {name: config.listener_get(name, "sasl.server.max.receive.size")
+                             for name in self.listeners}
         self.store: ZNodeStore | None = None
         #: entity path ("users/alice", "clients/c1", "users/alice/clients/c1") -> config
         self.entity_configs: dict[str, dict[str, str]] = {}
@@ -86,6 +87,11 @@ class SecurityManager:
                 await component.shutdown()
 
     # ---- connections -------------------------------------------------------------------------
+    def sasl_max_receive_size(self, listener: str) -> int:
+        """``sasl.server.max.receive.size`` of the listener: largest frame before a SASL
+        connection authenticated."""
+        return self._max_receive.get(listener.upper(), 524288)
+
     def listener(self, name: str) -> ListenerSecurity | None:
         return self.listeners.get(name.upper())
 
