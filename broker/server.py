@@ -248,6 +248,7 @@ class BrokerServer:
         from broker.dynamic_config import DynamicBrokerConfig  # issue 16: KIP-226
         self.services.dynamic_config = listener.dynamic_config = \
             DynamicBrokerConfig(self.services, self)
+        self.security.attach_dynamic_config(self.services.dynamic_config)  # listener TLS stores
         from broker.coordinator.transaction.wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
         load_all()

@@ -86,6 +86,52 @@ class SecurityManager:
             if component is not None:
                 await component.shutdown()
 
+    # ---- KIP-226: listener TLS stores changed through AlterConfigs ----------------------------
+    def attach_dynamic_config(self, dynamic) -> None:
+        """Validate (``dynamic.validators``) and apply (``dynamic.listeners``) changes of
+        ``ssl.*`` / ``listener.name.<l>.ssl.*`` broker configs: the new keystore must load
+        and keep the certificate's DN and SANs (unless ``ssl.allow.dn.changes`` /
+        ``ssl.allow.san.changes``); new connections use the new context."""
+        dynamic.validators.append(self._validate_ssl_update)
+        dynamic.listeners.append(self._apply_ssl_update)
+
+    def _ssl_listeners(self, names) -> list[ListenerSecurity]:
+        touched = set()
+        for n in names:
+            if n.startswith("ssl."):
+                return [sec for sec in self.listeners.values() if sec.uses_ssl]
+            if n.startswith("listener.name.") and ".ssl." in n:
+                touched.add(n.split(".")[2].upper())
+        return [sec for name, sec in self.listeners.items() if name in touched and sec.uses_ssl]
+
+    def _validate_ssl_update(self, entity: str, configs: dict) -> None:
+        from broker.security.ssl_factory import SslConfigError
+        from protocol.errors import ErrorCode, KafkaError
+
+        for sec in self._ssl_listeners(configs):
+            def get(key: str, sec=sec):
+                scoped = f"listener.name.{sec.name.lower()}.{key}"
+                for name in (scoped, key):
+                    if configs.get(name) is not None:
+                        value = configs[name]
+                        if key in ("ssl.enabled.protocols", "ssl.cipher.suites"):
+                            return [v.strip() for v in value.split(",") if v.strip()]
+                        if key in ("ssl.allow.dn.changes", "ssl.allow.san.changes"):
+                            return str(value).lower() == "true"
+                        return value
+                return self.config.listener_get(sec.name, key)
+            try:
+                sec.check_ssl(get)
+            except (SslConfigError, ValueError) as e:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Validation of dynamic config update of SSLFactory failed "
+                                 f"for listener {sec.name}: {e}") from None
+
+    def _apply_ssl_update(self, changed: set[str]) -> None:
+        for sec in self._ssl_listeners(changed):
+            sec.reload_ssl(lambda key, sec=sec: self.config.listener_get(sec.name, key))
+            log.info("listener %s: reloaded its SSL key and trust stores (KIP-226)", sec.name)
+
     # ---- connections -------------------------------------------------------------------------
     def sasl_max_receive_size(self, listener: str) -> int:
         """``sasl.server.max.receive.size`` of the listener: largest frame before a SASL

@@ -366,3 +366,41 @@ def test_delegation_tokens(secure, java_client):
         assert c.request(40, {"hmac": t.hmac, "expiry_time_period_ms": -1}).error_code == 0
     with pytest.raises(ToolError, match="SASL_AUTHENTICATION_FAILED"):
         KafkaClient(secure.bootstrap("SASL_PLAINTEXT"), security=token_props).close()
+
+
+def test_dynamic_keystore_reload(secure):
+    """KIP-226: IncrementalAlterConfigs of listener.name.ssl.ssl.keystore.location gives new
+    TLS connections the new certificate; a keystore with another DN is refused."""
+    import hashlib
+    import socket
+    import ssl
+
+    from client.connection import KafkaClient
+    from protocol.errors import ErrorCode
+
+    def served_cert() -> bytes:
+        ctx = ssl.create_default_context(cafile=str(secure.certs.ca_pem))
+        with socket.create_connection(("127.0.0.1", secure.ports["SSL"]), timeout=10) as raw, \
+                ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            return hashlib.sha256(s.getpeercert(binary_form=True)).digest()
+
+    before = served_cert()
+    renewed = secure.certs.leaf("server-renewed", "localhost", "Brokers", server=True)
+    other = secure.certs.leaf("server-other", "otherhost", "Brokers", server=True)
+    key = "listener.name.ssl.ssl.keystore.location"
+
+    def alter(path) -> int:
+        with KafkaClient(secure.bootstrap()) as c:
+            r = c.request(44, {"resources": [{"resource_type": 4, "resource_name": "0",
+                                              "configs": [{"name": key, "config_operation": 0,
+                                                           "value": str(path)}]}],
+                               "validate_only": False})
+            return r.responses[0].error_code
+
+    assert alter(other["p12"]) == ErrorCode.INVALID_CONFIG
+    assert served_cert() == before
+    assert alter(renewed["p12"]) == 0
+    deadline = time.monotonic() + 10
+    while served_cert() == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert served_cert() != before
