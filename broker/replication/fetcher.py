@@ -85,6 +85,9 @@ class FetcherConfig:
     socket_receive_buffer_bytes: int = 65536    # replica.socket.receive.buffer.bytes
     truncate_on_fetch: bool = True              # inter.broker.protocol.version >= 2.7
     rack: str = ""                              # broker.rack (sent as rack_id)
+    #: ``opener_for(host, port)`` -> BrokerConnection opener for TLS/SASL inter-broker
+    #: listeners (broker.security.inter_broker.opener_for), None = plain TCP
+    opener_for: Callable | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -174,7 +177,8 @@ class ReplicaFetcher:
             host, port, f"broker-{cfg.broker_id}-fetcher-{self.fetcher_id}",
             timeout_s=cfg.socket_timeout_ms / 1000,
             max_response_bytes=max(cfg.fetch_response_max_bytes, cfg.fetch_max_bytes) + (1 << 20),
-            receive_buffer_bytes=cfg.socket_receive_buffer_bytes)
+            receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+            opener=cfg.opener_for(host, port) if cfg.opener_for is not None else None)
 
     async def _run(self) -> None:
         while not self._stopping:

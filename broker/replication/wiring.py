@@ -15,6 +15,8 @@ from collections.abc import Callable
 from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.fetcher import FetcherConfig
 from broker.replication.fetcher_manager import ReplicaFetcherManager
+from broker.security.inter_broker import opener_for
+from client.aio_connection import BrokerConnection
 
 __all__ = ["attach_replication", "inter_broker_listener", "truncation_on_fetch_supported"]
 
@@ -65,12 +67,17 @@ def attach_replication(replica_manager, config, metadata_cache,
         socket_receive_buffer_bytes=config.get("replica.socket.receive.buffer.bytes"),
         truncate_on_fetch=truncation_on_fetch_supported(
             config.get("inter.broker.protocol.version")),
-        rack=config.get("broker.rack") or "")
+        rack=config.get("broker.rack") or "",
+        opener_for=lambda host, port: opener_for(config, host, port))  # TLS/SASL (issue 15)
     replica_manager.truncate_on_fetch = fc.truncate_on_fetch
     replica_manager.broker_epoch_supplier = broker_epoch
     replica_manager.fetcher_manager = ReplicaFetcherManager(
         replica_manager, fc, config.get("num.replica.fetchers"), endpoint_of,
         replica_manager.follower_quota)
+    timeout_s = config.get("controller.socket.timeout.ms") / 1000
     replica_manager.alter_partition_manager = AlterPartitionManager(
         replica_manager.broker_id, controller_endpoint, broker_epoch,
-        request_timeout_ms=config.get("controller.socket.timeout.ms"))
+        request_timeout_ms=config.get("controller.socket.timeout.ms"),
+        connection_factory=lambda host, port: BrokerConnection(
+            host, port, f"broker-{replica_manager.broker_id}-alter-partition",
+            timeout_s=timeout_s, opener=opener_for(config, host, port)))

@@ -270,8 +270,10 @@ class TransactionMarkerChannelManager:
                 raise ConnectionError(f"broker {broker} has no {self.listener} endpoint")
             from client.aio_connection import BrokerConnection
             timeout_s = self.services.config.get("request.timeout.ms") / 1000
+            from broker.security.inter_broker import opener_for
             conn = BrokerConnection(node.host, node.port, f"broker-{self.broker_id}-txn-markers",
-                                    timeout_s=timeout_s)
+                                    timeout_s=timeout_s, opener=opener_for(
+                                        self.services.config, node.host, node.port))
             await conn.connect()
             self._connections[broker] = conn
         _, resp = await conn.request(WRITE_TXN_MARKERS, request)

@@ -114,10 +114,12 @@ class TransactionVerifier:
             node = self.services.metadata_cache.alive_broker_node(broker, self.listener)
             if node is None:
                 raise ConnectionError(f"broker {broker} has no {self.listener} endpoint")
+            from broker.security.inter_broker import opener_for
             from client.aio_connection import BrokerConnection
             conn = BrokerConnection(node.host, node.port, f"broker-{self.broker_id}-txn-verify",
                                     timeout_s=self.services.config.get("request.timeout.ms")
-                                    / 1000)
+                                    / 1000, opener=opener_for(self.services.config, node.host,
+                                                              node.port))
             await conn.connect()
             self._connections[broker] = conn
         by_topic: dict[str, list[int]] = {}
