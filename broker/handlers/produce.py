@@ -141,7 +141,7 @@ def handle_produce(ctx, req: ProduceRequest):
                 entries[tp] = _prepare(p.records, version)
             except KafkaError as e:
                 failed[tp] = ProducePartitionResult(e.code, error_message=e.message)
-    throttle_ms = throttling.produce(ctx, ctx.request_size)  # producer_byte_rate (KIP-219)
+    throttle_ms = throttling.produce(ctx, getattr(ctx, "request_size", 0))  # KIP-219
     if throttle_ms:
         throttling.throttle(ctx, throttle_ms)
     if entries and version >= 3 and req.transactional_id is not None:

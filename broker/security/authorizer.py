@@ -50,7 +50,7 @@ from broker.security.acl import (
     ResourceType,
 )
 from broker.security.principal import KafkaPrincipal, parse_principal
-from broker.security.store import ZNodeBadVersion, ZNodeExists, ZNodeStore
+from broker.security.store import ZNodeBadVersion, ZNodeExists, ZNodeStore, ensure_path
 
 __all__ = ["ACL_AUTHORIZER_CLASSES", "AclAuthorizer", "AclBindingFilter", "AuthorizerError"]
 
@@ -157,6 +157,9 @@ class AclAuthorizer:
     async def start(self, store: ZNodeStore) -> None:
         """Load every ACL, then follow the change notifications."""
         self.store = store
+        for path in (A.ACL_ROOT, f"{A.EXTENDED_ACL_ROOT}/prefixed", A.LITERAL_CHANGES,
+                     A.EXTENDED_CHANGES):  # Kafka's createAclPaths
+            await ensure_path(store, path)
         for root in (A.LITERAL_CHANGES, A.EXTENDED_CHANGES):
             store.watch_children(root, lambda root=root: self._on_changes(root))
             children = await store.get_children(root)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from broker.security import znodes
 from broker.security.principal import KafkaPrincipal, parse_principal
 from broker.security.scram import MECHANISMS, ScramCredential, credential_from_password
-from broker.security.store import ZNodeStore, upsert
+from broker.security.store import ZNodeStore, ensure_path, upsert
 from protocol.errors import ErrorCode
 
 __all__ = ["DelegationTokenManager", "TokenInfo"]
@@ -112,6 +112,8 @@ class DelegationTokenManager:
         self.store = store
         if not self.enabled:
             return
+        await ensure_path(store, TOKENS)
+        await ensure_path(store, CHANGES)
         store.watch_children(CHANGES, self._on_changes)
         children = await store.get_children(CHANGES)
         self._last_change = max((_seq(c) for c in children), default=-1)
