@@ -153,26 +153,31 @@ class Histogram:
 
 def quantiles(counts: list[int], scale: float, qs: Iterable[float]) -> list[float]:
     """Quantile estimates (in the metric's unit) from bucket counts, interpolating linearly
-    inside a bucket; 0.0 for an empty histogram."""
+    inside a bucket; 0.0 for an empty histogram. One pass over the buckets for all ``qs``
+    (ascending)."""
+    qs = list(qs)
     total = sum(counts)
-    out = []
     if total <= 0:
         return [0.0 for _ in qs]
-    for q in qs:
-        rank = q * total
-        seen = 0
-        for i, c in enumerate(counts):
-            if not c:
-                continue
-            if seen + c >= rank:
-                low, high = bucket_bounds(i)
-                frac = (rank - seen) / c
-                out.append((low + (high - low) * frac) / scale if i >= 8 else low / scale)
-                break
-            seen += c
-        else:
-            out.append(bucket_bounds(len(counts) - 1)[0] / scale)
-    return out
+    out = []
+    k = 0
+    seen = 0
+    n = len(qs)
+    for i, c in enumerate(counts):
+        if not c:
+            continue
+        while k < n and seen + c >= qs[k] * total:
+            low, high = bucket_bounds(i)
+            if i >= 8:
+                out.append((low + (high - low) * (qs[k] * total - seen) / c) / scale)
+            else:
+                out.append(low / scale)
+            k += 1
+        if k == n:
+            return out
+        seen += c
+    last = bucket_bounds(len(counts) - 1)[0] / scale
+    return out + [last] * (n - k)
 
 
 class Gauge:

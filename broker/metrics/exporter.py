@@ -44,16 +44,22 @@ def parse_prometheus_listener(value: str) -> tuple[str, int]:
     return parts.hostname or "", port
 
 
-def _families(snap: Snapshot):
-    """prometheus_client Metric families from a snapshot (runs in the render thread)."""
-    from prometheus_client.core import Metric
+class _Fam:
+    __slots__ = ("name", "type", "help", "samples")
 
-    fams: dict[str, Metric] = {}
+    def __init__(self, name: str, typ: str, help_text: str) -> None:
+        self.name, self.type, self.help = name, typ, help_text
+        self.samples: list[tuple[str, tuple, float]] = []  # (sample name, labels, value)
 
-    def family(name: str, typ: str, mbean: str) -> Metric:
+
+def _families(snap: Snapshot) -> list[_Fam]:
+    """Families (name, type, help, samples) from a snapshot (runs in the render thread)."""
+    fams: dict[str, _Fam] = {}
+
+    def family(name: str, typ: str, mbean: str) -> _Fam:
         f = fams.get(name)
         if f is None:
-            f = fams[name] = Metric(name, f"Kafka MBean {_help(mbean)}", typ)
+            f = fams[name] = _Fam(name, typ, f"Kafka MBean {_help(mbean)}")
         return f
 
     for mbean, count in snap.meters:
@@ -61,39 +67,67 @@ def _families(snap: Snapshot):
         if c is None:
             continue
         if c.type == "counter" and c.name.endswith("_total"):
-            family(c.name[:-6], "counter", mbean).add_sample(c.name, dict(c.labels), count)
+            family(c.name[:-6], "counter", mbean).samples.append((c.name, c.labels, count))
         else:
-            family(c.name, "unknown", mbean).add_sample(c.name, dict(c.labels), count)
+            family(c.name, "unknown", mbean).samples.append((c.name, c.labels, count))
     for mbean, value in snap.gauges:
         c = convert(mbean, "Value")
         if c is not None:
-            family(c.name, "gauge", mbean).add_sample(c.name, dict(c.labels), value)
+            family(c.name, "gauge", mbean).samples.append((c.name, c.labels, value))
+    qs = [q for _, q in QUANTILES]
     for mbean, window, count, total, scale in snap.histograms:
         c = convert(mbean, "Count")
         q0 = convert(mbean, QUANTILES[0][0])
         if c is None or q0 is None:
             continue
-        values = quantiles(window, scale, [q for _, q in QUANTILES])
+        values = quantiles(window, scale, qs)
         summary = c.name == q0.name + "_count"
         f = family(q0.name, "summary" if summary else "unknown", mbean)
         for (attr, _), v in zip(QUANTILES, values, strict=True):
             q = convert(mbean, attr)
             if q is not None:
-                f.add_sample(q.name, dict(q.labels), v)
+                f.samples.append((q.name, q.labels, v))
         if summary:
-            f.add_sample(c.name, dict(c.labels), count)
-            f.add_sample(q0.name + "_sum", dict(c.labels), total)
+            f.samples.append((c.name, c.labels, count))
+            f.samples.append((q0.name + "_sum", c.labels, total))
         else:
-            family(c.name, "unknown", mbean).add_sample(c.name, dict(c.labels), count)
+            family(c.name, "unknown", mbean).samples.append((c.name, c.labels, count))
     for nf in snap.native:
         f = fams.get(nf.name)
         if f is None:
             base = nf.name[:-6] if nf.type == "counter" and nf.name.endswith("_total") \
                 else nf.name
-            f = fams[nf.name] = Metric(base, nf.help, nf.type)
+            f = fams[nf.name] = _Fam(base, nf.type, nf.help)
         for labels, value in nf.samples:
-            f.add_sample(nf.name, labels, value)
+            f.samples.append((nf.name, tuple(labels.items()), value))
     return list(fams.values())
+
+
+def _metrics(fams: list[_Fam]):
+    """prometheus_client Metric objects (the OpenMetrics path)."""
+    from prometheus_client.core import Metric
+
+    out = []
+    for f in fams:
+        m = Metric(f.name, f.help, f.type)
+        for name, labels, value in f.samples:
+            m.add_sample(name, dict(labels), value)
+        out.append(m)
+    return out
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(v: float) -> str:
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "+Inf" if v > 0 else "-Inf"
+    if isinstance(v, int) or float(v).is_integer() and abs(v) < 2**53:
+        return str(int(v))
+    return repr(float(v))
 
 
 def _help(mbean: str) -> str:
@@ -111,7 +145,12 @@ class _Collector:
 
 
 class _Renderer:
-    """The prometheus_client registry a render uses (one render at a time)."""
+    """Formats a snapshot (one render at a time). Text format 0.0.4 is written directly, with
+    each sample's ``name{labels}`` prefix cached across scrapes (only values change), then
+    prometheus_client's process/platform/GC collectors; OpenMetrics goes through
+    prometheus_client entirely."""
+
+    _PREFIX_CACHE_MAX = 1_000_000
 
     def __init__(self) -> None:
         from prometheus_client import (
@@ -121,22 +160,65 @@ class _Renderer:
             ProcessCollector,
         )
 
+        self.process = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=self.process)
+        PlatformCollector(registry=self.process)
+        GCCollector(registry=self.process)
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = _Collector()
         self.registry.register(self.collector)
-        ProcessCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
-        GCCollector(registry=self.registry)
+        self.registry.register(_Chain(self.process))
+        self._prefix: dict[tuple[str, tuple], str] = {}
+
+    def _text(self, fams: list[_Fam]) -> bytes:
+        from prometheus_client.exposition import generate_latest
+
+        prefix = self._prefix
+        if len(prefix) > self._PREFIX_CACHE_MAX:
+            prefix.clear()
+        out: list[str] = []
+        for f in fams:
+            name = f.name + "_total" if f.type == "counter" else f.name
+            typ = "untyped" if f.type == "unknown" else f.type
+            out.append(f"# HELP {name} {f.help}\n# TYPE {name} {typ}\n")
+            for sname, labels, value in f.samples:
+                key = (sname, labels)
+                p = prefix.get(key)
+                if p is None:
+                    if labels:
+                        inner = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(labels))
+                        p = f"{sname}{{{inner}}} "
+                    else:
+                        p = sname + " "
+                    prefix[key] = p
+                out.append(p + _number(value) + "\n")
+        return "".join(out).encode() + generate_latest(self.process)
 
     def render(self, snap: Snapshot, accept: str | None) -> tuple[bytes, str]:
         from prometheus_client.exposition import choose_encoder
 
-        self.collector.families = _families(snap)
+        fams = _families(snap)
+        encoder, content_type = choose_encoder(accept or "")
+        if content_type.startswith("text/plain"):
+            return self._text(fams), "text/plain; version=0.0.4; charset=utf-8"
+        self.collector.families = _metrics(fams)
         try:
-            encoder, content_type = choose_encoder(accept or "")
-            return encoder(self.registry), content_type
+            return encoder(self.collector_registry()), content_type
         finally:
             self.collector.families = []
+
+    def collector_registry(self):
+        return self.registry
+
+
+class _Chain:
+    """Collects another registry's collectors (the process families) inside ours."""
+
+    def __init__(self, registry) -> None:
+        self.inner = registry
+
+    def collect(self):
+        return self.inner.collect()
 
 
 def render(registry: MetricsRegistry, accept: str | None = None) -> tuple[bytes, str]:
