@@ -56,6 +56,11 @@ def _replica_manager_gauges(rm) -> list[tuple[str, float]]:
             if not part.is_leader:
                 continue
             leaders += 1
+            if hasattr(part, "is_under_replicated"):  # Kafka's Partition predicates
+                urp += part.is_under_replicated
+                under_min += part.is_under_min_isr
+                at_min += part.is_at_min_isr
+                continue
             isr = len(part.isr)
             if isr < len(part.replicas):
                 urp += 1
