@@ -75,7 +75,7 @@ def _families(snap: Snapshot) -> list[_Fam]:
         if c is not None:
             family(c.name, "gauge", mbean).samples.append((c.name, c.labels, value))
     qs = [q for _, q in QUANTILES]
-    for mbean, window, count, total, scale in snap.histograms:
+    for mbean, window, count, total, scale, _ in snap.histograms:
         c = convert(mbean, "Count")
         q0 = convert(mbean, QUANTILES[0][0])
         if c is None or q0 is None:
@@ -120,14 +120,20 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _number(v: float) -> str:
+def _number(v) -> str:
+    if type(v) is int:
+        return str(v)
+    v = float(v)
     if v != v:
         return "NaN"
-    if v in (float("inf"), float("-inf")):
-        return "+Inf" if v > 0 else "-Inf"
-    if isinstance(v, int) or float(v).is_integer() and abs(v) < 2**53:
-        return str(int(v))
-    return repr(float(v))
+    if v == _INF:
+        return "+Inf"
+    if v == -_INF:
+        return "-Inf"
+    return repr(v)
+
+
+_INF = float("inf")
 
 
 def _help(mbean: str) -> str:
@@ -169,39 +175,127 @@ class _Renderer:
         self.registry.register(self.collector)
         self.registry.register(_Chain(self.process))
         self._prefix: dict[tuple[str, tuple], str] = {}
+        self._plans: dict[tuple[str, str], object] = {}
+        self._headers: dict[str, str] = {}
+        self._quantiles: dict[str, tuple] = {}
 
-    def _text(self, fams: list[_Fam]) -> bytes:
-        from prometheus_client.exposition import generate_latest
+    # ----- text format 0.0.4: per-MBean plans (family, line prefixes) computed once --------
+    def _family_header(self, name: str, typ: str, mbean: str | None, help_text: str = ""):
+        headers = self._headers
+        if name not in headers:
+            shown = name + "_total" if typ == "counter" else name
+            text = help_text or f"Kafka MBean {_help(mbean or '')}"
+            headers[name] = (f"# HELP {shown} {text}\n"
+                             f"# TYPE {shown} {'untyped' if typ == 'unknown' else typ}\n")
+        return name
 
-        prefix = self._prefix
-        if len(prefix) > self._PREFIX_CACHE_MAX:
-            prefix.clear()
-        out: list[str] = []
-        for f in fams:
-            name = f.name + "_total" if f.type == "counter" else f.name
-            typ = "untyped" if f.type == "unknown" else f.type
-            out.append(f"# HELP {name} {f.help}\n# TYPE {name} {typ}\n")
-            for sname, labels, value in f.samples:
-                key = (sname, labels)
-                p = prefix.get(key)
-                if p is None:
-                    if labels:
-                        inner = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(labels))
-                        p = f"{sname}{{{inner}}} "
-                    else:
-                        p = sname + " "
-                    prefix[key] = p
-                out.append(p + _number(value) + "\n")
-        return "".join(out).encode() + generate_latest(self.process)
+    def _line(self, sname: str, labels) -> str:
+        key = (sname, tuple(labels))
+        p = self._prefix.get(key)
+        if p is None:
+            if labels:
+                inner = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(labels))
+                p = f"{sname}{{{inner}}} "
+            else:
+                p = sname + " "
+            self._prefix[key] = p
+        return p
+
+    def _plan_value(self, mbean: str, attribute: str, kind: str):
+        c = convert(mbean, attribute)
+        if c is None:
+            return False
+        if kind == "meter" and c.type == "counter" and c.name.endswith("_total"):
+            fam = self._family_header(c.name[:-6], "counter", mbean)
+        else:
+            fam = self._family_header(c.name, "gauge" if kind == "gauge" else "unknown", mbean)
+        return fam, self._line(c.name, c.labels)
+
+    def _plan_histogram(self, mbean: str):
+        c = convert(mbean, "Count")
+        q0 = convert(mbean, QUANTILES[0][0])
+        if c is None or q0 is None:
+            return False
+        summary = c.name == q0.name + "_count"
+        fam = self._family_header(q0.name, "summary" if summary else "unknown", mbean)
+        qlines = []
+        for attr, _ in QUANTILES:
+            q = convert(mbean, attr)
+            qlines.append(self._line(q.name, q.labels) if q is not None else None)
+        if summary:
+            return fam, qlines, fam, self._line(c.name, c.labels), \
+                self._line(q0.name + "_sum", c.labels)
+        cfam = self._family_header(c.name, "unknown", mbean)
+        return fam, qlines, cfam, self._line(c.name, c.labels), None
+
+    def _text(self, snap: Snapshot) -> bytes:
+        if len(self._prefix) > self._PREFIX_CACHE_MAX:
+            self._prefix.clear()
+            self._plans.clear()
+            self._quantiles.clear()
+        plans = self._plans
+        groups: dict[str, list[str]] = {}
+        for kind, items in (("meter", snap.meters), ("gauge", snap.gauges)):
+            attribute = "Count" if kind == "meter" else "Value"
+            for mbean, value in items:
+                plan = plans.get((kind, mbean))
+                if plan is None:
+                    plan = plans[(kind, mbean)] = self._plan_value(mbean, attribute, kind)
+                if plan is False:
+                    continue
+                lines = groups.get(plan[0])
+                if lines is None:
+                    lines = groups[plan[0]] = []
+                lines.append(plan[1] + _number(value))
+        qs = [q for _, q in QUANTILES]
+        qcache = self._quantiles
+        for mbean, window, count, total, scale, key in snap.histograms:
+            plan = plans.get(("hist", mbean))
+            if plan is None:
+                plan = plans[("hist", mbean)] = self._plan_histogram(mbean)
+            if plan is False:
+                continue
+            fam, qlines, cfam, cline, sline = plan
+            lines = groups.setdefault(fam, [])
+            cached = qcache.get(mbean)
+            if cached is None or cached[0] != key:
+                cached = qcache[mbean] = (key, quantiles(window, scale, qs))
+            for line, v in zip(qlines, cached[1], strict=True):
+                if line is not None:
+                    lines.append(line + _number(v))
+            clines = groups.setdefault(cfam, [])
+            clines.append(cline + _number(count))
+            if sline is not None:
+                clines.append(sline + _number(total))
+        for nf in snap.native:
+            base = nf.name[:-6] if nf.type == "counter" and nf.name.endswith("_total") \
+                else nf.name
+            fam = self._family_header(base, nf.type, None, nf.help)
+            lines = groups.setdefault(fam, [])
+            for labels, value in nf.samples:
+                lines.append(self._line(nf.name, tuple(labels.items())) + _number(value))
+        for m in self.process.collect():  # process_*, python_* (prometheus_client)
+            name, typ = (m.name + "_info", "gauge") if m.type == "info" else (m.name, m.type)
+            fam = self._family_header(name, typ, None, m.documentation)
+            lines = groups.setdefault(fam, [])
+            for sample in m.samples:
+                lines.append(self._line(sample.name, tuple(sample.labels.items()))
+                             + _number(sample.value))
+        out = []
+        headers = self._headers
+        for fam, lines in groups.items():
+            out.append(headers[fam])
+            out.append("\n".join(lines))
+            out.append("\n")
+        return "".join(out).encode()
 
     def render(self, snap: Snapshot, accept: str | None) -> tuple[bytes, str]:
         from prometheus_client.exposition import choose_encoder
 
-        fams = _families(snap)
         encoder, content_type = choose_encoder(accept or "")
         if content_type.startswith("text/plain"):
-            return self._text(fams), "text/plain; version=0.0.4; charset=utf-8"
-        self.collector.families = _metrics(fams)
+            return self._text(snap), "text/plain; version=0.0.4; charset=utf-8"
+        self.collector.families = _metrics(_families(snap))
         try:
             return encoder(self.collector_registry()), content_type
         finally:
