@@ -115,15 +115,7 @@ class Histogram:
         self._last_rotate: float | None = None
 
     def update(self, value: float) -> None:
-        x = int(value * self.scale)
-        if x < 8:
-            i = x if x > 0 else 0
-        else:
-            b = x.bit_length()
-            i = (b << 2) + ((x >> (b - 3)) & 3) - 8 if b <= _MAX_BITS else NUM_BUCKETS - 1
-        self.counts[i] += 1
-        self.count += 1
-        self.sum += value
+        self.update_scaled(int(value * self.scale), value)
 
     def update_scaled(self, x: int, value: float) -> None:
         """``update`` for a caller that already has ``value * resolution`` as an int."""
