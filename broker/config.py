@@ -23,7 +23,12 @@ Rules (Kafka's ``KafkaConfig``/``ConfigDef`` behaviour):
   ``zookeeper.connection.timeout.ms`` falls back to ``zookeeper.session.timeout.ms``;
   ``advertised.listeners`` falls back to ``listeners``.
 - ``zookeeper.connect`` absent (or empty) means embedded single-node mode.
-- Only the PLAINTEXT security protocol is served; other listeners are a :class:`ConfigError`.
+- Every security protocol is served (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; issue 15,
+  ``broker.security``). ``listener.name.<listener>.<key>`` overrides an ``ssl.*``/``sasl.*``
+  key (and ``max.connections``, ``max.connection.creation.rate``,
+  ``connections.max.reauth.ms``) for one listener, ``listener.name.<listener>.<mechanism>.
+  sasl.jaas.config`` for one SASL mechanism of it (Kafka's ``ListenerName.configPrefix``);
+  :meth:`KafkaConfig.listener_get` resolves them.
 """
 
 from __future__ import annotations
@@ -36,7 +41,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config_keys import BROKER_CONFIG_KEYS, ConfigKey, ConfigSource, ConfigType
+from broker.config_keys import (
+    BROKER_CONFIG_KEYS,
+    LISTENER_KEY_PREFIXES,
+    LISTENER_KEYS,
+    MECHANISM_KEYS,
+    ConfigKey,
+    ConfigSource,
+    ConfigType,
+)
 from broker.properties import PropertiesError, load_properties
 from controller.zk_data import SECURITY_PROTOCOL_IDS, Endpoint
 
@@ -70,7 +83,8 @@ _TYPE_NAMES = {
 }
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)://\[?(?P<host>[0-9A-Za-z\-%._:]*?)\]?:(?P<port>-?[0-9]+)$")
-_SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+_SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+LISTENER_PREFIX = "listener.name."
 
 
 class ConfigError(ValueError):
@@ -246,7 +260,8 @@ def _parse_protocol_map(text: str) -> dict[str, str]:
 
 
 class KafkaConfig:
-    """Parsed, validated broker configuration. Immutable after construction.
+    """Parsed, validated broker configuration. Immutable after construction, except for the
+    KIP-226 dynamic layers (``apply_dynamic``) that ``broker.dynamic_config`` manages.
 
     ``KafkaConfig(props, overrides=())``: ``props`` maps Kafka key names to strings (or to
     already typed values); ``overrides`` are ``"key=value"`` strings applied on top.
@@ -260,16 +275,75 @@ class KafkaConfig:
             merged[k] = v
         self._explicit: dict[str, Any] = {}
         self.unknown_keys: list[str] = []
+        #: listener name (upper case) -> {key or "<mechanism>.<key>": parsed value}
+        self.listener_overrides: dict[str, dict[str, Any]] = {}
         for name, raw in merged.items():
             key = BROKER_CONFIG_KEYS.get(name)
             if key is None:
-                self.unknown_keys.append(name)
+                if not self._listener_override(name, raw):
+                    self.unknown_keys.append(name)
                 continue
             self._explicit[name] = _parse_value(key, raw)
         for name in self.unknown_keys:
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         self._values = {n: self._explicit.get(n, k.default) for n, k in BROKER_CONFIG_KEYS.items()}
         self._validate()
+        # KIP-226 dynamic layers (broker.dynamic_config sets them): name -> parsed value
+        self._dynamic_broker: dict[str, Any] = {}
+        self._dynamic_default: dict[str, Any] = {}
+
+    def _listener_override(self, name: str, raw: Any) -> bool:
+        """Record ``listener.name.<l>.<key>`` / ``listener.name.<l>.<mech>.<key>``; False if
+        ``name`` is not of that shape (an unknown key)."""
+        if not name.startswith(LISTENER_PREFIX):
+            return False
+        listener, _, rest = name[len(LISTENER_PREFIX):].partition(".")
+        if not listener or not rest:
+            return False
+        key = BROKER_CONFIG_KEYS.get(rest)
+        if key is not None and (rest.startswith(LISTENER_KEY_PREFIXES) or rest in LISTENER_KEYS):
+            stored = rest
+        else:
+            mechanism, _, base = rest.partition(".")
+            if base not in MECHANISM_KEYS or not mechanism:
+                return False
+            key = BROKER_CONFIG_KEYS[base]
+            stored = f"{mechanism.lower()}.{base}"
+        try:
+            value = _parse_value(key, raw)
+        except ConfigError as e:
+            raise ConfigError(name, raw, e.allowed) from None
+        self.listener_overrides.setdefault(listener.upper(), {})[stored] = value
+        return True
+
+    def listener_get(self, listener: str, name: str, mechanism: str | None = None) -> Any:
+        """The value of ``name`` for one listener: ``listener.name.<l>.<mechanism>.<name>``
+        (when ``mechanism`` is given), then ``listener.name.<l>.<name>``, then ``name``."""
+        overrides = self.listener_overrides.get(listener.upper(), {})
+        if mechanism is not None:
+            mkey = f"{mechanism.lower()}.{name}"
+            if mkey in overrides:
+                return overrides[mkey]
+        if name in overrides:
+            return overrides[name]
+        return self._values[name]
+
+    def listener_is_set(self, listener: str, name: str, mechanism: str | None = None) -> bool:
+        overrides = self.listener_overrides.get(listener.upper(), {})
+        return (mechanism is not None and f"{mechanism.lower()}.{name}" in overrides) \
+            or name in overrides or name in self._explicit
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """``inter.broker.listener.name``, else the listener named like
+        ``security.inter.broker.protocol`` (Kafka's ``interBrokerListenerName``)."""
+        ibl = self._values["inter.broker.listener.name"]
+        return (ibl or self._values["security.inter.broker.protocol"]).upper()
+
+    @property
+    def inter_broker_security_protocol(self) -> str:
+        name = self.inter_broker_listener_name
+        return self.listener_security_protocol_map.get(name, name)
 
     # ----- construction -------------------------------------------------------------------
     @classmethod
@@ -326,6 +400,21 @@ class KafkaConfig:
         if ibl is not None and ibl.upper() not in {e.listener_name for e in self.listeners}:
             raise ConfigError("inter.broker.listener.name", ibl,
                               "one of " + ", ".join(e.listener_name for e in self.listeners))
+        qbytes = self._values["queued.max.request.bytes"]
+        if 0 < qbytes < self._values["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes", qbytes,
+                              "-1 (no bound) or at least socket.request.max.bytes ("
+                              f"{self._values['socket.request.max.bytes']})")
+        if ibl is not None and "security.inter.broker.protocol" in self._explicit:
+            raise ConfigError("security.inter.broker.protocol",
+                              self._values["security.inter.broker.protocol"],
+                              "only one of security.inter.broker.protocol and "
+                              "inter.broker.listener.name")
+        names = {e.listener_name for e in self.listeners}
+        for listener in self.listener_overrides:
+            if listener not in names:
+                log.warning("listener.name.%s.* configs are set but %s is not a listener",
+                            listener.lower(), listener)
         gmin = self._values["group.min.session.timeout.ms"]
         gmax = self._values["group.max.session.timeout.ms"]
         if gmin > gmax:
@@ -356,8 +445,53 @@ class KafkaConfig:
     def source(self, name: str) -> ConfigSource:
         if name not in BROKER_CONFIG_KEYS:
             raise KeyError(name)
+        if name in self._dynamic_broker:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self._dynamic_default:
+            return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         return ConfigSource.STATIC_BROKER_CONFIG if name in self._explicit \
             else ConfigSource.DEFAULT_CONFIG
+
+    def static_value(self, name: str) -> Any:
+        """The value from server.properties (or the default), ignoring dynamic layers."""
+        return self._explicit.get(name, BROKER_CONFIG_KEYS[name].default)
+
+    def dynamic_layers(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(per-broker, cluster-default) dynamic values in force (KIP-226)."""
+        return dict(self._dynamic_broker), dict(self._dynamic_default)
+
+    def apply_dynamic(self, per_broker: Mapping[str, str], default: Mapping[str, str]
+                      ) -> set[str]:
+        """Set the KIP-226 dynamic layers (string values as stored): a per-broker value wins
+        over a cluster default, which wins over server.properties and the default. Unknown
+        or read-only keys and unparsable values are skipped with a warning (a bad stored
+        value must not stop the broker). Returns the names whose effective value changed."""
+        layers: list[dict[str, Any]] = []
+        for source in (per_broker, default):
+            parsed: dict[str, Any] = {}
+            for name, raw in source.items():
+                key = BROKER_CONFIG_KEYS.get(name)
+                if key is None or key.read_only:
+                    log.warning("ignoring dynamic broker config %s: not a dynamic config", name)
+                    continue
+                try:
+                    parsed[name] = _parse_value(key, raw)
+                except ConfigError as e:
+                    log.warning("ignoring dynamic broker config %s: %s", name, e)
+            layers.append(parsed)
+        self._dynamic_broker, self._dynamic_default = layers
+        changed = set()
+        for name in set(self._values):
+            if name in self._dynamic_broker:
+                value = self._dynamic_broker[name]
+            elif name in self._dynamic_default:
+                value = self._dynamic_default[name]
+            else:
+                value = self.static_value(name)
+            if self._values[name] != value:
+                self._values[name] = value
+                changed.add(name)
+        return changed
 
     def originals(self) -> dict[str, Any]:
         """The explicitly set known keys with their parsed values."""
@@ -371,8 +505,9 @@ class KafkaConfig:
         for name in wanted:
             key = BROKER_CONFIG_KEYS[name]
             value = None if key.sensitive else _to_string(key, self._values[name])
-            out.append(ConfigEntry(name, value, key.type, self.source(name), key.read_only,
-                                   key.sensitive, name not in self._explicit))
+            source = self.source(name)
+            out.append(ConfigEntry(name, value, key.type, source, key.read_only,
+                                   key.sensitive, source is ConfigSource.DEFAULT_CONFIG))
         return out
 
     def __repr__(self) -> str:

@@ -16,8 +16,27 @@
   (client not reading), or while a request of it waits for room on a full ``RequestChannel``
   (``queued.max.requests``; the request stays here until ``channel_has_room``); it resumes
   when those drain.
+* Memory (``queued.max.request.bytes``, ``broker.memory_pool``): receive buffers grow with the
+  bytes that arrive (``protocol.frames``), not with the declared frame size; the buffers of
+  frames in progress and complete request frames (until their handler returned) are charged
+  to the server's ``MemoryPool``. A connection that needs memory while the pool is out of it
+  reads nothing more (at most the rest of a size prefix) and is muted until memory frees,
+  like Kafka's Selector muting channels under memory pressure.
+* Before authentication a listener may allow only smaller frames
+  (``max_unauthenticated_frame_bytes``, Kafka's ``sasl.server.max.receive.size``, 524288):
+  a larger size prefix closes the connection; ``authenticated()`` lifts the limit.
 * Malformed input closes that connection only: a size prefix < 0 or > socket.request.max.bytes
   (before buffering it), or a frame too short for a request header (< 8 bytes).
+* Security (issue 15, ``broker.security``): each connection gets a ``Session`` (its
+  principal) from ``server.security``. On SASL listeners every frame before authentication
+  completes goes to the session's ``SaslServerAuthenticator`` (frames are limited to
+  ``sasl.server.max.receive.size`` meanwhile), never to the RequestChannel; ApiVersions is
+  answered by the ApiVersions handler in between. A failed authentication is logged once
+  ("Failed authentication with /<ip> (channelId=<id>) (<reason>)"), answered with the
+  authenticator's error response after ``connection.failed.authentication.delay.ms`` and the
+  connection closed. A request after the session expired (KIP-368) closes the connection
+  unless it is a SaslHandshake (re-authentication, handled by the SASL handlers). On SSL
+  listeners the principal comes from the client certificate of the finished handshake.
 * Responses with file slices: on a plain TCP socket, once the transport's write buffer has
   drained, the whole response goes straight to the socket (headers with send(MSG_MORE), slices
   with os.sendfile, zero copy; writability waits on a dup of the descriptor). Otherwise
@@ -48,7 +67,8 @@ __all__ = ["DataReceivedProcessor", "Processor", "ProcessorBase"]
 
 log = logging.getLogger(__name__)
 
-REQUEST_HEADER_MIN = 8  # int16 api_key, int16 api_version, int32 correlation_id
+REQUEST_HEADER_MIN = 8
+SASL_HANDSHAKE = 17  # int16 api_key, int16 api_version, int32 correlation_id
 SMALL_WRITE_JOIN = 64 * 1024  # responses up to this size are joined into one write
 PREAD_CHUNK = 1024 * 1024  # fallback read size for file slices
 SENDFILE_BURST = 4 * 1024 * 1024  # most bytes sent with os.sendfile before yielding
@@ -71,7 +91,14 @@ class ProcessorBase:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.last_active_ms = server.clock()
-        self._decoder = FrameDecoder(server.socket_request_max_bytes)
+        self._decoder = FrameDecoder(server.socket_request_max_bytes,
+                                     scratch=server.receive_scratch)
+        self._pool = server.memory_pool
+        self._frame_charge = 0  # pool bytes charged for the frame in progress (its capacity)
+        self._request_charge = 0  # pool bytes charged for complete frames not yet handled
+        self._memory_muted = False  # waiting for the pool (queued.max.request.bytes)
+        self._max_unauth: int | None = None
+        self._authenticated = False
         self._next_seq = 0  # sequence of the next request received
         self._next_send = 0  # sequence of the next response to send
         self._pending: deque[Request] = deque()  # received, not yet given to the handler
@@ -91,6 +118,9 @@ class ProcessorBase:
         self._sock_fd: int | None = None
         self._send_task: asyncio.Task[None] | None = None
         self._writable: asyncio.Future[None] | None = None
+        self.session: Any = None  # broker.security.listeners.Session
+        self._auth_queue: deque[memoryview] | None = None  # frames before authentication
+        self._auth_busy = False
 
     # ---- asyncio protocol callbacks --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -105,7 +135,38 @@ class ProcessorBase:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if sock is not None and transport.get_extra_info("sslcontext") is None:
             self._sock_fd = sock.fileno()  # plain socket: os.sendfile may write to it
+        limit = self.server.max_unauthenticated_frame_bytes.get(self.listener)
+        if limit is not None:
+            self.max_unauthenticated_frame_bytes = limit
         self.server.register(self)
+        security = self.server.security
+        if security is not None and not self.closed:
+            self.session = security.new_session(self.listener, peer)
+            if self.session is not None and self.session.authenticator is not None:
+                self._auth_queue = deque()
+                self.max_unauthenticated_frame_bytes = security.sasl_max_receive_size
+
+    # ---- authentication hook (issue 15's SASL authenticator switches it on) ----------------
+    @property
+    def max_unauthenticated_frame_bytes(self) -> int | None:
+        """Largest frame body accepted before ``authenticated()`` (None: no extra limit)."""
+        return self._max_unauth
+
+    @max_unauthenticated_frame_bytes.setter
+    def max_unauthenticated_frame_bytes(self, limit: int | None) -> None:
+        self._max_unauth = limit
+        if self._authenticated:
+            return
+        if limit is None:
+            self._decoder.set_max_size(self.server.socket_request_max_bytes)
+        else:
+            self._decoder.set_max_size(min(limit, self.server.socket_request_max_bytes),
+                                       "sasl.server.max.receive.size")
+
+    def authenticated(self) -> None:
+        """Authentication completed: frames up to ``socket.request.max.bytes`` from now on."""
+        self._authenticated = True
+        self._decoder.set_max_size(self.server.socket_request_max_bytes)
 
     def _decode_failed(self, e: ProtocolError) -> None:
         log.info("closing %s: %s", self.connection_id, e)
@@ -114,17 +175,174 @@ class ProcessorBase:
 
     def _frames_received(self, frames: list[memoryview]) -> None:
         self.last_active_ms = self.server.clock()
+        self._account_memory(frames)
+        if self._auth_queue is not None:  # SASL authentication not complete yet
+            self._auth_queue.extend(frames)
+            self._auth_pump()
+            return
         for frame in frames:
             if not self._on_frame(frame):
                 return
         self._dispatch()
         self._update_reading()
 
+    # ---- memory pool (queued.max.request.bytes) --------------------------------------------
+    def _account_memory(self, frames: list[memoryview]) -> None:
+        """Charge what the last read allocated; reserve the next read's growth or mute."""
+        pool = self._pool
+        decoder = self._decoder
+        done = 0
+        for frame in frames:
+            done += frame.nbytes
+        capacity = decoder.capacity
+        delta = capacity + done - self._frame_charge
+        if delta > 0:
+            pool.allocate(delta)
+        elif delta < 0:
+            pool.release(-delta)
+        self._frame_charge = capacity
+        if done:
+            self._request_charge += done
+            pool.to_requests(done)
+            if pool.privileged is self:
+                pool.frame_completed(self)
+        self._reserve_next_read()
+
+    def _reserve_next_read(self) -> bool:
+        """Charge the growth the next ``get_buffer`` makes, or mute while the pool is out of
+        memory and the next read needs memory. Returns False when muted."""
+        pool = self._pool
+        growth = self._decoder.growth_needed()
+        if growth:
+            if pool.try_allocate(growth, self):
+                self._frame_charge += growth
+                return True
+        elif not pool.out_of_memory or self._decoder.room or pool.privileged is self:
+            return True
+        if not self._memory_muted:
+            self._memory_muted = True
+            pool.wait(self)
+        return False
+
+    def memory_available(self) -> None:
+        """Called by the MemoryPool when memory frees (or this connection may finish its frame)."""
+        if self.closed or not self._memory_muted:
+            return
+        self._memory_muted = False
+        if self._reserve_next_read():
+            self._update_reading()
+
+    def _release_request(self, nbytes: int) -> None:
+        """A complete frame of ``nbytes`` is no longer held (handled or consumed)."""
+        self._request_charge -= nbytes
+        self._pool.release_requests(nbytes)
+
+    def _release_memory(self) -> None:
+        pool = self._pool
+        if self._frame_charge:
+            pool.release(self._frame_charge)
+            self._frame_charge = 0
+        if self._request_charge:
+            pool.release_requests(self._request_charge)
+            self._request_charge = 0
+        self._memory_muted = False
+        pool.forget(self)
+    # ---- SASL authentication (broker.security.authenticator) ----------------------------------
+    def _auth_pump(self) -> None:
+        security = self.server.security
+        queue = self._auth_queue
+        while queue and not self._auth_busy and not self.closed:
+            if not security.ready.is_set():  # credentials still loading (startup)
+                self._auth_busy = True
+                asyncio.get_running_loop().create_task(self._auth_after(security.ready.wait()))
+                return
+            frame = queue.popleft()
+            self._release_request(frame.nbytes)  # consumed here, never reaches a handler
+            step = self.session.authenticator.receive(frame)
+            if step.api_versions:
+                api_key, version, correlation_id = peek_request_header(frame)
+                result = self.server.request_channel.handler(Request(
+                    self.connection_id, -1, time.monotonic_ns(), api_key, version,
+                    correlation_id, frame, self.listener, self.client_address, None))
+                if result is not None and not isinstance(result, Response):
+                    self._auth_busy = True
+                    asyncio.get_running_loop().create_task(self._auth_after(result, True))
+                    return
+                self._auth_write(result)
+            if step.failure is not None:
+                self._auth_failed(step.failure, step.response)
+                return
+            if step.response is not None:
+                self.transport.write(SIZE_PREFIX.pack(len(step.response)) + step.response)
+            if step.complete:
+                self._auth_complete()
+                return
+
+    async def _auth_after(self, awaitable, is_response: bool = False) -> None:
+        try:
+            result = await awaitable
+        except Exception:  # noqa: BLE001
+            log.exception("closing %s: answering during authentication failed",
+                          self.connection_id)
+            self.close()
+            return
+        finally:
+            self._auth_busy = False
+        if self.closed:
+            return
+        if is_response:
+            self._auth_write(result)
+        self._auth_pump()
+
+    def _auth_write(self, response: Response | None) -> None:
+        if response is None or self.transport is None or self.closed:
+            return
+        if response.close:
+            self.close()
+            return
+        self.transport.write(b"".join([SIZE_PREFIX.pack(response.size), *response.parts]))
+
+    def _auth_failed(self, reason: str, response: bytes | None) -> None:
+        log.info("Failed %sauthentication with /%s (channelId=%s) (%s)",
+                 "re-" if self.session.authenticator.reauthenticating else "",
+                 _host(self.client_address), self.connection_id, reason)
+        self.server.failed_authentications += 1
+        if self._auth_queue is not None:
+            self._auth_queue.clear()
+        if self.transport is not None and self._reading:
+            self._reading = False
+            self.transport.pause_reading()
+        delay_ms = self.server.security.failed_authentication_delay_ms
+        asyncio.get_running_loop().call_later(delay_ms / 1000.0, self._close_with, response)
+
+    def _close_with(self, payload: bytes | None) -> None:
+        if payload is not None and self.transport is not None and not self.closed:
+            self.transport.write(SIZE_PREFIX.pack(len(payload)) + payload)
+        self.close()
+
+    def _auth_complete(self) -> None:
+        auth = self.session.authenticator
+        self.session.principal = auth.principal
+        self.authenticated()
+        queue, self._auth_queue = self._auth_queue, None
+        log.debug("Successfully authenticated %s as %s", self.connection_id, auth.principal)
+        for frame in queue or ():
+            if not self._on_frame(frame):
+                return
+        self._dispatch()
+        self._update_reading()
+
+    def close_after_failed_reauthentication(self, reason: str) -> None:
+        """A SASL handler's re-authentication failed: log it, stop reading and close after
+        the failure delay (its response, already returned, is sent first)."""
+        self._auth_failed(reason, None)
+
     def eof_received(self) -> bool:
         return False  # half-closed by the client: close (Kafka does too)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._release_memory()
         self._pending.clear()
         self._ready.clear()
         self._wake_drained()
@@ -154,6 +372,11 @@ class ProcessorBase:
             self.server.malformed_closed += 1
             self.close()
             return False
+        session = self.session
+        if session is not None and not session.settled:
+            self._check_session(session, api_key)
+            if self.closed:
+                return False
         request = Request(self.connection_id, self._next_seq, time.monotonic_ns(), api_key,
                           api_version, correlation_id, frame, self.listener,
                           self.client_address, self)
@@ -162,6 +385,25 @@ class ProcessorBase:
         self._held_bytes += len(frame)
         self._pending.append(request)
         return True
+
+    def _check_session(self, session, api_key: int) -> None:
+        """SSL principal on the first request; KIP-368 session expiry on every request."""
+        if session.security_protocol == "SSL":
+            session.settled = True
+            listener = self.server.security.listener(self.listener)
+            session.principal = listener.ssl_principal(
+                self.transport.get_extra_info("ssl_object"))
+            return
+        auth = session.authenticator
+        if auth is None:
+            session.settled = True  # nothing to check on this connection
+            return
+        if api_key != SASL_HANDSHAKE and auth.session_expired(self.server.security.time_ms()):
+            log.info("closing %s: SASL session of %s expired (connections.max.reauth.ms / "
+                     "credential lifetime) without re-authentication", self.connection_id,
+                     session.principal)
+            self.server.expired_sessions_closed += 1
+            self.close()
 
     def _dispatch(self) -> None:
         limit = self.server.max_inflight_per_connection
@@ -193,6 +435,7 @@ class ProcessorBase:
         if self.closed:
             return None
         self._in_handler -= 1
+        self._release_request(request.frame.nbytes)
         following = None
         if self._pending:
             following = self._pending.popleft()
@@ -438,7 +681,7 @@ class ProcessorBase:
         if self.closed or self._sending or self.transport is None:
             return  # re-applied when the file send is over
         server = self.server
-        pause = (self._writing_paused or self._waiting_for_channel
+        pause = (self._writing_paused or self._waiting_for_channel or self._memory_muted
                  or self.unanswered >= server.max_queued_requests_per_connection
                  or self._held_bytes > server.max_buffered_bytes_per_connection)
         if pause and self._reading:
@@ -464,6 +707,7 @@ class ProcessorBase:
         if self._out and self.transport is not None:
             self._write_out()  # responses due before a close-connection response
         self.closed = True
+        self._release_memory()
         self._pending.clear()
         self._ready.clear()
         self._wake_drained()
@@ -480,7 +724,9 @@ class Processor(ProcessorBase, asyncio.BufferedProtocol):
     """
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._decoder.get_buffer()
+        pool = self._pool
+        return self._decoder.get_buffer(pool.bounded and pool.used >= pool.capacity
+                                        and pool.privileged is not self)
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
@@ -501,6 +747,10 @@ class DataReceivedProcessor(ProcessorBase, asyncio.Protocol):
             self._decode_failed(e)
             return
         self._frames_received(frames)
+
+
+def _host(addr: Any) -> str:
+    return str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
 
 
 def _addr(addr: Any) -> str:

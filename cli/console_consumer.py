@@ -363,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = Formatter(_props(args.property))
     reader = None
     try:
-        with connect(args) as client:
+        with connect(args, cfg) as client:
             reader = _Reader(client, fmt, sys.stdout, args.max_messages, policy)
             if group is not None and args.partition is None:
                 _run_group(args, client, reader, group, cfg)
@@ -434,7 +434,8 @@ def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -
         group_instance_id=cfg.get("group.instance.id") or None,
         client_id=cfg.get("client.id", "console-consumer"),
         request_timeout_ms=args.command_timeout_ms,
-        retry_backoff_ms=_int_config(cfg, "retry.backoff.ms", 100), warn=_warn)
+        retry_backoff_ms=_int_config(cfg, "retry.backoff.ms", 100), warn=_warn,
+        security=client.security)
     positions: dict[tuple[str, int], int] = {}
     committed: dict[tuple[str, int], int] = {}
     previous = None

@@ -11,17 +11,25 @@ versions) and the body, encoded by :mod:`protocol.api`. Responses larger than
 ``max_response_bytes`` (default 100 MiB) are refused rather than buffered.
 
 Errors: :class:`ToolError` with a one-line message (unreachable bootstrap, timeouts, no
-common version, a closed connection). Kafka error codes inside responses are left to the
-caller; :func:`error_name` turns one into its name.
+common version, a closed connection, a failed TLS handshake or SASL authentication). Kafka
+error codes inside responses are left to the caller; :func:`error_name` turns one into its
+name.
+
+Security: ``security`` (a :class:`client.security.ClientSecurity`, or Kafka client
+properties such as ``security.protocol``, ``ssl.truststore.location``, ``sasl.mechanism``,
+``sasl.jaas.config``) makes every connection TLS and/or SASL: after ApiVersions each
+connection sends SaslHandshake v1 and SaslAuthenticate requests until the mechanism is done.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from collections.abc import Mapping
 from typing import Any
 
+from client.security import ClientSecurity
 from protocol import api
 from protocol.errors import ErrorCode
 from protocol.headers import (
@@ -36,6 +44,7 @@ __all__ = ["KafkaClient", "ToolError", "build", "decode_response_frame", "encode
 
 API_VERSIONS = 18
 METADATA = 3
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 _SIZE = struct.Struct(">i")
 
 
@@ -104,7 +113,8 @@ def decode_response_frame(api_key: int, version: int, frame, correlation_id: int
 
 
 class _Connection:
-    def __init__(self, host: str, port: int, timeout: float, max_bytes: int) -> None:
+    def __init__(self, host: str, port: int, timeout: float, max_bytes: int,
+                 security: ClientSecurity | None = None) -> None:
         self.address = f"{host}:{port}"
         self.max_bytes = max_bytes
         try:
@@ -112,6 +122,16 @@ class _Connection:
         except OSError as e:
             raise ToolError(f"cannot connect to {self.address}: {e.strerror or e}") from None
         self.sock.settimeout(timeout)
+        if security is not None and security.uses_ssl:
+            try:
+                self.sock = security.ssl_context().wrap_socket(self.sock, server_hostname=host)
+            except (ssl.SSLError, OSError) as e:
+                self.close()
+                raise ToolError(f"SSL handshake with {self.address} failed: "
+                                f"{getattr(e, 'reason', None) or e}") from None
+            except ValueError as e:
+                self.close()
+                raise ToolError(f"bad SSL client configuration: {e}") from None
 
     def round_trip(self, frame: bytes) -> memoryview:
         try:
@@ -151,7 +171,14 @@ class KafkaClient:
     """Blocking client: ``with KafkaClient("host:9092") as c: c.request(3, {...})``."""
 
     def __init__(self, bootstrap: str, client_id: str = "josef-tools", timeout: float = 30.0,
-                 max_response_bytes: int = 100 << 20) -> None:
+                 max_response_bytes: int = 100 << 20,
+                 security: ClientSecurity | Mapping[str, str] | None = None) -> None:
+        if security is not None and not isinstance(security, ClientSecurity):
+            try:
+                security = ClientSecurity(security)
+            except ValueError as e:
+                raise ToolError(f"bad client security configuration: {e}") from None
+        self.security = security
         self.client_id = client_id
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
@@ -161,7 +188,7 @@ class KafkaClient:
         errors = []
         for host, port in parse_bootstrap(bootstrap):
             try:
-                conn = _Connection(host, port, timeout, max_response_bytes)
+                conn = _Connection(host, port, timeout, max_response_bytes, security)
             except ToolError as e:
                 errors.append(str(e))
                 continue
@@ -170,6 +197,35 @@ class KafkaClient:
         else:
             raise ToolError("; ".join(errors) or "no bootstrap server reachable")
         self.versions = self._api_versions(self._conns[None])
+        self._authenticate(self._conns[None])
+
+    def _authenticate(self, conn: _Connection) -> None:
+        """SASL: SaslHandshake v1, then SaslAuthenticate until the mechanism is done."""
+        if self.security is None or not self.security.uses_sasl:
+            return
+        sasl = self.security.sasl_client()
+        resp = self._send(conn, SASL_HANDSHAKE, 1, build(
+            api.API_KEYS[SASL_HANDSHAKE].request_cls, {"mechanism": sasl.mechanism}))
+        if resp.error_code:
+            raise ToolError(f"{conn.address}: SASL handshake failed: "
+                            f"{error_name(resp.error_code)} (broker mechanisms: "
+                            f"{', '.join(resp.mechanisms)})")
+        version = min(2, self.versions.get(SASL_AUTHENTICATE, (0, 0))[1])
+        try:
+            token: bytes | None = sasl.first()
+            while token is not None:
+                resp = self._send(conn, SASL_AUTHENTICATE, version, build(
+                    api.API_KEYS[SASL_AUTHENTICATE].request_cls, {"auth_bytes": token}))
+                if resp.error_code:
+                    raise ToolError(f"{conn.address}: SASL authentication failed: "
+                                    f"{error_name(resp.error_code)}: {resp.error_message}")
+                token = sasl.respond(bytes(resp.auth_bytes or b""))
+        except ValueError as e:
+            raise ToolError(f"{conn.address}: SASL authentication failed: {e}") from None
+        except Exception as e:
+            if isinstance(e, ToolError):
+                raise
+            raise ToolError(f"{conn.address}: SASL authentication failed: {e}") from None
 
     # --- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -279,8 +335,14 @@ class KafkaClient:
         addr = self._nodes.get(node)
         if addr is None:
             raise ToolError(f"broker {node} is not in the cluster metadata")
-        conn = self._conns[node] = _Connection(addr[0], addr[1], self.timeout,
-                                               self.max_response_bytes)
+        conn = _Connection(addr[0], addr[1], self.timeout, self.max_response_bytes,
+                           self.security)
+        try:
+            self._authenticate(conn)
+        except ToolError:
+            conn.close()
+            raise
+        self._conns[node] = conn
         return conn
 
     def metadata(self, topics: list[str] | None = None, auto_create: bool = False):

@@ -132,7 +132,8 @@ def test_bad_value_names_key_value_and_allowed(key, value, allowed):
         ({"listeners": "PLAINTEXT://:70000"}, "listeners", "bad port"),
         ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "listeners", "duplicate"),
         ({"listeners": "INTERNAL://:1"}, "listeners", "no security protocol"),
-        ({"listeners": "SSL://:9093"}, "listeners", "not supported"),
+        ({"listeners": "PLAINTEXT://:9092", "listener.name.plaintext.ssl.client.auth": "maybe"},
+         "listener.name.plaintext.ssl.client.auth", "required"),
         ({"listeners": ""}, "listeners", "at least one"),
         ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners", "0.0.0.0"),
         ({"advertised.listeners": "OTHER://h:1",
@@ -261,3 +262,12 @@ def test_readme_config_table_matches_defaults():
     for key, default in rows:
         assert key in BROKER_CONFIG_KEYS, key
         assert entries[key] == default, (key, default, entries[key])
+
+
+def test_queued_max_request_bytes_is_unbounded_or_at_least_one_request():
+    assert KafkaConfig().get("queued.max.request.bytes") == -1
+    ok = KafkaConfig({"queued.max.request.bytes": "104857600"})
+    assert ok.get("queued.max.request.bytes") == 104857600
+    assert KafkaConfig({"queued.max.request.bytes": "0"}).get("queued.max.request.bytes") == 0
+    with pytest.raises(ConfigError, match="queued.max.request.bytes"):
+        KafkaConfig({"queued.max.request.bytes": "1048576"})
