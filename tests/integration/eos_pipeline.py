@@ -205,14 +205,20 @@ def produce_input(bootstrap: str, topic: str, n: int) -> None:
     assert p.flush(60) == 0
 
 
-def read_output(bootstrap: str, topic: str, expected: int, timeout: float = 90.0
-                ) -> list[bytes]:
-    """The committed output values, once `expected` arrived and nothing more comes for 2 s."""
-    from confluent_kafka import Consumer
+def read_output(bootstrap: str, topic, expected: int, timeout: float = 90.0,
+                assign: bool = False, quiet_s: float = 2.0) -> list[bytes]:
+    """The committed values of `topic` (a name or a list), once `expected` arrived and
+    nothing more comes for `quiet_s`. `assign`: read partition 0 of each topic without a
+    consumer group."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    topics = [topic] if isinstance(topic, str) else list(topic)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
                   "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                   "enable.auto.commit": False})
-    c.subscribe([topic])
+    if assign:
+        c.assign([TopicPartition(t, 0, OFFSET_BEGINNING) for t in topics])
+    else:
+        c.subscribe(topics)
     got: list[bytes] = []
     deadline = time.monotonic() + timeout
     quiet = None
@@ -223,7 +229,7 @@ def read_output(bootstrap: str, topic: str, expected: int, timeout: float = 90.0
                 got.append(m.value())
                 quiet = None
             elif len(got) >= expected:
-                quiet = quiet or time.monotonic() + 2.0
+                quiet = quiet or time.monotonic() + quiet_s
                 if time.monotonic() > quiet:
                     break
     finally:
