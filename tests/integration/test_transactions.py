@@ -170,7 +170,7 @@ def test_kafka_python_commit_and_abort(txn_broker):
     finally:
         p.close()
     c = KafkaConsumer("kp-t", bootstrap_servers=bs, isolation_level="read_committed",
-                      auto_offset_reset="earliest", consumer_timeout_ms=3000,
+                      auto_offset_reset="earliest", consumer_timeout_ms=2000,
                       group_id="kp-reader")
     try:
         values = sorted(m.value for m in c)
