@@ -3,7 +3,9 @@ the AlterPartition sender) and anything else that must not block the event loop.
 
 `BrokerConnection(host, port, client_id)`: `await connect()` opens the TCP connection (with
 `receive_buffer_bytes` as SO_RCVBUF when given, Kafka's `replica.socket.receive.buffer.bytes`)
-and sends ApiVersions (v3, falling back to v0 on UNSUPPORTED_VERSION, KIP-511); then
+(or, with ``opener=``, awaits ``opener()`` for a ready ``(reader, writer)``: TLS/SASL
+inter-broker listeners) and sends ApiVersions (v3, falling back to v0 on UNSUPPORTED_VERSION,
+KIP-511); then
 `await request(api_key, body, version=None)` sends one request (the highest version both sides
 support unless `version` is given) and returns `(version, response)`. Requests may be
 pipelined: responses are matched to requests in order by correlation id, as Kafka's
@@ -52,7 +54,7 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, client_id: str, *, timeout_s: float = 30.0,
                  max_response_bytes: int = 100 << 20, receive_buffer_bytes: int | None = None,
-                 ssl=None) -> None:
+                 ssl=None, opener=None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -60,6 +62,9 @@ class BrokerConnection:
         self.max_response_bytes = max_response_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.ssl = ssl
+        #: ``async opener() -> (StreamReader, StreamWriter)`` replacing the plain TCP connect
+        #: (e.g. broker.security.inter_broker.inter_broker_connect for TLS/SASL listeners)
+        self.opener = opener
         self.versions: dict[int, tuple[int, int]] = {}
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
@@ -85,6 +90,14 @@ class BrokerConnection:
         await self.close()
         self._error = None
         loop = asyncio.get_running_loop()
+        if self.opener is not None:
+            try:
+                reader, writer = await asyncio.wait_for(self.opener(), self.timeout_s)
+            except TimeoutError:
+                raise RequestTimeout(f"{self.address}: connect timed out") from None
+            except (OSError, ConnectionError) as e:
+                raise BrokerConnectionError(f"{self.address}: {e}") from None
+            return await self._started(reader, writer)
         try:
             infos = await asyncio.wait_for(
                 loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM), self.timeout_s)
@@ -108,6 +121,9 @@ class BrokerConnection:
             raise RequestTimeout(f"{self.address}: connect timed out") from None
         except OSError as e:
             raise BrokerConnectionError(f"{self.address}: {e.strerror or e}") from None
+        await self._started(reader, writer)
+
+    async def _started(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
         self._reader_task = asyncio.create_task(self._read_loop(reader),
                                                 name=f"conn-{self.address}")
