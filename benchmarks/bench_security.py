@@ -42,15 +42,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tests.integration.harness import free_port, recv_exact  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "security.md"
 TOPIC = "bench-security"
 USER, PASSWORD = "bench", "bench-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Broker:
@@ -162,18 +158,8 @@ def _frame(api_key: int, version: int, cid: int, body: bytes, flexible: bool = F
 
 
 def _recv(s) -> bytes:
-    size = struct.unpack(">i", _exact(s, 4))[0]
-    return _exact(s, size)
-
-
-def _exact(s, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
+    size = struct.unpack(">i", recv_exact(s, 4))[0]
+    return recv_exact(s, size)
 
 
 def api_versions(port: int) -> None:

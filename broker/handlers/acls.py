@@ -44,9 +44,16 @@ DeleteAclsResponse = api.API_KEYS[DELETE_ACLS].response_cls
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
-def _authorizer(ctx):
+def _authorizer(ctx, operation: AclOperation, no_authorizer: str):
+    """The broker's authorizer once `operation` on the cluster is allowed (KafkaError
+    CLUSTER_AUTHORIZATION_FAILED, or SECURITY_DISABLED with Kafka's `no_authorizer` text)."""
+    if not authorize_cluster(ctx, operation):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     security = ctx.broker.security
-    return security.authorizer if security is not None else None
+    authorizer = security.authorizer if security is not None else None
+    if authorizer is None:
+        raise KafkaError(ErrorCode.SECURITY_DISABLED, no_authorizer)
+    return authorizer
 
 
 def _enum(cls, value):
@@ -78,11 +85,7 @@ def describe_error(request, version: int, error: KafkaError):
 
 @handles(DESCRIBE_ACLS, 0, 3, error_response=describe_error)
 def handle_describe_acls(ctx, request):
-    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
-        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
-    authorizer = _authorizer(ctx)
-    if authorizer is None:
-        raise KafkaError(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    authorizer = _authorizer(ctx, AclOperation.DESCRIBE, NO_AUTHORIZER)
     bindings = authorizer.acls(_filter(request, ctx.api_version))
     grouped: dict[ResourcePattern, list[AclEntry]] = {}
     for b in bindings:
@@ -130,11 +133,7 @@ def _binding(c, version: int) -> AclBinding:
 
 @handles(CREATE_ACLS, 0, 3, error_response=create_error)
 async def handle_create_acls(ctx, request):
-    if not authorize_cluster(ctx, AclOperation.ALTER):
-        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
-    authorizer = _authorizer(ctx)
-    if authorizer is None:
-        raise KafkaError(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    authorizer = _authorizer(ctx, AclOperation.ALTER, "No Authorizer is configured.")
     Result = CreateAclsResponse.AclCreationResult
     results: list = [None] * len(request.creations)
     valid: list[tuple[int, AclBinding]] = []
@@ -161,11 +160,7 @@ def delete_error(request, version: int, error: KafkaError):
 
 @handles(DELETE_ACLS, 0, 3, error_response=delete_error)
 async def handle_delete_acls(ctx, request):
-    if not authorize_cluster(ctx, AclOperation.ALTER):
-        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
-    authorizer = _authorizer(ctx)
-    if authorizer is None:
-        raise KafkaError(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    authorizer = _authorizer(ctx, AclOperation.ALTER, "No Authorizer is configured.")
     FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
     Matching = DeleteAclsResponse.DeleteAclsMatchingAcl
     filters, bad = [], {}

@@ -102,26 +102,26 @@ async def handle_create_delegation_token(ctx, request):
         token_id=info.token_id, hmac=info.hmac)
 
 
+async def _change_expiry(ctx, response_cls, change, hmac: bytes, period_ms: int):
+    refusal = _refusal(ctx)
+    if refusal is not None:
+        return response_cls(error_code=int(refusal), expiry_timestamp_ms=-1)
+    code, expiry = await change(ctx.principal, bytes(hmac), period_ms)
+    return response_cls(error_code=int(code), expiry_timestamp_ms=expiry)
+
+
 @handles(RENEW, 0, 2, error_response=error_code_response(RenewResponse,
                                                          expiry_timestamp_ms=-1))
 async def handle_renew_delegation_token(ctx, request):
-    refusal = _refusal(ctx)
-    if refusal is not None:
-        return RenewResponse(error_code=int(refusal), expiry_timestamp_ms=-1)
-    code, expiry = await _tokens(ctx).renew(ctx.principal, bytes(request.hmac),
-                                            request.renew_period_ms)
-    return RenewResponse(error_code=int(code), expiry_timestamp_ms=expiry)
+    return await _change_expiry(ctx, RenewResponse, _tokens(ctx).renew, request.hmac,
+                                request.renew_period_ms)
 
 
 @handles(EXPIRE, 0, 2, error_response=error_code_response(ExpireResponse,
                                                           expiry_timestamp_ms=-1))
 async def handle_expire_delegation_token(ctx, request):
-    refusal = _refusal(ctx)
-    if refusal is not None:
-        return ExpireResponse(error_code=int(refusal), expiry_timestamp_ms=-1)
-    code, expiry = await _tokens(ctx).expire(ctx.principal, bytes(request.hmac),
-                                             request.expiry_time_period_ms)
-    return ExpireResponse(error_code=int(code), expiry_timestamp_ms=expiry)
+    return await _change_expiry(ctx, ExpireResponse, _tokens(ctx).expire, request.hmac,
+                                request.expiry_time_period_ms)
 
 
 @handles(DESCRIBE, 0, 3, error_response=error_code_response(DescribeResponse))

@@ -220,39 +220,45 @@ class DelegationTokenManager:
         token_id = self._by_hmac.get(bytes(hmac))
         return self.tokens.get(token_id) if token_id is not None else None
 
-    async def renew(self, principal: KafkaPrincipal, hmac: bytes, period_ms: int
-                    ) -> tuple[ErrorCode, int]:
+    def _owned(self, principal: KafkaPrincipal, hmac: bytes
+               ) -> tuple[TokenInfo | None, ErrorCode]:
+        """The token of `hmac` when `principal` owns or may renew it (else the error)."""
         info = self.by_hmac(hmac)
         if info is None:
-            return ErrorCode.DELEGATION_TOKEN_NOT_FOUND, -1
-        now = self.clock_ms()
+            return None, ErrorCode.DELEGATION_TOKEN_NOT_FOUND
         if not info.owner_or_renewer(principal):
-            return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, -1
-        if info.max_ms < now or info.expiry_ms < now:
-            return ErrorCode.DELEGATION_TOKEN_EXPIRED, -1
-        info.expiry_ms = min(info.max_ms, now + (self.renew_ms if period_ms < 0 else period_ms))
-        async with self._lock:
-            await self._persist(info)
-        return ErrorCode.NONE, info.expiry_ms
+            return None, ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+        return info, ErrorCode.NONE
 
-    async def expire(self, principal: KafkaPrincipal, hmac: bytes, period_ms: int
-                     ) -> tuple[ErrorCode, int]:
-        info = self.by_hmac(hmac)
-        if info is None:
-            return ErrorCode.DELEGATION_TOKEN_NOT_FOUND, -1
-        now = self.clock_ms()
-        if not info.owner_or_renewer(principal):
-            return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, -1
-        if period_ms < 0:
-            async with self._lock:
-                await self._remove(info.token_id)
-            return ErrorCode.NONE, now
+    async def _set_expiry(self, info: TokenInfo, now: int, period_ms: int
+                          ) -> tuple[ErrorCode, int]:
         if info.max_ms < now or info.expiry_ms < now:
             return ErrorCode.DELEGATION_TOKEN_EXPIRED, -1
         info.expiry_ms = min(info.max_ms, now + period_ms)
         async with self._lock:
             await self._persist(info)
         return ErrorCode.NONE, info.expiry_ms
+
+    async def renew(self, principal: KafkaPrincipal, hmac: bytes, period_ms: int
+                    ) -> tuple[ErrorCode, int]:
+        info, code = self._owned(principal, hmac)
+        if info is None:
+            return code, -1
+        return await self._set_expiry(info, self.clock_ms(),
+                                      self.renew_ms if period_ms < 0 else period_ms)
+
+    async def expire(self, principal: KafkaPrincipal, hmac: bytes, period_ms: int
+                     ) -> tuple[ErrorCode, int]:
+        """Kafka's expireToken: a negative period removes the token now."""
+        info, code = self._owned(principal, hmac)
+        if info is None:
+            return code, -1
+        now = self.clock_ms()
+        if period_ms < 0:
+            async with self._lock:
+                await self._remove(info.token_id)
+            return ErrorCode.NONE, now
+        return await self._set_expiry(info, now, period_ms)
 
     # ---- authentication (CredentialSource.token_credential) --------------------------------
     def scram_credential(self, mechanism: str, token_id: str):
