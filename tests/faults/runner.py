@@ -372,6 +372,9 @@ def start_run_dir(out_arg: str, log_name: str) -> Path:
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.INFO)
     logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python's chatter
+    # but its offset resets and truncation detection (a consumer moving backwards) stay
+    logging.getLogger("kafka.consumer.fetcher").setLevel(logging.INFO)
+    logging.getLogger("kafka.consumer.subscription_state").setLevel(logging.INFO)
     logging.getLogger("librdkafka").setLevel(logging.DEBUG)
     return out
 
