@@ -407,6 +407,8 @@ class ReplicaFetcher:
         sent = {tp: (fetch offset, leader epoch)}."""
         cfg = self.config
         conn = self._conn
+        if conn is None:
+            return None
         version = conn.version_for(FETCH, max_version=None if self.truncate_on_fetch else 11)
         now = asyncio.get_running_loop().time()
         use_ids = version >= 13

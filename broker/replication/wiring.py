@@ -15,6 +15,7 @@ from collections.abc import Callable
 from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.fetcher import FetcherConfig
 from broker.replication.fetcher_manager import ReplicaFetcherManager
+from broker.replication.replica_selector import selector_for
 
 __all__ = ["attach_replication", "inter_broker_listener", "truncation_on_fetch_supported"]
 
@@ -42,6 +43,13 @@ def attach_replication(replica_manager, config, metadata_cache,
     """Give `replica_manager` (before its startup) a fetcher manager and an
     AlterPartitionManager. `config` is the broker's KafkaConfig."""
     listener = inter_broker_listener(config)
+    try:
+        replica_manager.replica_selector = selector_for(config.get("replica.selector.class"))
+    except ValueError as e:
+        from broker.config import ConfigError
+        raise ConfigError("replica.selector.class", config.get("replica.selector.class"),
+                          "org.apache.kafka.common.replica.RackAwareReplicaSelector or "
+                          "LeaderSelector", str(e)) from None
 
     def endpoint_of(broker_id: int) -> tuple[str, int] | None:
         node = metadata_cache.alive_broker_node(broker_id, listener)

@@ -118,16 +118,21 @@ class StubController:
 class MiniCluster:
     """`await MiniCluster.start(tmp_path, n=3, **broker_config)`; brokers have ids 1..n."""
 
-    def __init__(self, tmp_path, n: int, overrides: dict) -> None:
+    def __init__(self, tmp_path, n: int, overrides: dict, racks: dict | None = None) -> None:
         self.tmp_path = tmp_path
         self.ids = list(range(1, n + 1))
         self.overrides = overrides
+        self.racks = racks or {}
         self.brokers: dict[int, BrokerServer] = {}
         self.controller = StubController(self)
 
     @classmethod
-    async def start(cls, tmp_path, n: int = 3, **overrides) -> MiniCluster:
-        c = cls(tmp_path, n, {k.replace("_", "."): str(v) for k, v in overrides.items()})
+    async def start(cls, tmp_path, n: int = 3, racks: dict | None = None, **overrides
+                    ) -> MiniCluster:
+        """`overrides`: broker keys with dots written as underscores; `racks`: broker.rack
+        by broker id."""
+        c = cls(tmp_path, n, {k.replace("_", "."): str(v) for k, v in overrides.items()},
+                racks)
         await c.controller.start()
         for b in c.ids:
             await c.start_broker(b)
@@ -139,6 +144,8 @@ class MiniCluster:
                  "log.dirs": str(self.tmp_path / f"broker-{broker_id}"),
                  "replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "50"}
         props.update(self.overrides)
+        if broker_id in self.racks:
+            props["broker.rack"] = self.racks[broker_id]
         return KafkaConfig(props)
 
     async def start_broker(self, broker_id: int) -> BrokerServer:
