@@ -387,6 +387,8 @@ class ReplicaManager:
             self._wake(tuple(tp))
 
     def _remove_partition(self, tp: TopicPartition, delete: bool) -> None:
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_fetcher_for_partitions([tp])
         part = self.partitions.pop(tp, None)
         if part is not None:
             part.deleted = True

@@ -138,6 +138,7 @@ class BrokerConnection:
             fut = self._pending.popleft()[3]
             if not fut.done():
                 fut.set_exception(error)
+                fut.exception()  # retrieved: a caller that gave up must not log it
 
     # --- versions -------------------------------------------------------------------------
     async def _api_versions(self) -> dict[int, tuple[int, int]]:
@@ -193,8 +194,7 @@ class BrokerConnection:
         self._pending.append((cid, api_key, version, fut))
         self._writer.write(_SIZE.pack(len(payload)) + payload)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut),
-                                          self.timeout_s if timeout_s is None else timeout_s)
+            return await asyncio.wait_for(fut, self.timeout_s if timeout_s is None else timeout_s)
         except TimeoutError:
             self._fail(RequestTimeout(f"{self.address}: request {api_key} v{version} timed "
                                       f"out"))
