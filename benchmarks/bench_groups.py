@@ -31,13 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from client.connection import decode_response_frame, encode_request_frame  # noqa: E402
 from protocol import api  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402
-from protocol.headers import (  # noqa: E402
-    RequestHeader,
-    encode_request_header,
-    response_header_version,
-)
 
 FIND, JOIN, HEARTBEAT, SYNC, COMMIT, CREATE_TOPICS = 10, 11, 12, 14, 8, 19
 E = ErrorCode
@@ -60,13 +56,11 @@ class Conn:
         msg = api.API_KEYS[key].request_cls(**fields)
         async with self.lock:
             self.cid += 1
-            body = encode_request_header(RequestHeader(key, version, self.cid, self.client_id)) \
-                + api.encode_request(msg, version)
-            self.writer.write(struct.pack(">i", len(body)) + body)
+            self.writer.write(encode_request_frame(key, version, self.cid, self.client_id, msg))
             size = struct.unpack(">i", await self.reader.readexactly(4))[0]
             frame = await self.reader.readexactly(size)
-        offset = 4 + (1 if response_header_version(key, version) >= 1 else 0)
-        return api.decode_response(key, version, frame, offset)
+            cid = self.cid
+        return decode_response_frame(key, version, frame, cid)[1]
 
     def close(self) -> None:
         self.writer.close()

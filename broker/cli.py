@@ -89,6 +89,17 @@ def _server_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default=os.environ.get("JOSEF_LOG_LEVEL", "INFO"),
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="root log level (default INFO, or $JOSEF_LOG_LEVEL)")
+    p.add_argument("--log-dir", metavar="DIR",
+                   help="where Kafka's operational logs go (kafka-request.log, controller.log, "
+                        "state-change.log, log-cleaner.log, kafka-authorizer.log); default "
+                        "$LOG_DIR, else the --log-file's directory, else ./logs")
+    p.add_argument("--logger", action="append", default=[], metavar="NAME=LEVEL",
+                   help="set one logger's level, e.g. kafka.request.logger=DEBUG to log every "
+                        "request (repeatable; levels TRACE, DEBUG, INFO, WARN, ERROR)")
+    p.add_argument("--log-max-bytes", type=int, default=100 * 1024 * 1024, metavar="BYTES",
+                   help="rotate each operational log at this size (default 100 MiB)")
+    p.add_argument("--log-backups", type=int, default=10, metavar="N",
+                   help="rotated files kept per operational log (default 10)")
 
 
 def _run_server(args: argparse.Namespace) -> int:
@@ -100,6 +111,13 @@ def _run_server(args: argparse.Namespace) -> int:
     config_path = os.path.abspath(args.config)
     # Validate in the foreground so that mistakes reach the terminal and the exit code.
     setup_logging(args.log_level, None if args.daemon else args.log_file)
+    try:
+        levels = _logger_levels(args.logger)
+    except ValueError as e:
+        print(f"josef: --logger: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    log_dir = os.path.abspath(args.log_dir or os.environ.get("LOG_DIR") or (
+        os.path.dirname(os.path.abspath(args.log_file)) if args.log_file else "logs"))
     try:
         config = KafkaConfig.from_file(config_path, args.override)
     except ConfigError as e:
@@ -118,10 +136,29 @@ def _run_server(args: argparse.Namespace) -> int:
     elif args.pid_file:
         daemon.write_pid_file(args.pid_file)
     try:
+        from broker.oplogs import setup_operational_logs
+
+        try:
+            setup_operational_logs(log_dir, levels, args.log_max_bytes, args.log_backups)
+        except OSError as e:
+            log.error("cannot write the operational logs in %s: %s", log_dir, e)
+            return EXIT_FAILURE
         return _serve(config)
     finally:
         if args.pid_file:
             daemon.remove_pid_file(args.pid_file)
+
+
+def _logger_levels(items: list[str]) -> dict[str, int]:
+    from broker.oplogs import parse_level
+
+    out = {}
+    for item in items:
+        name, eq, level = item.partition("=")
+        if not eq or not name.strip():
+            raise ValueError(f"expected NAME=LEVEL, got {item!r}")
+        out[name.strip()] = parse_level(level)
+    return out
 
 
 def _raise_open_files_limit() -> None:

@@ -23,7 +23,12 @@ Rules (Kafka's ``KafkaConfig``/``ConfigDef`` behaviour):
   ``zookeeper.connection.timeout.ms`` falls back to ``zookeeper.session.timeout.ms``;
   ``advertised.listeners`` falls back to ``listeners``.
 - ``zookeeper.connect`` absent (or empty) means embedded single-node mode.
-- Only the PLAINTEXT security protocol is served; other listeners are a :class:`ConfigError`.
+- Every security protocol is served (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; issue 15,
+  ``broker.security``). ``listener.name.<listener>.<key>`` overrides an ``ssl.*``/``sasl.*``
+  key (and ``max.connections``, ``max.connection.creation.rate``,
+  ``connections.max.reauth.ms``) for one listener, ``listener.name.<listener>.<mechanism>.
+  sasl.jaas.config`` for one SASL mechanism of it (Kafka's ``ListenerName.configPrefix``);
+  :meth:`KafkaConfig.listener_get` resolves them.
 """
 
 from __future__ import annotations
@@ -36,7 +41,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config_keys import BROKER_CONFIG_KEYS, ConfigKey, ConfigSource, ConfigType
+from broker.config_keys import (
+    BROKER_CONFIG_KEYS,
+    LISTENER_KEY_PREFIXES,
+    LISTENER_KEYS,
+    MECHANISM_KEYS,
+    ConfigKey,
+    ConfigSource,
+    ConfigType,
+)
 from broker.properties import PropertiesError, load_properties
 from controller.zk_data import SECURITY_PROTOCOL_IDS, Endpoint
 
@@ -70,7 +83,8 @@ _TYPE_NAMES = {
 }
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)://\[?(?P<host>[0-9A-Za-z\-%._:]*?)\]?:(?P<port>-?[0-9]+)$")
-_SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+_SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+LISTENER_PREFIX = "listener.name."
 
 
 class ConfigError(ValueError):
@@ -260,16 +274,72 @@ class KafkaConfig:
             merged[k] = v
         self._explicit: dict[str, Any] = {}
         self.unknown_keys: list[str] = []
+        #: listener name (upper case) -> {key or "<mechanism>.<key>": parsed value}
+        self.listener_overrides: dict[str, dict[str, Any]] = {}
         for name, raw in merged.items():
             key = BROKER_CONFIG_KEYS.get(name)
             if key is None:
-                self.unknown_keys.append(name)
+                if not self._listener_override(name, raw):
+                    self.unknown_keys.append(name)
                 continue
             self._explicit[name] = _parse_value(key, raw)
         for name in self.unknown_keys:
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         self._values = {n: self._explicit.get(n, k.default) for n, k in BROKER_CONFIG_KEYS.items()}
         self._validate()
+
+    def _listener_override(self, name: str, raw: Any) -> bool:
+        """Record ``listener.name.<l>.<key>`` / ``listener.name.<l>.<mech>.<key>``; False if
+        ``name`` is not of that shape (an unknown key)."""
+        if not name.startswith(LISTENER_PREFIX):
+            return False
+        listener, _, rest = name[len(LISTENER_PREFIX):].partition(".")
+        if not listener or not rest:
+            return False
+        key = BROKER_CONFIG_KEYS.get(rest)
+        if key is not None and (rest.startswith(LISTENER_KEY_PREFIXES) or rest in LISTENER_KEYS):
+            stored = rest
+        else:
+            mechanism, _, base = rest.partition(".")
+            if base not in MECHANISM_KEYS or not mechanism:
+                return False
+            key = BROKER_CONFIG_KEYS[base]
+            stored = f"{mechanism.lower()}.{base}"
+        try:
+            value = _parse_value(key, raw)
+        except ConfigError as e:
+            raise ConfigError(name, raw, e.allowed) from None
+        self.listener_overrides.setdefault(listener.upper(), {})[stored] = value
+        return True
+
+    def listener_get(self, listener: str, name: str, mechanism: str | None = None) -> Any:
+        """The value of ``name`` for one listener: ``listener.name.<l>.<mechanism>.<name>``
+        (when ``mechanism`` is given), then ``listener.name.<l>.<name>``, then ``name``."""
+        overrides = self.listener_overrides.get(listener.upper(), {})
+        if mechanism is not None:
+            mkey = f"{mechanism.lower()}.{name}"
+            if mkey in overrides:
+                return overrides[mkey]
+        if name in overrides:
+            return overrides[name]
+        return self._values[name]
+
+    def listener_is_set(self, listener: str, name: str, mechanism: str | None = None) -> bool:
+        overrides = self.listener_overrides.get(listener.upper(), {})
+        return (mechanism is not None and f"{mechanism.lower()}.{name}" in overrides) \
+            or name in overrides or name in self._explicit
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """``inter.broker.listener.name``, else the listener named like
+        ``security.inter.broker.protocol`` (Kafka's ``interBrokerListenerName``)."""
+        ibl = self._values["inter.broker.listener.name"]
+        return (ibl or self._values["security.inter.broker.protocol"]).upper()
+
+    @property
+    def inter_broker_security_protocol(self) -> str:
+        name = self.inter_broker_listener_name
+        return self.listener_security_protocol_map.get(name, name)
 
     # ----- construction -------------------------------------------------------------------
     @classmethod
@@ -326,6 +396,16 @@ class KafkaConfig:
         if ibl is not None and ibl.upper() not in {e.listener_name for e in self.listeners}:
             raise ConfigError("inter.broker.listener.name", ibl,
                               "one of " + ", ".join(e.listener_name for e in self.listeners))
+        if ibl is not None and "security.inter.broker.protocol" in self._explicit:
+            raise ConfigError("security.inter.broker.protocol",
+                              self._values["security.inter.broker.protocol"],
+                              "only one of security.inter.broker.protocol and "
+                              "inter.broker.listener.name")
+        names = {e.listener_name for e in self.listeners}
+        for listener in self.listener_overrides:
+            if listener not in names:
+                log.warning("listener.name.%s.* configs are set but %s is not a listener",
+                            listener.lower(), listener)
         gmin = self._values["group.min.session.timeout.ms"]
         gmax = self._values["group.max.session.timeout.ms"]
         if gmin > gmax:

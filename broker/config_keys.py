@@ -24,6 +24,9 @@ __all__ = [
     "BROKER_CONFIG_KEYS",
     "LONG_MAX",
     "INT_MAX",
+    "LISTENER_KEY_PREFIXES",
+    "LISTENER_KEYS",
+    "MECHANISM_KEYS",
 ]
 
 INT_MAX = 2**31 - 1
@@ -265,6 +268,8 @@ _KEYS = [
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT, 10000, Range(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", _T.INT, 3600000, Range(1)),
     _k("producer.id.expiration.ms", _T.INT, 86400000, Range(1), dynamic=True),
+    # --- issue 17 (operations): the Prometheus endpoint, off by default ---
+    _k("prometheus.listener", _T.STRING, None),
     # --- issue 14 (transactions): the rest of Kafka's transaction keys ---
     _k("transaction.state.log.load.buffer.size", _T.INT, 5242880, Range(1)),
     _k("transaction.partition.verification.enable", _T.BOOLEAN, True, dynamic=True),
@@ -283,11 +288,73 @@ _KEYS = [
     _k("group.consumer.max.size", _T.INT, INT_MAX, Range(1)),
     _k("group.consumer.migration.policy", _T.STRING, "bidirectional",
        OneOf(("disabled", "downgrade", "upgrade", "bidirectional"), case_insensitive=True)),
-    # --- TLS secrets: accepted (SSL listeners are not supported), never shown ---
+    # --- security (issue 15): TLS, SASL, authorizer, quotas, connection limits, delegation
+    # tokens. Each ssl.*/sasl.* key may also be given per listener as
+    # listener.name.<listener>.<key> (and listener.name.<l>.<mechanism>.sasl.jaas.config) ---
+    _k("ssl.protocol", _T.STRING, "TLSv1.3", dynamic=True),
+    _k("ssl.enabled.protocols", _T.LIST, ["TLSv1.2", "TLSv1.3"],
+       OneOf(("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")), dynamic=True),
+    _k("ssl.cipher.suites", _T.LIST, [], dynamic=True),
+    _k("ssl.keystore.type", _T.STRING, "JKS", OneOf(("JKS", "PKCS12", "PEM"), True),
+       dynamic=True),
+    _k("ssl.keystore.location", _T.STRING, None, dynamic=True),
     _k("ssl.keystore.password", _T.PASSWORD, None, dynamic=True),
     _k("ssl.key.password", _T.PASSWORD, None, dynamic=True),
+    _k("ssl.keystore.certificate.chain", _T.PASSWORD, None, dynamic=True),
+    _k("ssl.keystore.key", _T.PASSWORD, None, dynamic=True),
+    _k("ssl.truststore.type", _T.STRING, "JKS", OneOf(("JKS", "PKCS12", "PEM"), True),
+       dynamic=True),
+    _k("ssl.truststore.location", _T.STRING, None, dynamic=True),
     _k("ssl.truststore.password", _T.PASSWORD, None, dynamic=True),
+    _k("ssl.truststore.certificates", _T.PASSWORD, None, dynamic=True),
+    _k("ssl.client.auth", _T.STRING, "none", OneOf(("required", "requested", "none")),
+       dynamic=True),
+    _k("ssl.endpoint.identification.algorithm", _T.STRING, "https", dynamic=True),
+    _k("ssl.principal.mapping.rules", _T.STRING, "DEFAULT"),
+    _k("ssl.keymanager.algorithm", _T.STRING, "SunX509", dynamic=True),
+    _k("ssl.trustmanager.algorithm", _T.STRING, "PKIX", dynamic=True),
+    _k("ssl.secure.random.implementation", _T.STRING, None, dynamic=True),
+    _k("ssl.provider", _T.STRING, None, dynamic=True),
+    _k("ssl.engine.factory.class", _T.CLASS, None, dynamic=True),
+    _k("ssl.allow.dn.changes", _T.BOOLEAN, False),
+    _k("ssl.allow.san.changes", _T.BOOLEAN, False),
+    _k("sasl.enabled.mechanisms", _T.LIST, ["GSSAPI"], dynamic=True),
+    _k("sasl.mechanism.inter.broker.protocol", _T.STRING, "GSSAPI", dynamic=True),
+    _k("sasl.jaas.config", _T.PASSWORD, None, dynamic=True),
+    _k("sasl.server.callback.handler.class", _T.CLASS, None),
+    _k("sasl.client.callback.handler.class", _T.CLASS, None),
+    _k("sasl.login.class", _T.CLASS, None),
+    _k("sasl.login.callback.handler.class", _T.CLASS, None),
+    _k("sasl.kerberos.service.name", _T.STRING, None, dynamic=True),
+    _k("connections.max.reauth.ms", _T.LONG, 0),
+    _k("connection.failed.authentication.delay.ms", _T.INT, 100, Range(0)),
+    _k("principal.builder.class", _T.CLASS,
+       "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"),
+    _k("authorizer.class.name", _T.STRING, ""),
+    _k("super.users", _T.STRING, None),
+    _k("allow.everyone.if.no.acl.found", _T.BOOLEAN, False),
+    _k("delegation.token.secret.key", _T.PASSWORD, None),
+    _k("delegation.token.master.key", _T.PASSWORD, None),
+    _k("delegation.token.max.lifetime.ms", _T.LONG, 604800000, Range(1)),
+    _k("delegation.token.expiry.time.ms", _T.LONG, 86400000, Range(1)),
+    _k("delegation.token.expiry.check.interval.ms", _T.LONG, 3600000, Range(1)),
+    _k("quota.window.num", _T.INT, 11, Range(1)),
+    _k("quota.window.size.seconds", _T.INT, 1, Range(1)),
+    _k("controller.quota.window.num", _T.INT, 11, Range(1)),
+    _k("controller.quota.window.size.seconds", _T.INT, 1, Range(1)),
+    _k("client.quota.callback.class", _T.CLASS, None),
+    _k("max.connections.per.ip.overrides", _T.STRING, "", dynamic=True),
+    _k("max.connection.creation.rate", _T.INT, INT_MAX, Range(0), dynamic=True),
 ]
+
+#: Keys that may be given per listener (``listener.name.<listener>.<key>``, Kafka's
+#: ``ListenerName.configPrefix``); the SASL ones also per mechanism
+#: (``listener.name.<listener>.<mechanism lowercase>.<key>``).
+LISTENER_KEY_PREFIXES = ("ssl.", "sasl.")
+LISTENER_KEYS = ("max.connections", "max.connection.creation.rate", "connections.max.reauth.ms")
+MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class",
+                  "sasl.login.callback.handler.class", "sasl.login.class",
+                  "connections.max.reauth.ms")
 
 #: Every known key, by name, in documentation order.
 BROKER_CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}

@@ -53,10 +53,23 @@ class RequestContext:
     listener: str
     received_ns: int
     broker: Any  # broker.server.BrokerServices
+    #: broker.security.listeners.Session of the connection (None: no security configured)
+    session: Any = None
+    #: the connection's Processor (None for requests made up in tests)
+    processor: Any = None
 
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    @property
+    def principal(self) -> Any:
+        """The connection's ``KafkaPrincipal`` (``User:ANONYMOUS`` without a session)."""
+        session = self.session
+        if session is None:
+            from broker.security.principal import ANONYMOUS
+            return ANONYMOUS
+        return session.principal
 
 
 class ApiDispatcher:
@@ -96,8 +109,11 @@ class ApiDispatcher:
             log.info("closing %s: cannot parse api key %d v%d: %s",
                      request.connection_id, key, version, e)
             return Response.close_connection()
+        request.body = body
+        processor = request.processor
         ctx = RequestContext(header, version, request.connection_id, request.client_address,
-                             request.listener, request.received_ns, self.broker)
+                             request.listener, request.received_ns, self.broker,
+                             getattr(processor, "session", None), processor)
         try:
             result = handler.fn(ctx, body)
         except Exception as e:  # noqa: BLE001 - every failure becomes an error response
@@ -148,6 +164,7 @@ class ApiDispatcher:
             return None
         if result is CLOSE_CONNECTION:
             return Response.close_connection()
+        request.response_msg = result
         key, version = request.api_key, request.api_version
         codecs = self._codecs.get((key, version))
         header_version = codecs[1] if codecs is not None else response_header_version(key,

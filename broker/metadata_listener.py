@@ -45,10 +45,14 @@ class BrokerMetadataListener(api.BrokerMetadataListener):
         self.applied = {"leader_and_isr": 0, "update_metadata": 0, "stop_replica": 0,
                         "config_change": 0}
 
-    async def on_leader_and_isr(self, decision: Any) -> None:
+    async def on_leader_and_isr(self, decision: Any) -> dict | None:
+        """Returns the ReplicaManager's ``{(topic, partition): error code}`` (for the
+        LeaderAndIsr response in ZooKeeper mode)."""
+        results = None
         if self.replica_manager is not None:
-            await _maybe_await(self.replica_manager.become_leader_or_follower(decision))
+            results = await _maybe_await(self.replica_manager.become_leader_or_follower(decision))
         self.applied["leader_and_isr"] += 1
+        return results
 
     async def on_update_metadata(self, decision: Any) -> None:
         deleted = self.metadata_cache.update_metadata(decision)
@@ -59,10 +63,13 @@ class BrokerMetadataListener(api.BrokerMetadataListener):
             if hook is not None:
                 await _maybe_await(hook(deleted))
 
-    async def on_stop_replica(self, decision: Any) -> None:
+    async def on_stop_replica(self, decision: Any) -> dict | None:
+        """Returns the ReplicaManager's ``{(topic, partition): error code}``."""
+        results = None
         if self.replica_manager is not None:
-            await _maybe_await(self.replica_manager.stop_replicas(decision))
+            results = await _maybe_await(self.replica_manager.stop_replicas(decision))
         self.applied["stop_replica"] += 1
+        return results
 
     async def on_topic_config_change(self, topic: str, configs: dict[str, str]) -> None:
         if self.replica_manager is not None:

@@ -22,6 +22,10 @@ Everything runs on one event loop; ``num.network.threads`` has no meaning here.
   asyncio stops listening for 1 s and retries, reporting each failed call with a full
   traceback; ``AcceptErrorLimiter`` (installed while the server runs) turns those reports
   into one WARNING per 10 s with a count, as Kafka's Acceptor logs and backs off.
+* Security (``security``: ``broker.security.manager.SecurityManager``): SSL and SASL_SSL
+  listeners wrap each accepted connection in ``broker.security.tls_transport
+  .TlsServerProtocol`` (handshake off the loop, no sendfile); the Processor gives every
+  connection a Session and runs SASL authentication before any request is dispatched.
 * Idle connections (no bytes in or out for ``connections.max.idle.ms`` and no request waiting
   for its handler or a parked future; a client that stops reading its responses counts as
   idle) are closed by one periodic sweep task.
@@ -40,7 +44,8 @@ from typing import Any
 
 from broker.config import Endpoint
 from broker.processor import DataReceivedProcessor, Processor, ProcessorBase
-from broker.request_channel import Handler, RequestChannel
+from broker.request_channel import Handler, Request, RequestChannel
+from broker.security.tls_transport import TlsServerProtocol
 
 # Endpoint (broker.config) and the Processor classes (broker.processor) are re-exported for
 # callers of the network layer
@@ -127,8 +132,17 @@ class Acceptor:
         loop = asyncio.get_running_loop()
         name = self.endpoint.listener_name
         cls = self.server.processor_class
+        server = self.server
+        security = server.security.listener(name) if server.security is not None else None
+        if security is not None and security.uses_ssl:
+            def factory():  # TLS around the Processor; the handshake runs off the loop
+                return TlsServerProtocol(security.ssl_context, cls(server, name),
+                                         on_handshake_failed=server.tls_handshake_failed)
+        else:
+            def factory():
+                return cls(server, name)
         self._aserver = await loop.create_server(
-            lambda: cls(self.server, name), host=self.endpoint.host or None,
+            factory, host=self.endpoint.host or None,
             port=self.endpoint.port, backlog=self.backlog, reuse_address=True)
 
     @property
@@ -171,7 +185,7 @@ class SocketServer:
                  queued_max_requests: int = 500, socket_send_buffer_bytes: int = -1,
                  socket_receive_buffer_bytes: int = -1, max_connections: int = INT_MAX,
                  max_connections_per_ip: int = INT_MAX,
-                 clock: Callable[[], float] = _monotonic_ms) -> None:
+                 clock: Callable[[], float] = _monotonic_ms, security: Any = None) -> None:
         if max_inflight_per_connection < 1 or max_queued_requests_per_connection < 1:
             raise ValueError("per-connection request limits must be >= 1")
         self.endpoints = list(endpoints)
@@ -186,7 +200,13 @@ class SocketServer:
         self.socket_receive_buffer_bytes = socket_receive_buffer_bytes
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
+        #: broker.security.manager.SecurityManager (None: every listener plain, anonymous)
+        self.security = security
+        self.failed_authentications = 0  # TLS handshakes and SASL exchanges that failed
+        self.expired_sessions_closed = 0  # KIP-368 sessions used past their lifetime
         self.request_channel = RequestChannel(handler, num_io_threads, queued_max_requests)
+        #: called as ``request_completed(request, end_ns)`` once a response left (metrics)
+        self.request_completed: Callable[[Request, int], None] | None = None
         self.acceptors = [Acceptor(self, e, listen_backlog) for e in self.endpoints]
         self.connections: dict[str, ProcessorBase] = {}
         self._per_ip: dict[str, int] = {}  # open connections by client IP
@@ -230,6 +250,12 @@ class SocketServer:
         self.connections[processor.connection_id] = processor
         self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         self.accepted_total += 1
+
+    def tls_handshake_failed(self, processor: ProcessorBase, reason: str) -> None:
+        """A TLS handshake failed: one log line as Kafka's Selector writes it."""
+        self.failed_authentications += 1
+        log.info("Failed authentication with /%s (channelId=%s) (%s)",
+                 _client_ip(processor.client_address), processor.connection_id, reason)
 
     def unregister(self, processor: ProcessorBase) -> None:
         if self.connections.get(processor.connection_id) is not processor:

@@ -18,6 +18,16 @@
   when those drain.
 * Malformed input closes that connection only: a size prefix < 0 or > socket.request.max.bytes
   (before buffering it), or a frame too short for a request header (< 8 bytes).
+* Security (issue 15, ``broker.security``): each connection gets a ``Session`` (its
+  principal) from ``server.security``. On SASL listeners every frame before authentication
+  completes goes to the session's ``SaslServerAuthenticator`` (frames are limited to
+  ``sasl.server.max.receive.size`` meanwhile), never to the RequestChannel; ApiVersions is
+  answered by the ApiVersions handler in between. A failed authentication is logged once
+  ("Failed authentication with /<ip> (channelId=<id>) (<reason>)"), answered with the
+  authenticator's error response after ``connection.failed.authentication.delay.ms`` and the
+  connection closed. A request after the session expired (KIP-368) closes the connection
+  unless it is a SaslHandshake (re-authentication, handled by the SASL handlers). On SSL
+  listeners the principal comes from the client certificate of the finished handshake.
 * Responses with file slices: on a plain TCP socket, once the transport's write buffer has
   drained, the whole response goes straight to the socket (headers with send(MSG_MORE), slices
   with os.sendfile, zero copy; writability waits on a dup of the descriptor). Otherwise
@@ -48,7 +58,8 @@ __all__ = ["DataReceivedProcessor", "Processor", "ProcessorBase"]
 
 log = logging.getLogger(__name__)
 
-REQUEST_HEADER_MIN = 8  # int16 api_key, int16 api_version, int32 correlation_id
+REQUEST_HEADER_MIN = 8
+SASL_HANDSHAKE = 17  # int16 api_key, int16 api_version, int32 correlation_id
 SMALL_WRITE_JOIN = 64 * 1024  # responses up to this size are joined into one write
 PREAD_CHUNK = 1024 * 1024  # fallback read size for file slices
 SENDFILE_BURST = 4 * 1024 * 1024  # most bytes sent with os.sendfile before yielding
@@ -77,7 +88,7 @@ class ProcessorBase:
         self._pending: deque[Request] = deque()  # received, not yet given to the handler
         self._in_handler = 0
         self._awaiting = 0  # requests whose outcome (response_ready) is not known yet
-        self._ready: dict[int, Response | None] = {}  # completed, waiting for their turn
+        self._ready: dict[int, Request] = {}  # completed (.response), waiting for their turn
         self._held_bytes = 0  # frames pending + responses held
         self._sending = False  # an async send (file slices) owns the transport
         self._out: list[bytes | bytearray | memoryview] = []  # corked small responses
@@ -91,6 +102,9 @@ class ProcessorBase:
         self._sock_fd: int | None = None
         self._send_task: asyncio.Task[None] | None = None
         self._writable: asyncio.Future[None] | None = None
+        self.session: Any = None  # broker.security.listeners.Session
+        self._auth_queue: deque[memoryview] | None = None  # frames before authentication
+        self._auth_busy = False
 
     # ---- asyncio protocol callbacks --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -106,6 +120,13 @@ class ProcessorBase:
         if sock is not None and transport.get_extra_info("sslcontext") is None:
             self._sock_fd = sock.fileno()  # plain socket: os.sendfile may write to it
         self.server.register(self)
+        security = self.server.security
+        if security is not None and not self.closed:
+            self.session = security.new_session(self.listener, peer)
+            if self.session is not None and self.session.authenticator is not None:
+                self._auth_queue = deque()
+                self._decoder.max_size = min(self._decoder.max_size,
+                                             security.sasl_max_receive_size)
 
     def _decode_failed(self, e: ProtocolError) -> None:
         log.info("closing %s: %s", self.connection_id, e)
@@ -114,11 +135,104 @@ class ProcessorBase:
 
     def _frames_received(self, frames: list[memoryview]) -> None:
         self.last_active_ms = self.server.clock()
+        if self._auth_queue is not None:  # SASL authentication not complete yet
+            self._auth_queue.extend(frames)
+            self._auth_pump()
+            return
         for frame in frames:
             if not self._on_frame(frame):
                 return
         self._dispatch()
         self._update_reading()
+
+    # ---- SASL authentication (broker.security.authenticator) ----------------------------------
+    def _auth_pump(self) -> None:
+        security = self.server.security
+        queue = self._auth_queue
+        while queue and not self._auth_busy and not self.closed:
+            if not security.ready.is_set():  # credentials still loading (startup)
+                self._auth_busy = True
+                asyncio.get_running_loop().create_task(self._auth_after(security.ready.wait()))
+                return
+            frame = queue.popleft()
+            step = self.session.authenticator.receive(frame)
+            if step.api_versions:
+                api_key, version, correlation_id = peek_request_header(frame)
+                result = self.server.request_channel.handler(Request(
+                    self.connection_id, -1, time.monotonic_ns(), api_key, version,
+                    correlation_id, frame, self.listener, self.client_address, None))
+                if result is not None and not isinstance(result, Response):
+                    self._auth_busy = True
+                    asyncio.get_running_loop().create_task(self._auth_after(result, True))
+                    return
+                self._auth_write(result)
+            if step.failure is not None:
+                self._auth_failed(step.failure, step.response)
+                return
+            if step.response is not None:
+                self.transport.write(SIZE_PREFIX.pack(len(step.response)) + step.response)
+            if step.complete:
+                self._auth_complete()
+                return
+
+    async def _auth_after(self, awaitable, is_response: bool = False) -> None:
+        try:
+            result = await awaitable
+        except Exception:  # noqa: BLE001
+            log.exception("closing %s: answering during authentication failed",
+                          self.connection_id)
+            self.close()
+            return
+        finally:
+            self._auth_busy = False
+        if self.closed:
+            return
+        if is_response:
+            self._auth_write(result)
+        self._auth_pump()
+
+    def _auth_write(self, response: Response | None) -> None:
+        if response is None or self.transport is None or self.closed:
+            return
+        if response.close:
+            self.close()
+            return
+        self.transport.write(b"".join([SIZE_PREFIX.pack(response.size), *response.parts]))
+
+    def _auth_failed(self, reason: str, response: bytes | None) -> None:
+        log.info("Failed %sauthentication with /%s (channelId=%s) (%s)",
+                 "re-" if self.session.authenticator.reauthenticating else "",
+                 _host(self.client_address), self.connection_id, reason)
+        self.server.failed_authentications += 1
+        if self._auth_queue is not None:
+            self._auth_queue.clear()
+        if self.transport is not None and self._reading:
+            self._reading = False
+            self.transport.pause_reading()
+        delay_ms = self.server.security.failed_authentication_delay_ms
+        asyncio.get_running_loop().call_later(delay_ms / 1000.0, self._close_with, response)
+
+    def _close_with(self, payload: bytes | None) -> None:
+        if payload is not None and self.transport is not None and not self.closed:
+            self.transport.write(SIZE_PREFIX.pack(len(payload)) + payload)
+        self.close()
+
+    def _auth_complete(self) -> None:
+        auth = self.session.authenticator
+        self.session.principal = auth.principal
+        self._decoder.max_size = self.server.socket_request_max_bytes
+        queue, self._auth_queue = self._auth_queue, None
+        log.debug("Successfully authenticated %s as %s", self.connection_id, auth.principal)
+        for frame in queue or ():
+            if not self._on_frame(frame):
+                return
+        self._dispatch()
+        self._update_reading()
+
+    def close_after_failed_reauthentication(self, reason: str) -> None:
+        """A SASL handler's re-authentication failed: log it, stop reading and close after
+        the failure delay (its response, already returned, is sent first)."""
+        self._auth_failed(reason, None)
 
     def eof_received(self) -> bool:
         return False  # half-closed by the client: close (Kafka does too)
@@ -154,6 +268,11 @@ class ProcessorBase:
             self.server.malformed_closed += 1
             self.close()
             return False
+        session = self.session
+        if session is not None and not session.settled:
+            self._check_session(session, api_key)
+            if self.closed:
+                return False
         request = Request(self.connection_id, self._next_seq, time.monotonic_ns(), api_key,
                           api_version, correlation_id, frame, self.listener,
                           self.client_address, self)
@@ -162,6 +281,25 @@ class ProcessorBase:
         self._held_bytes += len(frame)
         self._pending.append(request)
         return True
+
+    def _check_session(self, session, api_key: int) -> None:
+        """SSL principal on the first request; KIP-368 session expiry on every request."""
+        if session.security_protocol == "SSL":
+            session.settled = True
+            listener = self.server.security.listener(self.listener)
+            session.principal = listener.ssl_principal(
+                self.transport.get_extra_info("ssl_object"))
+            return
+        auth = session.authenticator
+        if auth is None:
+            session.settled = True  # nothing to check on this connection
+            return
+        if api_key != SASL_HANDSHAKE and auth.session_expired(self.server.security.time_ms()):
+            log.info("closing %s: SASL session of %s expired (connections.max.reauth.ms / "
+                     "credential lifetime) without re-authentication", self.connection_id,
+                     session.principal)
+            self.server.expired_sessions_closed += 1
+            self.close()
 
     def _dispatch(self) -> None:
         limit = self.server.max_inflight_per_connection
@@ -207,7 +345,8 @@ class ProcessorBase:
         if self.closed:
             return
         self._awaiting -= 1
-        self._ready[request.sequence] = response
+        request.response = response
+        self._ready[request.sequence] = request
         if response is not None:
             self._held_bytes += response.memory_size
         self._flush()
@@ -223,21 +362,31 @@ class ProcessorBase:
             return
         transport = self.transport
         assert transport is not None
+        completed = self.server.request_completed  # metrics + request log, or None
         while self._next_send in self._ready:
-            response = self._ready.pop(self._next_send)
+            request = self._ready.pop(self._next_send)
+            response = request.response
+            request.response = None
             self._next_send += 1
             if response is None:
+                if completed is not None:
+                    completed(request, time.monotonic_ns())
                 continue
             self._held_bytes -= response.memory_size
             if response.close:
+                if completed is not None:
+                    completed(request, time.monotonic_ns())
                 self.close()
                 return
             self.last_active_ms = self.server.clock()
             if response.has_file_parts:
                 self._sending = True
+                request.send_start_ns = time.monotonic_ns()
                 self._send_task = asyncio.get_running_loop().create_task(
-                    self._send_with_files(response))
+                    self._send_with_files(response, request))
                 return
+            if completed is not None:
+                completed(request, time.monotonic_ns())
             self._out.append(SIZE_PREFIX.pack(response.size))
             self._out.extend(response.parts)  # type: ignore[arg-type]  # no file parts here
             self._out_bytes += 4 + response.size
@@ -276,7 +425,7 @@ class ProcessorBase:
         self._out = []
         self._out_bytes = 0
 
-    async def _send_with_files(self, response: Response) -> None:
+    async def _send_with_files(self, response: Response, request: Request | None = None) -> None:
         transport = self.transport
         assert transport is not None
         try:
@@ -299,6 +448,9 @@ class ProcessorBase:
             log.warning("closing %s: sending file data failed: %r", self.connection_id, e)
             self.close()
         finally:
+            completed = self.server.request_completed
+            if completed is not None and request is not None:
+                completed(request, time.monotonic_ns())
             self._sending = False
             self._send_task = None
             if not self.closed:
@@ -487,6 +639,10 @@ class DataReceivedProcessor(ProcessorBase, asyncio.Protocol):
             self._decode_failed(e)
             return
         self._frames_received(frames)
+
+
+def _host(addr: Any) -> str:
+    return str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
 
 
 def _addr(addr: Any) -> str:

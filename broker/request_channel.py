@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
@@ -128,10 +129,16 @@ class Request:
     in a writable buffer owned by this request (records may be patched in place).
     ``received_ns`` is ``time.monotonic_ns()`` when the frame was complete. ``sequence`` numbers
     the requests of one connection from 0; responses leave in that order.
+    ``dequeue_ns`` / ``local_ns`` / ``response_ns`` / ``send_start_ns`` are the later
+    monotonic stamps (0 until reached; see ``broker.metrics.request_metrics``); ``body`` is the
+    decoded request and ``response_msg`` the response message once the dispatcher has them
+    (for the request log); ``response`` the outcome while it waits for its turn to be sent.
     """
 
     __slots__ = ("connection_id", "sequence", "received_ns", "api_key", "api_version",
-                 "correlation_id", "frame", "listener", "client_address", "processor")
+                 "correlation_id", "frame", "listener", "client_address", "processor",
+                 "dequeue_ns", "local_ns", "response_ns", "send_start_ns", "body",
+                 "response_msg", "response")
 
     def __init__(self, connection_id: str, sequence: int, received_ns: int, api_key: int,
                  api_version: int, correlation_id: int, frame: memoryview, listener: str,
@@ -146,6 +153,8 @@ class Request:
         self.listener = listener
         self.client_address = client_address
         self.processor = processor
+        self.dequeue_ns = self.local_ns = self.response_ns = self.send_start_ns = 0
+        self.body = self.response_msg = self.response = None
 
     def __repr__(self) -> str:
         return (f"Request({self.connection_id} #{self.sequence} api_key={self.api_key} "
@@ -245,6 +254,7 @@ class RequestChannel:
             if processor is not None and processor.closed:
                 request = None
                 continue  # connection gone while queued
+            request.dequeue_ns = time.monotonic_ns()
             try:
                 result = handler(request)
                 # a Response (or None) from a plain handler needs no awaitable check
@@ -256,6 +266,7 @@ class RequestChannel:
             except Exception:
                 log.exception("handler failed on %r; closing the connection", request)
                 result = Response.close_connection()
+            request.local_ns = request.response_ns = time.monotonic_ns()
             if isinstance(result, asyncio.Future):
                 self._parked.add(result)
                 result.add_done_callback(lambda fut, r=request: self._parked_done(r, fut))
@@ -272,6 +283,7 @@ class RequestChannel:
 
     def _parked_done(self, request: Request, fut: asyncio.Future[Any]) -> None:
         self._parked.discard(fut)
+        request.response_ns = time.monotonic_ns()
         processor = request.processor
         if processor is None:
             return

@@ -3,7 +3,10 @@
 Kafka's ``KafkaServer.startup`` order, on one asyncio loop (``BrokerServer.startup``):
 
 1. config: ``zookeeper.connect`` absent = embedded mode (single node, the embedded
-   controller); set = ZooKeeper mode, which fails with "ZooKeeper mode is not implemented yet".
+   controller); set = ZooKeeper mode (``controller.zk_broker.ZkBroker``): after step 2 the
+   ZooKeeper session is opened (unreachable for ``zookeeper.connection.timeout.ms`` -> fatal),
+   ``/cluster/id`` is read or created and checked against ``meta.properties``, and a
+   generated broker id comes from ``/brokers/seqid``.
 2. log dirs: each is created if missing and locked with ``fcntl.flock`` on ``<dir>/.lock``
    (Kafka's ``FileLock``; a second broker on the same dir stops with "Failed to acquire lock
    on file .lock in <dir>"); ``meta.properties`` of every dir is read: the dirs must agree on
@@ -24,13 +27,15 @@ Kafka's ``KafkaServer.startup`` order, on one asyncio loop (``BrokerServer.start
    and enables request processing last.
 6. ``EmbeddedController.open(log.dirs[0], BrokerInfo(advertised.listeners with the bound
    ports))`` + ``startup()``: the first FULL LeaderAndIsr/UpdateMetadata decisions reach the
-   ReplicaManager/MetadataCache through the listener.
+   ReplicaManager/MetadataCache through the listener. ZooKeeper mode: the broker registers
+   ``/brokers/ids/<id>`` and starts its KafkaController (decisions arrive over the wire).
 7. ``meta.properties`` (version=0, broker.id, cluster.id) written in every dir; a stored
    cluster.id other than the controller's stops startup (Kafka's
    ``InconsistentClusterIdException``).
 8. the gate opens: requests are dispatched.
 
-Shutdown (signal, or ``BrokerServer.shutdown``) runs in reverse: stop accepting and close
+Shutdown (signal, or ``BrokerServer.shutdown``) runs in reverse (ZooKeeper mode first asks the
+controller to move this broker's leaderships, ``controlled.shutdown.enable``): stop accepting and close
 connections, drain the IO workers, ReplicaManager, controller, timer, ``LogManager.shutdown``
 (flush, checkpoints, ``.kafka_cleanshutdown``), dir locks released. A fatal startup error (bad
 value, dir locked/unwritable, inconsistent or corrupt metadata) is logged as one clear line,
@@ -57,7 +62,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
 from broker.purgatory import SystemTimer
-from broker.request_channel import Request
+from broker.request_channel import Request, Response
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
@@ -92,6 +97,8 @@ class BrokerServices:
     producer_id_manager: Any = None
     fetch_session_cache: Any = None
     group_coordinator: Any = None
+    #: broker.security.manager.SecurityManager (listeners, credentials, authorizer, quotas)
+    security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
     advertised: dict[str, Endpoint] = field(default_factory=dict)
 
@@ -107,14 +114,22 @@ class _Gate:
     def __init__(self, dispatcher: ApiDispatcher) -> None:
         self.dispatcher = dispatcher
         self.open = asyncio.Event()
+        self.aborted = False
+
+    def abort(self) -> None:
+        """Startup failed: waiting requests close their connections instead of waiting."""
+        self.aborted = True
+        self.open.set()
 
     def __call__(self, request: Request):
-        if self.open.is_set():
+        if self.open.is_set() and not self.aborted:
             return self.dispatcher(request)
         return self._wait_then(request)
 
     async def _wait_then(self, request: Request):
         await self.open.wait()
+        if self.aborted:
+            return Response.close_connection()
         result = self.dispatcher(request)
         if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
             result = await result
@@ -162,9 +177,12 @@ class BrokerServer:
         self.metadata_cache: MetadataCache | None = None
         self.replica_manager: Any = None
         self.controller: Controller | None = None
+        self.zk_broker: Any = None  # controller.zk_broker.ZkBroker in ZooKeeper mode
         self.advertised: list[Endpoint] = []
+        self.security: Any = None
         self._locks: list[_DirLock] = []
         self._gate: _Gate | None = None
+        self.metrics: Any = None  # broker.metrics.wiring.BrokerMetrics
         self._stored_cluster_id: str | None = None
         self._started = False
         self._log_manager_started = False
@@ -174,17 +192,16 @@ class BrokerServer:
     async def startup(self) -> None:
         cfg = self.config
         log.info("starting (broker.id=%s, log.dirs=%s)", cfg.broker_id, ",".join(cfg.log_dirs))
-        if not cfg.embedded_mode:
-            raise FatalStartupError(
-                f"ZooKeeper mode is not implemented yet (zookeeper.connect="
-                f"{cfg.zookeeper_connect}); remove zookeeper.connect to run with the "
-                "embedded metadata store")
         try:
             default_log_config = LogConfig.from_props(cfg.topic_config_defaults())
         except KafkaError as e:
             raise FatalStartupError(f"Invalid log configuration: {e.message}") from None
+        from broker.security.manager import SecurityManager
+        self.security = SecurityManager(cfg)  # ConfigError naming the key stops startup
         await self._lock_log_dirs()
         self._read_meta_properties()
+        if not cfg.embedded_mode:
+            await self._connect_zookeeper()
 
         self.log_manager = LogManager(
             cfg.log_dirs, default_log_config, broker_id=self.broker_id,
@@ -207,6 +224,8 @@ class BrokerServer:
 
         self.timer = SystemTimer("purgatory")
         self.metadata_cache = MetadataCache(self.broker_id)
+        if self.zk_broker is not None:
+            self.metadata_cache.set_cluster_id(self.zk_broker.cluster_id)
         self.replica_manager = self._make_replica_manager()
         if self.replica_manager is not None:
             from broker.replication.wiring import attach_replication  # issue 12
@@ -216,18 +235,21 @@ class BrokerServer:
         listener = BrokerMetadataListener(self.metadata_cache, self.replica_manager)
 
         self.services = BrokerServices(cfg, self.broker_id, self.metadata_cache, None,
-                                       self.replica_manager, self.log_manager, self.timer)
+                                       self.replica_manager, self.log_manager, self.timer,
+                                       security=self.security)
         from broker.coordinator.wiring import attach_group_coordinator
         attach_group_coordinator(self.services, listener)
         load_all()
         self._gate = _Gate(ApiDispatcher(self.services))
         await self._start_socket_server()
+        await self._start_metrics()
 
         self.controller = await self._open_controller(listener)
         self.services.controller = self.controller
         self._make_data_path_services()
         self.metadata_cache.set_cluster_id(self.controller.cluster_id)
         await self._write_meta_properties(self.controller.cluster_id)
+        await self.security.start(self.controller.security_store())
 
         self._gate.open.set()
         self._started = True
@@ -298,12 +320,36 @@ class BrokerServer:
             self.broker_id = configured
         elif stored is not None:
             self.broker_id = stored
+        elif cfg.get("broker.id.generation.enable") and not cfg.embedded_mode:
+            self.broker_id = -1  # generated from /brokers/seqid once ZooKeeper is reachable
         elif cfg.get("broker.id.generation.enable"):
             self.broker_id = cfg.get("reserved.broker.max.id") + 1
             log.info("generated broker.id %d (reserved.broker.max.id + 1)", self.broker_id)
         else:
             raise FatalStartupError(
                 "broker.id is -1 and broker.id.generation.enable is false: set broker.id")
+
+    async def _connect_zookeeper(self) -> None:
+        """ZooKeeper mode, before the logs load: session, cluster id, generated broker id."""
+        from controller.zk_broker import (
+            InconsistentClusterIdError,
+            ZkBroker,
+            ZkConnectionTimeoutError,
+        )
+
+        zk = ZkBroker(self.config, None, None)
+        self.zk_broker = zk
+        try:
+            await zk.connect()
+            await zk.cluster_id_for(self._stored_cluster_id)
+            if self.broker_id < 0:
+                self.broker_id = await zk.generate_broker_id()
+                log.info("generated broker.id %d from /brokers/seqid", self.broker_id)
+        except ZkConnectionTimeoutError as e:
+            raise FatalStartupError(str(e)) from None
+        except InconsistentClusterIdError as e:
+            raise FatalStartupError(str(e)) from None
+        zk.broker_id = self.broker_id
 
     def _make_replica_manager(self) -> Any:
         try:
@@ -346,7 +392,8 @@ class BrokerServer:
             socket_send_buffer_bytes=cfg.socket_send_buffer_bytes,
             socket_receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
             max_connections=cfg.get("max.connections"),
-            max_connections_per_ip=cfg.get("max.connections.per.ip"))
+            max_connections_per_ip=cfg.get("max.connections.per.ip"),
+            security=self.security)
         try:
             await self.socket_server.start()
         except OSError as e:
@@ -364,7 +411,21 @@ class BrokerServer:
         self.advertised = cfg.advertised_endpoints(bound)
         self.services.advertised = {e.listener_name: e for e in self.advertised}
 
+    async def _start_metrics(self) -> None:
+        """RequestMetrics, broker gauges and the Prometheus endpoint (broker.metrics)."""
+        from broker.metrics.wiring import BrokerMetrics
+
+        self.metrics = BrokerMetrics(self.config)  # ConfigError for a bad prometheus.listener
+        try:
+            await self.metrics.start(self.services, self.socket_server)
+        except OSError as e:
+            raise FatalStartupError(f"Cannot bind prometheus.listener="
+                                    f"{self.config.get('prometheus.listener')}: "
+                                    f"{_describe(e)}") from None
+
     async def _open_controller(self, listener: BrokerMetadataListener) -> Controller:
+        if self.zk_broker is not None:
+            return await self._start_zk_broker(listener)
         from controller.embedded import EmbeddedController
         from controller.metadata_store import MetadataStoreCorruptError
         from controller.zk_data import BrokerInfo
@@ -384,6 +445,25 @@ class BrokerServer:
         self.controller = controller
         await controller.startup()
         return controller
+
+    async def _start_zk_broker(self, listener: BrokerMetadataListener) -> Controller:
+        from controller.zk_broker import SUPPORTED_FEATURES, BrokerIdAlreadyRegisteredError
+        from controller.zk_data import BrokerInfo
+
+        zk = self.zk_broker
+        zk.listener = listener
+        zk.metadata_cache = self.metadata_cache
+        for entity_type in ("users", "clients"):  # SCRAM credentials, quotas (issue 15)
+            zk.config_manager.register(entity_type, self.security.entity_handler(entity_type))
+        zk.broker_info = BrokerInfo(self.broker_id, tuple(self.advertised),
+                                    rack=self.config.broker_rack,
+                                    features=dict(SUPPORTED_FEATURES))
+        self.controller = zk
+        try:
+            await zk.startup()
+        except BrokerIdAlreadyRegisteredError as e:
+            raise FatalStartupError(str(e)) from None
+        return zk
 
     async def _write_meta_properties(self, cluster_id: str) -> None:
         stored = self._stored_cluster_id
@@ -414,7 +494,17 @@ class BrokerServer:
             return
         self._shutdown_done = True
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self._started and self.zk_broker is not None and \
+                self.config.get("controlled.shutdown.enable"):
+            try:
+                await self.zk_broker.controlled_shutdown_before_exit()
+            except Exception:
+                log.exception("controlled shutdown failed")
         steps: list[tuple[str, Any]] = []
+        if self._gate is not None and not self._started:
+            self._gate.abort()
+        if self.metrics is not None:
+            steps.append(("metrics", self.metrics.stop))
         if self.socket_server is not None:
             steps.append(("socket server", self.socket_server.stop))
         pid_manager = self.services.producer_id_manager if self.services else None
@@ -423,10 +513,14 @@ class BrokerServer:
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             steps.append(("group coordinator", coordinator.shutdown))
+        if self.security is not None:
+            steps.append(("security manager", self.security.shutdown))
         if self.replica_manager is not None:
             steps.append(("replica manager", self.replica_manager.shutdown))
         if self.controller is not None:
             steps.append(("controller", self.controller.shutdown))
+        elif self.zk_broker is not None:
+            steps.append(("ZooKeeper client", self.zk_broker.shutdown))
         if self.timer is not None:
             steps.append(("timer", self.timer.shutdown))
         if self._log_manager_started:

@@ -25,10 +25,36 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
                         help="the broker(s) to connect to")
     parser.add_argument("--command-timeout-ms", type=int, default=30000, metavar="MS",
                         help="socket timeout of each request (default 30000)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties for secured listeners (security.protocol, "
+                             "ssl.truststore.location, sasl.mechanism, sasl.jaas.config, ...)")
 
 
-def connect(args: argparse.Namespace) -> KafkaClient:
-    return KafkaClient(args.bootstrap_server, timeout=args.command_timeout_ms / 1000.0)
+SECURITY_PREFIXES = ("security.", "ssl.", "sasl.")
+
+
+def security_props(args: argparse.Namespace, extra: dict[str, str] | None = None
+                   ) -> dict[str, str] | None:
+    """Security settings from ``--command-config`` plus the ``security.*``/``ssl.*``/
+    ``sasl.*`` keys of ``extra`` (a tool's own client properties); None when there are none."""
+    props: dict[str, str] = {}
+    path = getattr(args, "command_config", None)
+    if path:
+        from client.security import load_client_properties
+        try:
+            props.update(load_client_properties(path))
+        except Exception as e:  # noqa: BLE001 - reported as one line
+            raise UsageError(f"cannot read --command-config {path}: {e}") from None
+    for k, v in (extra or {}).items():
+        if k.startswith(SECURITY_PREFIXES):
+            props[k] = v
+    props = {k: v for k, v in props.items() if k.startswith(SECURITY_PREFIXES)}
+    return props or None
+
+
+def connect(args: argparse.Namespace, props: dict[str, str] | None = None) -> KafkaClient:
+    return KafkaClient(args.bootstrap_server, timeout=args.command_timeout_ms / 1000.0,
+                       security=security_props(args, props))
 
 
 class UsageError(ToolError):

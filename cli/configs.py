@@ -10,6 +10,10 @@ every topic (or the broker defaults) is described. ``--alter --add-config k=v,k2
 --delete-config k`` sends IncrementalAlterConfigs (SET / DELETE) and prints "Completed
 updating config for topic t."; a broker that lacks IncrementalAlterConfigs is refused with a
 message. APIs: DescribeConfigs, IncrementalAlterConfigs, Metadata.
+
+``--entity-type users`` / ``clients`` (also ``--user U``, ``--client C``, both for a
+user+client pair, ``--entity-default``/``--user-defaults``/``--client-defaults``): SCRAM
+credentials and client quotas, see :mod:`cli._configs_clients`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ HELP = "Describe and alter topic and broker configs (like kafka-configs.sh)"
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 RESOURCE = {"topics": 2, "brokers": 4}
+CLIENT_ENTITY_TYPES = ("users", "clients")
 SINGULAR = {"topics": "topic", "brokers": "broker"}
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
@@ -43,11 +48,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="show configs")
     action.add_argument("--alter", action="store_true", help="change configs")
-    p.add_argument("--entity-type", required=True, choices=sorted(RESOURCE),
-                   help="topics or brokers")
-    p.add_argument("--entity-name", metavar="NAME", help="topic name or broker id")
-    p.add_argument("--entity-default", action="store_true",
-                   help="brokers: the cluster-wide default (empty name)")
+    p.add_argument("--entity-type", action="append", default=[],
+                   choices=sorted(RESOURCE) + list(CLIENT_ENTITY_TYPES),
+                   help="topics, brokers, users or clients (users and clients together for "
+                        "a user's client)")
+    p.add_argument("--entity-name", action="append", dest="entity_names", default=[],
+                   metavar="NAME", help="topic name, broker id, user principal or client id")
+    p.add_argument("--entity-default", action="append_const", dest="entity_names", const="",
+                   help="the default entity (brokers: cluster-wide; users/clients: <default>)")
+    p.add_argument("--user", metavar="PRINCIPAL", help="= --entity-type users --entity-name")
+    p.add_argument("--client", metavar="CLIENT-ID",
+                   help="= --entity-type clients --entity-name")
+    p.add_argument("--user-defaults", action="store_true", help="the default user")
+    p.add_argument("--client-defaults", action="store_true", help="the default client id")
     p.add_argument("--all", action="store_true",
                    help="--describe: every config, not only dynamic ones")
     p.add_argument("--add-config", metavar="K=V,...", default="",
@@ -122,7 +135,35 @@ def _alter(client, args) -> int:
     return 0
 
 
+def _normalize(args: argparse.Namespace) -> None:
+    """--user/--client shortcuts into entity types and names (kafka-configs' rules)."""
+    types, names = list(args.entity_type), list(args.entity_names)
+    if args.user is not None or args.user_defaults:
+        types.append("users")
+        names.append("" if args.user_defaults else args.user)
+    if args.client is not None or args.client_defaults:
+        types.append("clients")
+        names.append("" if args.client_defaults else args.client)
+    if not types:
+        raise UsageError("--entity-type (or --user/--client) is required")
+    if len(names) > len(types):
+        raise UsageError("More entity names specified than entity types")
+    if len(types) > 1 and sorted(types) != ["clients", "users"]:
+        raise UsageError("only users and clients can be combined as entity types")
+    if len(types) > 1 and types[0] == "clients":  # a user's client: user first
+        types.reverse()
+        names.reverse()
+    args.entity_types, args.entity_names = types, names
+    args.entity_type = types[0]
+    args.entity_default = bool(names) and names[0] == "" and types[0] not in CLIENT_ENTITY_TYPES
+    args.entity_name = names[0] if names and names[0] != "" else None
+
+
 @tool_main(COMMAND)
 def run(args: argparse.Namespace) -> int:
+    _normalize(args)
     with connect(args) as client:
+        if args.entity_type in CLIENT_ENTITY_TYPES:
+            from cli import _configs_clients as configs_clients
+            return configs_clients.run(client, args)
         return _describe(client, args) if args.describe else _alter(client, args)

@@ -53,6 +53,7 @@ import time
 from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
 from client.connection import ToolError, error_name
 from client.offsets import EARLIEST, LATEST, commit_offsets, list_offsets
+from client.records import fetched_records
 
 COMMAND = "console-consumer"
 HELP = "Print records of a topic (like kafka-console-consumer.sh)"
@@ -159,22 +160,6 @@ def _start_offsets(client, args, tps, leaders) -> dict[tuple[str, int], int]:
             raise UsageError("--offset must not be negative")
         return {tp: n for tp in tps}
     return list_offsets(client, tps, EARLIEST if args.from_beginning else LATEST, leaders)
-
-
-def _records(buf, fetch_offset: int):
-    """(record, timestamp_type) of data batches at or after ``fetch_offset``."""
-    from protocol.records import iter_batches_lenient
-
-    if buf is None:
-        return
-    for batch in iter_batches_lenient(buf):
-        if batch.is_control:
-            yield None, batch.next_offset
-            continue
-        for r in batch.iter_records():
-            if r.offset >= fetch_offset:
-                yield (r, batch.timestamp_type), r.offset + 1
-        yield None, batch.next_offset
 
 
 def _consumer_config(args) -> dict[str, str]:
@@ -304,7 +289,7 @@ class _Reader:
                         continue
                     if pr.error_code:
                         raise ToolError(f"fetch {tp[0]}-{tp[1]}: {error_name(pr.error_code)}")
-                    for item, nxt in _records(pr.records, positions[tp]):
+                    for item, nxt in fetched_records(pr.records, positions[tp]):
                         positions[tp] = max(positions[tp], nxt)
                         if item is None:
                             continue
@@ -378,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = Formatter(_props(args.property))
     reader = None
     try:
-        with connect(args) as client:
+        with connect(args, cfg) as client:
             reader = _Reader(client, fmt, sys.stdout, args.max_messages, policy)
             if group is not None and args.partition is None:
                 _run_group(args, client, reader, group, cfg)
@@ -407,10 +392,10 @@ def _run_assigned(args, client, reader: _Reader, group: str | None,
     positions = _start_offsets(client, args, tps, leaders)
     coordinator = None
     if group is not None:
-        from cli.consumer_groups import _committed, _coordinator
+        from client.groups import committed_offsets, find_coordinator
 
-        coordinator = _coordinator(client, group)
-        committed = _committed(client, coordinator, group)
+        coordinator = find_coordinator(client, group)
+        committed = committed_offsets(client, coordinator, group)
         positions.update({tp: off for tp, off in committed.items() if tp in positions})
     last_data = started
     while not reader.done():
@@ -449,7 +434,8 @@ def _run_group(args, client, reader: _Reader, group: str, cfg: dict[str, str]) -
         group_instance_id=cfg.get("group.instance.id") or None,
         client_id=cfg.get("client.id", "console-consumer"),
         request_timeout_ms=args.command_timeout_ms,
-        retry_backoff_ms=_int_config(cfg, "retry.backoff.ms", 100), warn=_warn)
+        retry_backoff_ms=_int_config(cfg, "retry.backoff.ms", 100), warn=_warn,
+        security=client.security)
     positions: dict[tuple[str, int], int] = {}
     committed: dict[tuple[str, int], int] = {}
     previous = None

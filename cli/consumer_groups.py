@@ -22,7 +22,6 @@ groups, like ``kafka-consumer-groups.sh``.
 from __future__ import annotations
 
 import argparse
-import struct
 
 from cli._common import (
     UsageError,
@@ -33,6 +32,7 @@ from cli._common import (
     tool_main,
 )
 from client.connection import ToolError, error_name
+from client.groups import committed_offsets, describe_group, find_coordinator, parse_assignment
 from client.offsets import EARLIEST, LATEST, commit_offsets, list_offsets
 
 COMMAND = "consumer-groups"
@@ -63,66 +63,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="--reset-offsets: only show (default)")
 
 
-def _coordinator(client, group: str) -> int:
-    version = client.version_for(FIND_COORDINATOR, max_version=3)
-    body = {"key": group}
-    if version >= 1:
-        body["key_type"] = 0
-    resp = client.request(FIND_COORDINATOR, body, version=version)
-    check_error(resp.error_code, getattr(resp, "error_message", None),
-                f"cannot find the coordinator of group {group}")
-    client.metadata([])
-    return resp.node_id
-
-
-def _committed(client, node: int, group: str) -> dict[tuple[str, int], int]:
-    version = client.version_for(OFFSET_FETCH, max_version=7)
-    if version < 2:
-        raise ToolError("the broker's OffsetFetch is too old (needs v2+)")
-    resp = client.request(OFFSET_FETCH, {"group_id": group, "topics": None}, version=version,
-                          node=node)
-    check_error(resp.error_code, None, f"cannot fetch offsets of group {group}")
-    out = {}
-    for t in resp.topics:
-        for p in t.partitions:
-            if p.error_code == 0 and p.committed_offset >= 0:
-                out[(t.name, p.partition_index)] = p.committed_offset
-    return out
-
-
-def parse_assignment(data) -> list[tuple[str, int]]:
-    """ConsumerProtocol assignment bytes -> (topic, partition) pairs ([] if unreadable)."""
-    if not data:
-        return []
-    buf = bytes(data)
-    try:
-        pos = 2  # version
-        (n,) = struct.unpack_from(">i", buf, pos)
-        pos += 4
-        out = []
-        for _ in range(max(n, 0)):
-            (ln,) = struct.unpack_from(">h", buf, pos)
-            pos += 2
-            topic = buf[pos:pos + ln].decode("utf-8")
-            pos += ln
-            (m,) = struct.unpack_from(">i", buf, pos)
-            pos += 4
-            for _ in range(max(m, 0)):
-                (p,) = struct.unpack_from(">i", buf, pos)
-                pos += 4
-                out.append((topic, p))
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return []
-
-
-def _describe_group(client, node: int, group: str):
-    resp = client.request(DESCRIBE_GROUPS, {"groups": [group]}, node=node)
-    (g,) = resp.groups
-    check_error(g.error_code, None, f"cannot describe group {group}")
-    return g
-
-
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
@@ -131,9 +71,9 @@ def _table(rows: list[list[str]]) -> str:
 
 def _describe(client, args) -> int:
     for group in args.group:
-        node = _coordinator(client, group)
-        g = _describe_group(client, node, group)
-        committed = _committed(client, node, group)
+        node = find_coordinator(client, group)
+        g = describe_group(client, node, group)
+        committed = committed_offsets(client, node, group)
         owners = {}
         for m in g.members:
             for tp in parse_assignment(m.member_assignment):
@@ -182,12 +122,12 @@ def _reset(client, args) -> int:
         raise UsageError("--reset-offsets needs --to-earliest, --to-latest, --to-offset or "
                          "--shift-by")
     group = args.group[0]
-    node = _coordinator(client, group)
-    g = _describe_group(client, node, group)
+    node = find_coordinator(client, group)
+    g = describe_group(client, node, group)
     if args.execute and g.group_state not in ("Empty", "Dead", ""):
         raise ToolError(f"Assignments can only be reset if the group '{group}' is inactive, "
                         f"but the current state is {g.group_state}.")
-    committed = _committed(client, node, group)
+    committed = committed_offsets(client, node, group)
     tps = _reset_targets(client, args, committed)
     if not tps:
         raise ToolError("no partitions to reset")
@@ -218,7 +158,7 @@ def _delete(client, args) -> int:
         raise UsageError("--delete needs --group")
     failed = {}
     for group in args.group:
-        node = _coordinator(client, group)
+        node = find_coordinator(client, group)
         resp = client.request(DELETE_GROUPS, {"groups_names": [group]}, node=node)
         for r in resp.results:
             if r.error_code:

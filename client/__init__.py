@@ -7,6 +7,9 @@ confluent-kafka, and the test harnesses.
 - :mod:`client.metadata`: ``partition_leaders``, ``check_error``.
 - :mod:`client.offsets`: ListOffsets / OffsetCommit helpers.
 - :mod:`client.group_member`: a classic consumer-group member (JoinGroup/SyncGroup/Heartbeat).
+- :mod:`client.groups`: find_coordinator, committed_offsets, describe_group, list_groups,
+  parse_assignment.
+- :mod:`client.records`: fetched_records (records of a Fetch response partition).
 
 It depends only on :mod:`protocol` and the standard library, never on ``broker/``.
 """

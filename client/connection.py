@@ -11,17 +11,25 @@ versions) and the body, encoded by :mod:`protocol.api`. Responses larger than
 ``max_response_bytes`` (default 100 MiB) are refused rather than buffered.
 
 Errors: :class:`ToolError` with a one-line message (unreachable bootstrap, timeouts, no
-common version, a closed connection). Kafka error codes inside responses are left to the
-caller; :func:`error_name` turns one into its name.
+common version, a closed connection, a failed TLS handshake or SASL authentication). Kafka
+error codes inside responses are left to the caller; :func:`error_name` turns one into its
+name.
+
+Security: ``security`` (a :class:`client.security.ClientSecurity`, or Kafka client
+properties such as ``security.protocol``, ``ssl.truststore.location``, ``sasl.mechanism``,
+``sasl.jaas.config``) makes every connection TLS and/or SASL: after ApiVersions each
+connection sends SaslHandshake v1 and SaslAuthenticate requests until the mechanism is done.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from collections.abc import Mapping
 from typing import Any
 
+from client.security import ClientSecurity
 from protocol import api
 from protocol.errors import ErrorCode
 from protocol.headers import (
@@ -31,10 +39,12 @@ from protocol.headers import (
     response_header_version,
 )
 
-__all__ = ["KafkaClient", "ToolError", "build", "error_name", "parse_bootstrap"]
+__all__ = ["KafkaClient", "ToolError", "build", "decode_response_frame", "encode_request_frame",
+           "error_name", "parse_bootstrap"]
 
 API_VERSIONS = 18
 METADATA = 3
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 _SIZE = struct.Struct(">i")
 
 
@@ -82,8 +92,29 @@ def build(cls: type, value: Any):
     return cls(**kwargs)
 
 
+def encode_request_frame(api_key: int, version: int, correlation_id: int, client_id: str,
+                         body) -> bytes:
+    """A whole request frame: 4-byte size, request header (v1, or v2 for flexible versions),
+    then ``body`` (a generated request message) encoded in ``version``."""
+    header = encode_request_header(RequestHeader(api_key, version, correlation_id, client_id))
+    payload = header + body.encode(version)
+    return _SIZE.pack(len(payload)) + payload
+
+
+def decode_response_frame(api_key: int, version: int, frame, correlation_id: int | None = None):
+    """Decode a response frame (without its size prefix) -> (correlation id, message).
+    ApiVersions responses use header v0 (KIP-511). ``correlation_id``, when given, must
+    match (ToolError otherwise)."""
+    hv = 0 if api_key == API_VERSIONS else response_header_version(api_key, version)
+    got, pos = decode_response_header(frame, hv)
+    if correlation_id is not None and got != correlation_id:
+        raise ToolError(f"correlation id {got} != {correlation_id}")
+    return got, api.decode_response(api_key, version, frame, pos)
+
+
 class _Connection:
-    def __init__(self, host: str, port: int, timeout: float, max_bytes: int) -> None:
+    def __init__(self, host: str, port: int, timeout: float, max_bytes: int,
+                 security: ClientSecurity | None = None) -> None:
         self.address = f"{host}:{port}"
         self.max_bytes = max_bytes
         try:
@@ -91,6 +122,16 @@ class _Connection:
         except OSError as e:
             raise ToolError(f"cannot connect to {self.address}: {e.strerror or e}") from None
         self.sock.settimeout(timeout)
+        if security is not None and security.uses_ssl:
+            try:
+                self.sock = security.ssl_context().wrap_socket(self.sock, server_hostname=host)
+            except (ssl.SSLError, OSError) as e:
+                self.close()
+                raise ToolError(f"SSL handshake with {self.address} failed: "
+                                f"{getattr(e, 'reason', None) or e}") from None
+            except ValueError as e:
+                self.close()
+                raise ToolError(f"bad SSL client configuration: {e}") from None
 
     def round_trip(self, frame: bytes) -> memoryview:
         try:
@@ -130,7 +171,14 @@ class KafkaClient:
     """Blocking client: ``with KafkaClient("host:9092") as c: c.request(3, {...})``."""
 
     def __init__(self, bootstrap: str, client_id: str = "josef-tools", timeout: float = 30.0,
-                 max_response_bytes: int = 100 << 20) -> None:
+                 max_response_bytes: int = 100 << 20,
+                 security: ClientSecurity | Mapping[str, str] | None = None) -> None:
+        if security is not None and not isinstance(security, ClientSecurity):
+            try:
+                security = ClientSecurity(security)
+            except ValueError as e:
+                raise ToolError(f"bad client security configuration: {e}") from None
+        self.security = security
         self.client_id = client_id
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
@@ -140,7 +188,7 @@ class KafkaClient:
         errors = []
         for host, port in parse_bootstrap(bootstrap):
             try:
-                conn = _Connection(host, port, timeout, max_response_bytes)
+                conn = _Connection(host, port, timeout, max_response_bytes, security)
             except ToolError as e:
                 errors.append(str(e))
                 continue
@@ -149,6 +197,35 @@ class KafkaClient:
         else:
             raise ToolError("; ".join(errors) or "no bootstrap server reachable")
         self.versions = self._api_versions(self._conns[None])
+        self._authenticate(self._conns[None])
+
+    def _authenticate(self, conn: _Connection) -> None:
+        """SASL: SaslHandshake v1, then SaslAuthenticate until the mechanism is done."""
+        if self.security is None or not self.security.uses_sasl:
+            return
+        sasl = self.security.sasl_client()
+        resp = self._send(conn, SASL_HANDSHAKE, 1, build(
+            api.API_KEYS[SASL_HANDSHAKE].request_cls, {"mechanism": sasl.mechanism}))
+        if resp.error_code:
+            raise ToolError(f"{conn.address}: SASL handshake failed: "
+                            f"{error_name(resp.error_code)} (broker mechanisms: "
+                            f"{', '.join(resp.mechanisms)})")
+        version = min(2, self.versions.get(SASL_AUTHENTICATE, (0, 0))[1])
+        try:
+            token: bytes | None = sasl.first()
+            while token is not None:
+                resp = self._send(conn, SASL_AUTHENTICATE, version, build(
+                    api.API_KEYS[SASL_AUTHENTICATE].request_cls, {"auth_bytes": token}))
+                if resp.error_code:
+                    raise ToolError(f"{conn.address}: SASL authentication failed: "
+                                    f"{error_name(resp.error_code)}: {resp.error_message}")
+                token = sasl.respond(bytes(resp.auth_bytes or b""))
+        except ValueError as e:
+            raise ToolError(f"{conn.address}: SASL authentication failed: {e}") from None
+        except Exception as e:
+            if isinstance(e, ToolError):
+                raise
+            raise ToolError(f"{conn.address}: SASL authentication failed: {e}") from None
 
     # --- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -202,16 +279,11 @@ class KafkaClient:
               tolerate_decode_error: bool = False):
         self._correlation += 1
         cid = self._correlation
-        header = encode_request_header(RequestHeader(api_key, version, cid, self.client_id))
-        payload = header + body.encode(version)
-        buf = conn.round_trip(_SIZE.pack(len(payload)) + payload)
-        # ApiVersions responses always use header v0 (KIP-511).
-        hv = 0 if api_key == API_VERSIONS else response_header_version(api_key, version)
-        got, pos = decode_response_header(buf, hv)
-        if got != cid:
-            raise ToolError(f"{conn.address}: correlation id {got} != {cid}")
+        buf = conn.round_trip(encode_request_frame(api_key, version, cid, self.client_id, body))
         try:
-            return api.decode_response(api_key, version, buf, pos)
+            return decode_response_frame(api_key, version, buf, cid)[1]
+        except ToolError as e:
+            raise ToolError(f"{conn.address}: {e}") from None
         except Exception as e:  # noqa: BLE001 - reported as one line
             if tolerate_decode_error:
                 return None
@@ -251,10 +323,8 @@ class KafkaClient:
             version = self.version_for(api_key)
         body = build(api.API_KEYS[api_key].request_cls, body)
         self._correlation += 1
-        header = encode_request_header(RequestHeader(api_key, version, self._correlation,
-                                                     self.client_id))
-        payload = header + body.encode(version)
-        self._connection(node).send(_SIZE.pack(len(payload)) + payload)
+        self._connection(node).send(
+            encode_request_frame(api_key, version, self._correlation, self.client_id, body))
 
     def _connection(self, node: int | None) -> _Connection:
         conn = self._conns.get(node)
@@ -265,8 +335,14 @@ class KafkaClient:
         addr = self._nodes.get(node)
         if addr is None:
             raise ToolError(f"broker {node} is not in the cluster metadata")
-        conn = self._conns[node] = _Connection(addr[0], addr[1], self.timeout,
-                                               self.max_response_bytes)
+        conn = _Connection(addr[0], addr[1], self.timeout, self.max_response_bytes,
+                           self.security)
+        try:
+            self._authenticate(conn)
+        except ToolError:
+            conn.close()
+            raise
+        self._conns[node] = conn
         return conn
 
     def metadata(self, topics: list[str] | None = None, auto_create: bool = False):

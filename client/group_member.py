@@ -159,8 +159,8 @@ class GroupMember:
                  session_timeout_ms: int = 45000, rebalance_timeout_ms: int = 300000,
                  heartbeat_interval_ms: int = 3000, group_instance_id: str | None = None,
                  client_id: str = "console-consumer", request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, warn: Callable[[str], None] | None = None
-                 ) -> None:
+                 retry_backoff_ms: int = 100, warn: Callable[[str], None] | None = None,
+                 security=None) -> None:
         if session_timeout_ms <= 0 or rebalance_timeout_ms <= 0 or heartbeat_interval_ms <= 0:
             raise ToolError("session.timeout.ms, max.poll.interval.ms and "
                             "heartbeat.interval.ms must be positive")
@@ -173,7 +173,8 @@ class GroupMember:
         self.request_timeout = request_timeout_ms / 1000.0
         self.retry_backoff = retry_backoff_ms / 1000.0
         self.warn = warn or (lambda msg: None)
-        self.client = KafkaClient(bootstrap, client_id=client_id, timeout=self.request_timeout)
+        self.client = KafkaClient(bootstrap, client_id=client_id, timeout=self.request_timeout,
+                                  security=security)
         self.member_id = ""
         self.generation_id = -1
         self.assignment: list[TopicPartition] = []

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.zk_data import ProducerIdBlock
+from protocol.errors import ErrorCode
 
 # AbstractControlRequest.Type (LeaderAndIsr v5+ ``type``, UpdateMetadata v8 ``type``).
 TYPE_UNKNOWN, TYPE_INCREMENTAL, TYPE_FULL = 0, 1, 2
@@ -123,6 +124,12 @@ class BrokerMetadataListener(abc.ABC):
         Sent before the first LeaderAndIsr of a topic that has overrides, and on every
         change."""
 
+    async def on_broker_config_change(self, entity: str, configs: dict[str, str]) -> None:
+        """Dynamic broker configs (KIP-226) of ``entity`` (``str(broker id)`` or
+        ``"<default>"``) are now ``configs`` (the full set of overrides). Delivered on every
+        broker at startup and on every change. Default: ignored."""
+        return None
+
 
 class ControllerChannel(abc.ABC):
     """Carries decisions from the controller to brokers (Kafka's ControllerChannelManager).
@@ -168,19 +175,26 @@ class Controller(abc.ABC):
     @abc.abstractmethod
     async def shutdown(self) -> None: ...
 
+    # ``timeout_ms`` (the request's): how long a ZooKeeper-mode controller waits for the
+    # metadata to show the change before answering REQUEST_TIMED_OUT (embedded: applied at
+    # once, ignored).
+
     @abc.abstractmethod
     async def create_topics(
-        self, topics: list[CreatableTopic | tuple], validate_only: bool = False
+        self, topics: list[CreatableTopic | tuple], validate_only: bool = False,
+        timeout_ms: int | None = None
     ) -> list[CreateTopicResult]: ...
 
     @abc.abstractmethod
     async def delete_topics(
-        self, names: list[str] = (), topic_ids: list[uuid.UUID] = ()
+        self, names: list[str] = (), topic_ids: list[uuid.UUID] = (),
+        timeout_ms: int | None = None
     ) -> list[DeleteTopicResult]: ...
 
     @abc.abstractmethod
     async def create_partitions(
-        self, topics: list[CreatePartitionsTopic | tuple], validate_only: bool = False
+        self, topics: list[CreatePartitionsTopic | tuple], validate_only: bool = False,
+        timeout_ms: int | None = None
     ) -> list[TopicResult]: ...
 
     @abc.abstractmethod
@@ -206,3 +220,96 @@ class Controller(abc.ABC):
     @abc.abstractmethod
     async def allocate_producer_ids(self, broker_id: int) -> ProducerIdBlock:
         """Reserve the next block of PRODUCER_ID_BLOCK_SIZE producer ids (KIP-730)."""
+
+    # ----- cluster (ZooKeeper mode); the defaults describe a single-node controller -----
+
+    @property
+    def is_active(self) -> bool:
+        """True when this broker is the active controller (admin requests that Kafka's
+        ZooKeeper mode sends to the controller answer NOT_CONTROLLER otherwise)."""
+        return True
+
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's epoch (czxid of its registration, KIP-380); -1 when unknown."""
+        return -1
+
+    async def auto_create_topics(self, topics: list[CreatableTopic]) -> list[CreateTopicResult]:
+        """Create topics on behalf of Metadata/FindCoordinator auto-creation (any broker may
+        do this; Kafka's AutoTopicCreationManager). Results as ``create_topics``."""
+        return await self.create_topics(topics)
+
+    async def apply_leader_and_isr(self, request: Any) -> tuple[int, dict[tuple[str, int], int]]:
+        """A LeaderAndIsr received over the wire: ``(error code, {tp: error code})``
+        (STALE_CONTROLLER_EPOCH / STALE_BROKER_EPOCH fencing). A single-node controller
+        never sends one, so by default every such request is stale."""
+        return int(ErrorCode.STALE_CONTROLLER_EPOCH), {}
+
+    async def apply_update_metadata(self, request: Any) -> int:
+        """An UpdateMetadata received over the wire: its error code."""
+        return int(ErrorCode.STALE_CONTROLLER_EPOCH)
+
+    async def apply_stop_replica(self, request: Any) -> tuple[int, dict[tuple[str, int], int]]:
+        """A StopReplica received over the wire: ``(error code, {tp: error code})``."""
+        return int(ErrorCode.STALE_CONTROLLER_EPOCH), {}
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int
+                                  ) -> tuple[int, list[tuple[str, int]]]:
+        """ControlledShutdown (controller side): ``(error code, partitions the broker still
+        leads)``; only partitions with more than one replica count (Kafka's
+        partitionLeadersOnBroker), so a single node has none."""
+        if broker_id != self.controller_id:
+            return int(ErrorCode.BROKER_NOT_AVAILABLE), []
+        return int(ErrorCode.NONE), []
+
+    async def alter_partition(self, request: Any, version: int) -> Any:
+        """AlterPartition (KIP-497, controller side): an ``AlterPartitionResponse``."""
+        from protocol.messages import AlterPartitionResponse
+
+        return AlterPartitionResponse(error_code=int(ErrorCode.STALE_BROKER_EPOCH))
+
+    async def alter_partition_reassignments(
+            self, reassignments: dict[tuple[str, int], list[int] | None]
+    ) -> tuple[int, dict[tuple[str, int], tuple[int, str | None]]]:
+        """AlterPartitionReassignments (KIP-455): ``(top-level error, {tp: (code, msg)})``;
+        a None target cancels. Default (one node): only [this broker] is a valid target."""
+        out: dict[tuple[str, int], tuple[int, str | None]] = {}
+        for (topic, p), target in reassignments.items():
+            configs = self.topic_configs(topic)
+            if configs is None:
+                out[(topic, p)] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                   "The partition does not exist.")
+            elif target is None:
+                out[(topic, p)] = (int(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS), None)
+            elif list(target) != [self.controller_id]:
+                out[(topic, p)] = (int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+                                   f"Replica assignment has brokers that are not alive. Replica "
+                                   f"list: {list(target)}, live broker list: "
+                                   f"[{self.controller_id}]")
+            else:
+                out[(topic, p)] = (int(ErrorCode.NONE), None)
+        return int(ErrorCode.NONE), out
+
+    async def list_partition_reassignments(
+            self, partitions: list[tuple[str, int]] | None
+    ) -> tuple[int, dict[tuple[str, int], Any]]:
+        """ListPartitionReassignments: ``(error, {tp: ReplicaAssignment})`` of partitions
+        being reassigned. Default: none."""
+        return int(ErrorCode.NONE), {}
+
+    # Dynamic broker configs (KIP-226; semantics owned by the API-table work): ``entity`` is
+    # ``str(broker id)`` or ``"<default>"``.
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str | None],
+                                   validate_only: bool = False) -> TopicResult:
+        """Replace the entity's dynamic broker configs."""
+        raise NotImplementedError("dynamic broker configs are not supported by this controller")
+
+    async def incremental_alter_broker_configs(self, entity: str,
+                                               ops: list[tuple[str, int, str | None]],
+                                               validate_only: bool = False) -> TopicResult:
+        """IncrementalAlterConfigs on the entity's dynamic broker configs."""
+        raise NotImplementedError("dynamic broker configs are not supported by this controller")
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """The entity's dynamic broker configs ({} when none)."""
+        return {}

@@ -51,3 +51,43 @@ def preferred_election(replicas: tuple[int, ...], state: State | None, live: Col
     if preferred not in live or state is None or preferred not in state.isr:
         return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, None
     return ErrorCode.NONE, next_state(state, preferred, state.isr, controller_epoch)
+
+
+# --------------------------------------------------------------------------- ZooKeeper mode
+# Kafka's PartitionLeaderElectionAlgorithms: pick the new leader only; the controller's
+# partition state machine builds the new state and writes it conditionally.
+
+def offline_partition_leader(assignment: tuple[int, ...], isr: Collection[int],
+                             live: Collection[int], unclean_enabled: bool) -> int | None:
+    """The first live replica (assignment order) in the ISR; else, if unclean election is
+    enabled, the first live replica."""
+    for r in assignment:
+        if r in live and r in isr:
+            return r
+    if unclean_enabled:
+        for r in assignment:
+            if r in live:
+                return r
+    return None
+
+
+def reassign_partition_leader(reassignment: tuple[int, ...], isr: Collection[int],
+                              live: Collection[int]) -> int | None:
+    """The first live target replica in the ISR."""
+    return next((r for r in reassignment if r in live and r in isr), None)
+
+
+def preferred_replica_partition_leader(assignment: tuple[int, ...], isr: Collection[int],
+                                       live: Collection[int]) -> int | None:
+    """The first replica of the assignment, when it is live and in the ISR."""
+    if assignment and assignment[0] in live and assignment[0] in isr:
+        return assignment[0]
+    return None
+
+
+def controlled_shutdown_partition_leader(assignment: tuple[int, ...], isr: Collection[int],
+                                         live: Collection[int],
+                                         shutting_down: Collection[int]) -> int | None:
+    """The first live ISR replica that is not shutting down."""
+    return next((r for r in assignment if r in live and r in isr and r not in shutting_down),
+                None)

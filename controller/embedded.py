@@ -387,6 +387,14 @@ class EmbeddedController(TopicAdmin, Controller):
                 await self._send(views, TYPE_INCREMENTAL, is_new=False)
             return results
 
+    # ------------------------------------------------------------------ security (issue 15)
+
+    def security_store(self):
+        """A ``broker.security.store.ZNodeStore`` over this store (credentials, ACLs, quotas,
+        delegation tokens in Kafka's znode layout)."""
+        from controller.security_store import EmbeddedZNodeStore
+        return EmbeddedZNodeStore(self._store)
+
     # ------------------------------------------------------------------ producer ids
 
     async def allocate_producer_ids(self, broker_id: int) -> ProducerIdBlock:

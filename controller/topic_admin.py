@@ -60,7 +60,8 @@ class TopicAdmin:
 
     # ------------------------------------------------------------------ CreateTopics
 
-    async def create_topics(self, topics, validate_only: bool = False) -> list[CreateTopicResult]:
+    async def create_topics(self, topics, validate_only: bool = False,
+                            timeout_ms: int | None = None) -> list[CreateTopicResult]:
         """One result per requested topic, in order. Error codes: INVALID_REQUEST
         (duplicate name in the request; counts given together with an assignment),
         INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
@@ -155,8 +156,8 @@ class TopicAdmin:
 
     # ------------------------------------------------------------------ DeleteTopics
 
-    async def delete_topics(self, names: Iterable[str] = (), topic_ids: Iterable[uuid.UUID] = ()
-                            ) -> list[DeleteTopicResult]:
+    async def delete_topics(self, names: Iterable[str] = (), topic_ids: Iterable[uuid.UUID] = (),
+                            timeout_ms: int | None = None) -> list[DeleteTopicResult]:
         """Results for ``names`` then ``topic_ids``, in order. UNKNOWN_TOPIC_OR_PARTITION for
         an unknown name, UNKNOWN_TOPIC_ID for an unknown id. Returns after the broker applied
         UpdateMetadata (leader -2) and StopReplica(delete) and the znodes are gone."""
@@ -213,7 +214,8 @@ class TopicAdmin:
 
     # ------------------------------------------------------------------ CreatePartitions
 
-    async def create_partitions(self, topics, validate_only: bool = False) -> list[TopicResult]:
+    async def create_partitions(self, topics, validate_only: bool = False,
+                                timeout_ms: int | None = None) -> list[TopicResult]:
         """Increase partition counts. INVALID_REQUEST (duplicate topic), UNKNOWN_TOPIC_OR_PARTITION,
         INVALID_PARTITIONS (count not above the current one, or above the limit),
         INVALID_REPLICA_ASSIGNMENT (wrong number of assignments, unknown brokers, duplicates,

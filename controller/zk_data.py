@@ -200,6 +200,9 @@ class LeaderIsrAndControllerEpoch:
     isr: tuple[int, ...]
     controller_epoch: int
     partition_epoch: int = INITIAL_PARTITION_EPOCH
+    #: LeaderRecoveryState: 0 RECOVERED, 1 RECOVERING (after an unclean election, KIP-704);
+    #: written as ``leader_recovery_state`` only when not RECOVERED, as Kafka does.
+    leader_recovery_state: int = 0
 
 
 @dataclass(frozen=True)
@@ -398,26 +401,31 @@ class TopicPartitionStateZNode:
 
     @staticmethod
     def encode(state: LeaderIsrAndControllerEpoch) -> bytes:
-        return _dumps(
-            {
-                "version": 1,
-                "leader": state.leader,
-                "leader_epoch": state.leader_epoch,
-                "controller_epoch": state.controller_epoch,
-                "isr": list(state.isr),
-            }
-        )
+        doc: dict[str, Any] = {
+            "version": 1,
+            "leader": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "controller_epoch": state.controller_epoch,
+            "isr": list(state.isr),
+        }
+        if state.leader_recovery_state:
+            doc["leader_recovery_state"] = state.leader_recovery_state
+        return _dumps(doc)
 
     @staticmethod
     def decode(data: bytes | None, zk_version: int) -> LeaderIsrAndControllerEpoch:
         what = "partition state"
         doc = _obj(data, what)
+        recovery = doc.get("leader_recovery_state", 0)
+        if not isinstance(recovery, int) or isinstance(recovery, bool) or recovery not in (0, 1):
+            raise ZkDataError(f"{what}: bad leader_recovery_state {recovery!r}")
         return LeaderIsrAndControllerEpoch(
             leader=_field(doc, "leader", int, what),
             leader_epoch=_field(doc, "leader_epoch", int, what),
             isr=tuple(_int_list(_field(doc, "isr", list, what), what)),
             controller_epoch=_field(doc, "controller_epoch", int, what),
             partition_epoch=zk_version,
+            leader_recovery_state=recovery,
         )
 
 
@@ -589,8 +597,19 @@ class ProducerIdBlockZNode:
         )
 
 
+class LogDirEventNotificationZNode:
+    path = "/log_dir_event_notification"
+
+
+class ConsumerPathZNode:
+    """The old consumers' path; Kafka still creates it on startup."""
+
+    path = "/consumers"
+
+
 # Persistent paths every cluster has (Kafka's ``ZkData.PersistentZkPaths``).
 PERSISTENT_ZK_PATHS = (
+    ConsumerPathZNode.path,
     BrokerIdsZNode.path,
     TopicsZNode.path,
     ConfigEntityChangeNotificationZNode.path,
@@ -598,6 +617,7 @@ PERSISTENT_ZK_PATHS = (
     BrokerSequenceIdZNode.path,
     IsrChangeNotificationZNode.path,
     ProducerIdBlockZNode.path,
+    LogDirEventNotificationZNode.path,
     ConfigEntityTypeZNode.path("topics"),
     ConfigEntityTypeZNode.path("clients"),
     ConfigEntityTypeZNode.path("users"),

@@ -27,6 +27,7 @@ import functools
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable
 
@@ -73,6 +74,9 @@ class LogManager:
             "log_start": log_start_offset_checkpoint_interval_ms,
             "replication": replication_checkpoint_interval_ms,
         }
+        #: called as ``flush_observer(ms)`` after each flush (roll, flush.messages, flush.ms):
+        #: the broker's LogFlushStats timer; may run in an executor thread
+        self.flush_observer: Callable[[float], object] | None = None
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._tasks: list[asyncio.Task] = []
@@ -289,9 +293,18 @@ class LogManager:
         """Flush `log` below `new_base` (roll, or flush.messages reached): in the executor
         when called on the loop, returning the future; at once otherwise."""
         if self._running_loop() is not None:
-            return self._submit(log.flush, new_base)
-        log.flush(new_base)
+            return self._submit(self._timed_flush, log, new_base)
+        self._timed_flush(log, new_base)
         return None
+
+    def _timed_flush(self, log: Log, offset: int | None = None) -> None:
+        observer = self.flush_observer
+        if observer is None:
+            log.flush(offset)
+            return
+        start = time.monotonic_ns()
+        log.flush(offset)
+        observer((time.monotonic_ns() - start) / 1e6)
 
     def _attach(self, log: Log) -> None:
         """Give `log` its segment-deletion hook, bound to the log so the delay is the
@@ -339,7 +352,7 @@ class LogManager:
         """Flush logs whose unflushed data is older than their flush.ms (in the executor)."""
         for log in list(self._logs.values()):
             if log.needs_time_flush():
-                await self._in_executor(log.flush)
+                await self._in_executor(self._timed_flush, log)
 
     async def checkpoint_recovery_points_async(self) -> None:
         await self._in_executor(self.checkpoint_recovery_points)

@@ -15,6 +15,9 @@ apt_pkgs=()
 command -v kcat >/dev/null 2>&1 || apt_pkgs+=(kcat)
 dpkg -s zookeeper >/dev/null 2>&1 || apt_pkgs+=(zookeeper)
 command -v javac >/dev/null 2>&1 || apt_pkgs+=(openjdk-17-jdk-headless)
+# the web console tests drive Debian's headless Chromium through its WebDriver
+command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || apt_pkgs+=(chromium-driver)
 "$PYTHON" -m pip --version >/dev/null 2>&1 || apt_pkgs+=(python3-pip)
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
     echo "setup: apt-get install ${apt_pkgs[*]}"
@@ -37,7 +40,7 @@ if ! "$PYTHON" -m pip show -q shigawire-apache-flink-libraries >/dev/null 2>&1; 
 fi
 
 # --- Sanity: every tool the integration tests drive is present --------------------------------
-for tool in kcat javac java; do
+for tool in kcat javac java chromium chromedriver; do
     command -v "$tool" >/dev/null 2>&1 || { echo "setup: $tool is still missing" >&2; exit 1; }
 done
 "$PYTHON" - <<'PY'

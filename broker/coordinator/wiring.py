@@ -98,13 +98,14 @@ def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
 
     @functools.wraps(on_leader_and_isr)
     async def leader_and_isr(decision):
-        await on_leader_and_isr(decision)
+        results = await on_leader_and_isr(decision)
         apply_leader_and_isr(coordinator, services.broker_id, decision)
+        return results
 
     @functools.wraps(on_stop_replica)
     async def stop_replica(decision):
         apply_stop_replica(coordinator, decision)
-        await on_stop_replica(decision)
+        return await on_stop_replica(decision)
 
     @functools.wraps(on_update_metadata)
     async def update_metadata(decision):

@@ -24,8 +24,13 @@ HANDLER_MODULES = [
     "group_admin",
     "offsets",
     "producers",
+    "control_requests",
+    "broker_to_controller",
+    "reassignments",
     "describe_topic_partitions",
     "consumer_groups",
+    "sasl",
+    "scram_credentials",
 ]
 
 

@@ -56,7 +56,8 @@ async def handle_create_partitions(ctx, request):
         t.name, t.count,
         None if t.assignments is None else [list(a.broker_ids) for a in t.assignments])
         for t in request.topics]
-    results = await ctx.broker.controller.create_partitions(wanted, validate_only=validate_only)
+    results = await ctx.broker.controller.create_partitions(wanted, validate_only=validate_only,
+                                                           timeout_ms=request.timeout_ms)
     out = []
     for r in results:
         code, message = int(r.error_code), r.error_message

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from broker.fetch_session import INVALID_SESSION_ID, FetchSessionCache
 from broker.handlers.registry import handles, then
+from broker.metrics import TOPIC_STATS
 from broker.partition import READ_COMMITTED
 from broker.purgatory.delayed_fetch import FetchParams, FetchPartitionData, PartitionFetchInfo
 from protocol.errors import ErrorCode, KafkaError
@@ -192,6 +193,7 @@ def handle_fetch(ctx, req: FetchRequest):
                              responses=[])
 
     def build(results: dict) -> FetchResponse:
+        TOPIC_STATS.record_fetch(results, replica_id >= 0, version < 4)
         session_id, parts = context.update_and_generate_response_data(results)
         entries = [(tp[0], context.topic_id(tp) if use_ids else None, tp[1], data)
                    for tp, data in parts]

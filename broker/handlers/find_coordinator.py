@@ -60,7 +60,7 @@ def error_response(request, version: int, error: KafkaError):
 
 async def _ensure_topic(broker, topic: str) -> None:
     spec = internal_topic_spec(topic, broker.config)
-    results = await broker.controller.create_topics([spec])
+    results = await broker.controller.auto_create_topics([spec])
     for r in results:
         if r.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS) and \
                 (topic, r.error_code) not in _WARNED:

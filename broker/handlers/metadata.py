@@ -8,7 +8,7 @@ Behaviour (Kafka's ``KafkaApis.handleTopicMetadataRequest`` in ZooKeeper mode):
   topic ids (v12) are looked up (unknown -> UNKNOWN_TOPIC_ID with a null name); in v10/v11
   a null name or a non-zero id is INVALID_REQUEST (whole request);
 - an unknown topic is created when ``auto.create.topics.enable`` and the request allows it
-  (``allow_auto_topic_creation``, v4+; always before): ``controller.create_topics`` with
+  (``allow_auto_topic_creation``, v4+; always before): ``controller.auto_create_topics`` with
   ``num.partitions``/``default.replication.factor`` (internal topics with their own counts
   and configs), answered LEADER_NOT_AVAILABLE (5) with no partitions even when the creation
   succeeded or raced (TOPIC_ALREADY_EXISTS), other creation errors as they are; without
@@ -111,7 +111,7 @@ async def _auto_create(ctx, names: list[str]) -> list:
             continue
         valid.append(internal_topic_spec(name, broker.config))
     if valid:
-        results = await broker.controller.create_topics(valid)
+        results = await broker.controller.auto_create_topics(valid)
         for r in results:
             code = r.error_code
             if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS,

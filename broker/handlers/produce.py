@@ -27,6 +27,7 @@ from __future__ import annotations
 import struct
 
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
+from broker.metrics import TOPIC_STATS
 from broker.replica_manager import ProducePartitionResult
 from protocol.errors import ErrorCode, KafkaError
 from protocol.legacy_records import convert_to_v2
@@ -128,6 +129,7 @@ def handle_produce(ctx, req: ProduceRequest):
     def finish(res: dict):
         if failed:
             res = {**res, **failed}
+        TOPIC_STATS.record_produce(entries, res)
         return _finish(req, acks, res)
 
     return then(results, finish)

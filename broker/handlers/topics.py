@@ -12,6 +12,9 @@ the controller in embedded mode):
   librdkafka hides that code for its non-blocking create. v5+ results carry the topic's
   partition count, replication factor and every topic config with its source (1 topic
   override, 4 set in server.properties, 5 default); on error those are -1 / -1 / null.
+- ZooKeeper mode: both go to the controller; another broker answers NOT_CONTROLLER (41) for
+  every topic. The controller waits (up to ``timeout_ms``) until its metadata shows the
+  topics' leaders (create) or no longer shows the topics (delete); REQUEST_TIMED_OUT after.
 - DeleteTopics: by name (v0-v5 ``topic_names``, v6 ``topics[].name``) or by topic id (v6).
   ``delete.topic.enable=false`` -> TOPIC_DELETION_DISABLED (73) per topic (v3+), or the
   whole request INVALID_REQUEST before v3. A v6 entry with both a name and an id makes the
@@ -109,7 +112,8 @@ async def handle_create_topics(ctx, request):
     version = ctx.api_version
     validate_only = bool(request.validate_only) and version >= 1
     results = await broker.controller.create_topics([_creatable(t) for t in request.topics],
-                                                    validate_only=validate_only)
+                                                    validate_only=validate_only,
+                                                    timeout_ms=request.timeout_ms)
     out = []
     for r in results:
         code, message = r.error_code, r.error_message
@@ -152,6 +156,11 @@ async def handle_delete_topics(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
     wanted = _requested(request, version)
+    if not broker.controller.is_active:  # ZooKeeper mode: only the controller deletes
+        return DeleteTopicsResponse(responses=[
+            DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=tid, error_code=int(ErrorCode.NOT_CONTROLLER))
+            for name, tid in wanted])
     if not broker.config.delete_topic_enable:
         if version < 3:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Topic deletion is disabled.")
@@ -180,7 +189,8 @@ async def handle_delete_topics(ctx, request):
             to_delete.append(res.name)
         results.append(res)
     if to_delete:
-        outcome = {r.name: r for r in await broker.controller.delete_topics(names=to_delete)}
+        outcome = {r.name: r for r in await broker.controller.delete_topics(
+            names=to_delete, timeout_ms=request.timeout_ms)}
         for res in results:
             r = outcome.get(res.name)
             if res.error_code != 0 or r is None:

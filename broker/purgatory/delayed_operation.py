@@ -19,6 +19,7 @@ import abc
 from collections.abc import Hashable, Iterable
 from typing import NamedTuple
 
+from broker.metrics.broker_gauges import track_purgatory
 from broker.purgatory.timer import Timer
 from broker.purgatory.timer_task import TimerTask
 
@@ -250,6 +251,7 @@ class DelayedOperationPurgatory:
         self._depth = 0  # nesting of check_and_complete calls in progress
         self._scanning: DelayedOperation | None = None  # op being tried by check_and_complete
         self._closed = False
+        track_purgatory(self)  # PurgatorySize / NumDelayedOperations, while this one lives
 
     @property
     def watched(self) -> int:

@@ -13,8 +13,8 @@ import select
 import socket
 import struct
 
+from client.connection import decode_response_frame, encode_request_frame
 from protocol import api
-from protocol.headers import RequestHeader, encode_request_header, response_header_version
 from tests.integration.harness import recv_exact
 
 __all__ = ["RawClient"]
@@ -23,7 +23,9 @@ __all__ = ["RawClient"]
 class RawClient:
     """One connection to ``broker`` (anything with ``host`` and ``port``); ``timeout`` in
     seconds bounds every socket operation. ``send`` and ``recv`` are split so a test can park
-    a request and watch the socket (``readable_within``) while acting elsewhere."""
+    a request and watch the socket (``readable_within``) while acting elsewhere. Frames are
+    built and read by :mod:`client.connection` (the project's one protocol client), at the
+    exact version the test asks for."""
 
     def __init__(self, broker, timeout: float = 10.0, client_id: str = "raw-test") -> None:
         self.sock = socket.create_connection((broker.host, broker.port), timeout=timeout)
@@ -36,9 +38,7 @@ class RawClient:
     def send(self, key: int, version: int, msg) -> int:
         """Send one request; returns its correlation id."""
         self.cid += 1
-        head = encode_request_header(RequestHeader(key, version, self.cid, self.client_id))
-        body = head + api.encode_request(msg, version)
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
+        self.sock.sendall(encode_request_frame(key, version, self.cid, self.client_id, msg))
         return self.cid
 
     def readable_within(self, seconds: float) -> bool:
@@ -48,9 +48,9 @@ class RawClient:
         """Read the next response (which must carry ``cid``) and decode it."""
         size = struct.unpack(">i", recv_exact(self.sock, 4))[0]
         frame = recv_exact(self.sock, size)
-        assert struct.unpack_from(">i", frame)[0] == cid
-        offset = 4 + (1 if response_header_version(key, version) >= 1 else 0)
-        return api.decode_response(key, version, frame, offset)
+        got, msg = decode_response_frame(key, version, frame)
+        assert got == cid
+        return msg
 
     def call(self, key: int, version: int, msg=None, /, **fields):
         """One round trip; the request is ``msg`` or, without it, built from ``fields``."""

@@ -147,11 +147,15 @@ def test_unknown_key_is_logged_and_ignored(broker_factory):
     api_versions_probe(b.host, b.port)
 
 
-def test_zookeeper_mode_fails_clearly(tmp_path):
-    props = _base_props(tmp_path) | {"zookeeper.connect": "127.0.0.1:1"}
+def test_zookeeper_unreachable_at_startup_fails_clearly(tmp_path):
+    props = _base_props(tmp_path) | {"zookeeper.connect": "127.0.0.1:1",
+                                     "zookeeper.connection.timeout.ms": "1500"}
+    started = time.monotonic()
     out = _run_broker(_write_props(tmp_path / "server.properties", props))
     assert out.returncode == 1
-    assert "ZooKeeper mode is not implemented yet" in out.stderr
+    assert "Timed out waiting for connection to ZooKeeper (127.0.0.1:1)" in out.stderr
+    assert "zookeeper.connection.timeout.ms=1500" in out.stderr
+    assert time.monotonic() - started >= 1.5
     assert "Traceback" not in out.stderr
 
 

@@ -22,6 +22,16 @@
 //     where headers are k=v joined by "," (v "null" for a null value, "-" for no headers);
 //     then "consumed <N>". Exits 2 if fewer than N records arrived within the timeout.
 //
+//   admin --bootstrap B --op create|describe|delete|elect-preferred|reassign|cluster
+//         [--topic T] [--partitions N] [--replication-factor R] [--partition P]
+//         [--replicas b1,b2,...] [--timeout-ms T]
+//     The Java AdminClient: create a topic; describe it (one line per partition:
+//     "partition <p> leader <id> replicas <ids> isr <ids>", ids comma-joined); delete it;
+//     run a preferred election on all its partitions ("elected <p> <error|none>"); move a
+//     partition's replicas (alterPartitionReassignments); "cluster" prints
+//     "controller <id>" and "broker <id> <host>:<port> <rack|null>" lines.
+//     Prints "ok <op>" at the end; a failed operation is exit code 1.
+//
 // Exit codes: 0 success, 1 client error (stack trace on stderr), 2 timeout, 64 bad usage.
 
 import java.nio.charset.StandardCharsets;
@@ -60,6 +70,7 @@ public final class JosefClient {
             switch (argv[0]) {
                 case "produce": rc = produce(opts); break;
                 case "consume": rc = consume(opts); break;
+                case "admin": rc = admin(opts); break;
                 default: usage("unknown sub-command " + argv[0]); return;
             }
             System.out.flush();
@@ -102,7 +113,9 @@ public final class JosefClient {
                 usage("missing value for " + a);
             }
         }
-        for (String required : new String[] {"bootstrap", "topic", "count"}) {
+        String[] requiredOpts = argv[0].equals("admin") ? new String[] {"bootstrap", "op"}
+            : new String[] {"bootstrap", "topic", "count"};
+        for (String required : requiredOpts) {
             if (!opts.containsKey(required)) {
                 usage("missing --" + required);
             }
@@ -269,5 +282,96 @@ public final class JosefClient {
         }
         return r.partition() + " " + r.offset() + " " + key + " " + len + " " + crc + " "
             + (hs.length() == 0 ? "-" : hs.toString());
+    }
+
+    private static String ids(List<org.apache.kafka.common.Node> nodes) {
+        StringBuilder b = new StringBuilder();
+        for (org.apache.kafka.common.Node n : nodes) {
+            if (b.length() > 0) {
+                b.append(',');
+            }
+            b.append(n.id());
+        }
+        return b.toString();
+    }
+
+    private static int admin(Map<String, String> o) throws Exception {
+        String op = o.get("op");
+        String topic = o.get("topic");
+        long timeoutMs = Long.parseLong(o.getOrDefault("timeout-ms", "30000"));
+        Properties p = new Properties();
+        p.put("bootstrap.servers", o.get("bootstrap"));
+        p.put("client.id", "josef-java-admin");
+        p.put("default.api.timeout.ms", Long.toString(timeoutMs));
+        p.put("request.timeout.ms", Long.toString(Math.max(1000, timeoutMs / 2)));
+        applyProps(p, o);
+        java.util.concurrent.TimeUnit ms = java.util.concurrent.TimeUnit.MILLISECONDS;
+        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(p)) {
+            switch (op) {
+                case "create": {
+                    int partitions = Integer.parseInt(o.getOrDefault("partitions", "1"));
+                    short rf = Short.parseShort(o.getOrDefault("replication-factor", "1"));
+                    admin.createTopics(Collections.singletonList(
+                        new org.apache.kafka.clients.admin.NewTopic(topic, partitions, rf)))
+                        .all().get(timeoutMs, ms);
+                    break;
+                }
+                case "describe": {
+                    org.apache.kafka.clients.admin.TopicDescription d = admin
+                        .describeTopics(Collections.singletonList(topic)).allTopicNames()
+                        .get(timeoutMs, ms).get(topic);
+                    for (org.apache.kafka.common.TopicPartitionInfo pi : d.partitions()) {
+                        System.out.println("partition " + pi.partition() + " leader "
+                            + (pi.leader() == null ? -1 : pi.leader().id()) + " replicas "
+                            + ids(pi.replicas()) + " isr " + ids(pi.isr()));
+                    }
+                    break;
+                }
+                case "delete":
+                    admin.deleteTopics(Collections.singletonList(topic)).all().get(timeoutMs, ms);
+                    break;
+                case "elect-preferred": {
+                    org.apache.kafka.clients.admin.TopicDescription d = admin
+                        .describeTopics(Collections.singletonList(topic)).allTopicNames()
+                        .get(timeoutMs, ms).get(topic);
+                    java.util.Set<TopicPartition> tps = new java.util.HashSet<>();
+                    for (org.apache.kafka.common.TopicPartitionInfo pi : d.partitions()) {
+                        tps.add(new TopicPartition(topic, pi.partition()));
+                    }
+                    Map<TopicPartition, java.util.Optional<Throwable>> res = admin
+                        .electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, tps)
+                        .partitions().get(timeoutMs, ms);
+                    for (Map.Entry<TopicPartition, java.util.Optional<Throwable>> e : res.entrySet()) {
+                        System.out.println("elected " + e.getKey().partition() + " "
+                            + e.getValue().map(t -> t.getClass().getSimpleName()).orElse("none"));
+                    }
+                    break;
+                }
+                case "reassign": {
+                    List<Integer> replicas = new ArrayList<>();
+                    for (String r : o.get("replicas").split(",")) {
+                        replicas.add(Integer.valueOf(r.trim()));
+                    }
+                    TopicPartition tp = new TopicPartition(topic, Integer.parseInt(o.get("partition")));
+                    admin.alterPartitionReassignments(Collections.singletonMap(tp,
+                        java.util.Optional.of(new org.apache.kafka.clients.admin.NewPartitionReassignment(replicas))))
+                        .all().get(timeoutMs, ms);
+                    break;
+                }
+                case "cluster": {
+                    org.apache.kafka.clients.admin.DescribeClusterResult c = admin.describeCluster();
+                    System.out.println("controller " + c.controller().get(timeoutMs, ms).id());
+                    for (org.apache.kafka.common.Node n : c.nodes().get(timeoutMs, ms)) {
+                        System.out.println("broker " + n.id() + " " + n.host() + ":" + n.port()
+                            + " " + (n.hasRack() ? n.rack() : "null"));
+                    }
+                    break;
+                }
+                default:
+                    usage("unknown admin op " + op);
+            }
+        }
+        System.out.println("ok " + op);
+        return 0;
     }
 }

@@ -1,0 +1,204 @@
+"""SASL/SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677; Kafka's ``ScramSaslServer``,
+``ScramSaslClient``, ``ScramMessages``).
+
+Server exchange: client-first ``n,[a=<authzid>],n=<saslname>,r=<nonce>[,ext=v...]`` ->
+server-first ``r=<client nonce><server nonce>,s=<salt b64>,i=<iterations>`` -> client-final
+``c=biws,r=<nonce>,p=<proof b64>`` -> server-final ``v=<server signature b64>``.
+With the extension ``tokenauth=true`` the username is a delegation token id and the
+credential is the token's HMAC (KIP-48); the session's principal is then the token owner.
+
+Errors as Kafka's: an unknown user, a bad proof, a wrong nonce, too few iterations ->
+:class:`SaslCredentialError` (the client gets the generic message); a message that does not
+parse -> SaslCredentialError too ("Invalid SCRAM ... message format"); an authorization id
+other than the username -> :class:`SaslAuthenticationError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac as _hmac
+import re
+
+from broker.security.principal import KafkaPrincipal
+from broker.security.sasl import (
+    IllegalSaslStateError,
+    SaslAuthenticationError,
+    SaslCredentialError,
+    SaslServer,
+)
+from broker.security.scram import MECHANISMS, random_nonce, salted_password
+
+__all__ = ["ScramClient", "ScramSaslServer", "escape_saslname", "unescape_saslname"]
+
+_SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"  # \x01-\x7F except ',' and '='
+_VALUE = r"[\x01-\x2B\x2D-\x7F]+"  # except ','
+_PRINTABLE = r"[\x21-\x2B\x2D-\x7E]+"
+_B64 = r"(?:[a-zA-Z0-9/+]{4})*(?:[a-zA-Z0-9/+]{3}=|[a-zA-Z0-9/+]{2}==)?"
+_EXT = rf"(?:,[A-Za-z]+={_VALUE})*"
+CLIENT_FIRST = re.compile(
+    rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?"
+    rf"(?P<bare>n=(?P<saslname>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE})(?P<ext>{_EXT}))")
+CLIENT_FINAL = re.compile(
+    rf"(?P<without_proof>c=(?P<channel>{_B64}),r=(?P<nonce>{_PRINTABLE}){_EXT}),p=(?P<proof>{_B64})")
+SERVER_FIRST = re.compile(
+    rf"(?:m={_VALUE},)?r=(?P<nonce>{_PRINTABLE}),s=(?P<salt>{_B64}),i=(?P<iterations>[0-9]+){_EXT}")
+SERVER_FINAL = re.compile(rf"(?:e=(?P<error>[^,=]+))|(?:v=(?P<signature>{_B64}){_EXT})")
+
+
+def unescape_saslname(name: str) -> str:
+    return name.replace("=2C", ",").replace("=3D", "=")
+
+
+def escape_saslname(name: str) -> str:
+    return name.replace("=", "=3D").replace(",", "=2C")
+
+
+def _extensions(text: str) -> dict[str, str]:
+    out = {}
+    for part in text.split(",")[1:]:
+        k, _, v = part.partition("=")
+        out[k] = v
+    return out
+
+
+class ScramSaslServer(SaslServer):
+    def __init__(self, mechanism: str, credentials) -> None:
+        self.mechanism = mechanism
+        self.mech = MECHANISMS[mechanism]
+        self.credentials = credentials
+        self._state = "first"
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._nonce = ""
+        self._credential = None
+
+    def evaluate(self, token: bytes) -> bytes | None:
+        try:
+            if self._state == "first":
+                return self._first(bytes(token))
+            if self._state == "final":
+                return self._final(bytes(token))
+            raise IllegalSaslStateError(f"Unexpected challenge in Sasl server state {self._state}")
+        except (SaslCredentialError, SaslAuthenticationError, IllegalSaslStateError):
+            self._state = "failed"
+            self._credential = None
+            raise
+
+    def _first(self, token: bytes) -> bytes:
+        try:
+            text = token.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        m = CLIENT_FIRST.fullmatch(text) if text is not None else None
+        if m is None:
+            raise SaslCredentialError(f"Invalid SCRAM client first message format: {text!r}")
+        username = unescape_saslname(m["saslname"])
+        extensions = _extensions(m["ext"])
+        if extensions.get("tokenauth", "").lower() == "true":
+            found = self.credentials.token_credential(self.mechanism, username)
+            if found is None:
+                raise SaslCredentialError(
+                    f"Token Authentication failed: Invalid tokenId : {username}")
+            credential, owner, expiry = found
+            self.principal_override = KafkaPrincipal(owner.principal_type, owner.name, True)
+            self.authorization_id = owner.name
+            self.credential_expiry_ms = expiry
+            self.token_authenticated = True
+        else:
+            credential = self.credentials.scram_credential(self.mechanism, username)
+            self.authorization_id = username
+        if credential is None:
+            raise SaslCredentialError("Authentication failed: Invalid user credentials")
+        authzid = m["authzid"]
+        if authzid and unescape_saslname(authzid) != username:
+            raise SaslAuthenticationError("Authentication failed: Client requested an "
+                                          "authorization id that is different from username")
+        if credential.iterations < self.mech.min_iterations:
+            raise SaslCredentialError(f"Iterations {credential.iterations} is less than the "
+                                      f"minimum {self.mech.min_iterations} for {self.mechanism}")
+        self._credential = credential
+        self._client_first_bare = m["bare"]
+        self._nonce = m["nonce"] + random_nonce()
+        self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
+                              f"i={credential.iterations}")
+        self._state = "final"
+        return self._server_first.encode()
+
+    def _final(self, token: bytes) -> bytes:
+        try:
+            text = token.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        m = CLIENT_FINAL.fullmatch(text) if text is not None else None
+        if m is None:
+            raise SaslCredentialError(f"Invalid SCRAM client final message format: {text!r}")
+        if not m["nonce"].endswith(self._nonce):  # Kafka's check (old librdkafka repeats
+            # the client nonce in front)
+            raise SaslCredentialError("Invalid client nonce in the final client message.")
+        auth_message = (f"{self._client_first_bare},{self._server_first},"
+                        f"{m['without_proof']}").encode()
+        cred = self._credential
+        mech = self.mech
+        proof = base64.b64decode(m["proof"])
+        signature = mech.hmac(cred.stored_key, auth_message)
+        if len(proof) != len(signature):
+            raise SaslCredentialError("Invalid client credentials")
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        if not _hmac.compare_digest(mech.h(client_key), cred.stored_key):
+            raise SaslCredentialError("Invalid client credentials")
+        server_signature = mech.hmac(cred.server_key, auth_message)
+        self._credential = None
+        self._state = "complete"
+        self.complete = True
+        return b"v=" + base64.b64encode(server_signature)
+
+
+class ScramClient:
+    """Client side, for Josef's own clients (tools, inter-broker): ``first()`` ->
+    ``final(server_first)`` -> ``verify(server_final)``. ``salted_password`` runs PBKDF2
+    (blocking). ``token_auth`` adds the ``tokenauth=true`` extension (delegation tokens)."""
+
+    def __init__(self, mechanism: str, username: str, password: str, *,
+                 token_auth: bool = False) -> None:
+        self.mech = MECHANISMS[mechanism]
+        self.username = username
+        self.password = password
+        self.nonce = random_nonce()
+        ext = ",tokenauth=true" if token_auth else ""
+        self.client_first_bare = f"n={escape_saslname(username)},r={self.nonce}{ext}"
+        self._auth_message = b""
+        self._salted = b""
+
+    def first(self) -> bytes:
+        return ("n,," + self.client_first_bare).encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = bytes(server_first).decode("utf-8", "replace")
+        m = SERVER_FIRST.fullmatch(text)
+        if m is None or not m["nonce"].startswith(self.nonce):
+            raise SaslAuthenticationError(f"Invalid SCRAM server first message: {text!r}")
+        salt = base64.b64decode(m["salt"])
+        iterations = int(m["iterations"])
+        if iterations < self.mech.min_iterations:
+            raise SaslAuthenticationError(f"Requested iterations {iterations} is less than the "
+                                          f"minimum {self.mech.min_iterations}")
+        self._salted = salted_password(self.mech, self.password, salt, iterations)
+        without_proof = f"c=biws,r={m['nonce']}"
+        self._auth_message = f"{self.client_first_bare},{text},{without_proof}".encode()
+        client_key = self.mech.hmac(self._salted, b"Client Key")
+        signature = self.mech.hmac(self.mech.h(client_key), self._auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        text = bytes(server_final).decode("utf-8", "replace")
+        m = SERVER_FINAL.fullmatch(text)
+        if m is None:
+            raise SaslAuthenticationError(f"Invalid SCRAM server final message: {text!r}")
+        if m["error"]:
+            raise SaslAuthenticationError(f"Sasl authentication using {self.mech.name} failed "
+                                          f"with error: {m['error']}")
+        server_key = self.mech.hmac(self._salted, b"Server Key")
+        expected = self.mech.hmac(server_key, self._auth_message)
+        if not _hmac.compare_digest(base64.b64decode(m["signature"]), expected):
+            raise SaslAuthenticationError("Invalid server signature in server final message")

@@ -1,0 +1,677 @@
+"""KafkaController: the ZooKeeper-mode controller every broker runs (Kafka's KafkaController).
+
+Every broker starts one; the one that creates the ephemeral ``/controller`` (bumping
+``/controller_epoch`` in the same multi) is the active controller until its session ends.
+All work is an event on the single :class:`~controller.event_manager.ControllerEventManager`
+queue, processed one at a time.
+
+Failover (``_on_controller_failover``): watch ``/brokers/ids``, ``/brokers/topics``,
+``/admin/delete_topics``, ``/isr_change_notification``, ``/admin/preferred_replica_election``,
+``/admin/reassign_partitions``; drop stale ISR-change notifications; load live brokers and
+epochs, topics, topic IDs (missing ones are created), assignments and partition states;
+UpdateMetadata to every live broker; start the replica and partition state machines (which
+send LeaderAndIsr for every partition and elect leaders for offline ones); resume
+reassignments, deletions and preferred elections; schedule the auto leader rebalance.
+
+Brokers (``BrokerChange``): new ones get UpdateMetadata with every partition, LeaderAndIsr
+for their replicas, elections for offline partitions, and resumed reassignments/deletions;
+dead ones lose their replicas (OfflineReplica: out of the ISR) and their leaderships
+(OfflinePartition -> elected from the live ISR); a broker whose epoch (czxid) grew was
+bounced (session expiry and re-registration): handled as a failure then a startup.
+
+Resignation: on ``/controller`` deletion or change (re-election), session expiry, or a write
+that fails the controller-epoch check (:class:`ControllerMovedError`). Everything in-memory
+is dropped and the channel manager closed.
+
+The leadership requests (ControlledShutdown, AlterPartition, ElectLeaders, auto rebalance)
+live in :mod:`controller.leadership`, reassignments in :mod:`controller.reassignment`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from controller import controller_events as ev
+from controller import zk_data as zd
+from controller.channel_manager import ControllerChannelManager
+from controller.context import (
+    ControllerContext,
+    PartitionState,
+    ReplicaState,
+    TopicPartition,
+    is_being_reassigned,
+)
+from controller.event_manager import ControllerEvent, ControllerEventManager
+from controller.kafka_uuid import random_uuid
+from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.leadership import LeadershipMixin
+from controller.partition_state_machine import OfflineStrategy, PartitionStateMachine
+from controller.reassignment import ReassignmentMixin
+from controller.replica_state_machine import ReplicaStateMachine
+from controller.request_batch import ControllerBrokerRequestBatch
+from controller.topic_deletion import TopicDeletionManager
+from controller.zk_client import StateChangeHandler, ZNodeChangeHandler, ZNodeChildChangeHandler
+
+__all__ = ["ControllerConfig", "KafkaController"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ControllerConfig:
+    """The broker settings the controller reads (Kafka key names in comments)."""
+
+    broker_id: int
+    inter_broker_listener_name: str = "PLAINTEXT"  # inter.broker.listener.name
+    delete_topic_enable: bool = True  # delete.topic.enable
+    auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
+    leader_imbalance_check_interval_s: float = 300.0  # leader.imbalance.check.interval.seconds
+    leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
+    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
+    controller_socket_timeout_ms: int = 30000  # controller.socket.timeout.ms
+    #: first auto rebalance check after becoming controller (Kafka: 5 s)
+    first_rebalance_delay_s: float = 5.0
+
+
+# ------------------------------------------------------------------------- watch handlers
+
+class _ChildHandler(ZNodeChildChangeHandler):
+    def __init__(self, path: str, put: Callable[[], None]) -> None:
+        self.path = path
+        self._put = put
+
+    def on_child_change(self) -> None:
+        self._put()
+
+
+class _NodeHandler(ZNodeChangeHandler):
+    def __init__(self, path: str, on_create=None, on_delete=None, on_change=None) -> None:
+        self.path = path
+        self._create, self._delete, self._change = on_create, on_delete, on_change
+
+    def on_create(self) -> None:
+        if self._create:
+            self._create()
+
+    def on_delete(self) -> None:
+        if self._delete:
+            self._delete()
+
+    def on_data_change(self) -> None:
+        if self._change:
+            self._change()
+
+
+class _SessionHandler(StateChangeHandler):
+    name = "controller"
+
+    def __init__(self, controller: KafkaController) -> None:
+        self.c = controller
+
+    def before_initializing_session(self) -> None:
+        self.c.event_manager.clear_and_put(ev.Expire())
+
+    def after_initializing_session(self) -> None:
+        self.c.event_manager.put(ev.RegisterBrokerAndReelect())
+
+
+class KafkaController(LeadershipMixin, ReassignmentMixin):
+    """``register_broker`` re-registers this broker (returns the new broker epoch) on a new
+    ZooKeeper session; ``on_broker_epoch(epoch)`` tells the broker its new epoch."""
+
+    def __init__(self, config: ControllerConfig, zk: KafkaZkClient, broker_info: zd.BrokerInfo,
+                 broker_epoch: int,
+                 unclean_enabled: Callable[[str], Awaitable[bool]] | None = None,
+                 on_broker_epoch: Callable[[int], None] | None = None) -> None:
+        self.config = config
+        self.zk = zk
+        self.broker_info = broker_info
+        self.broker_epoch = broker_epoch
+        self.on_broker_epoch = on_broker_epoch
+        self.broker_id = config.broker_id
+        self.active_controller_id = -1
+        self.context = ControllerContext()
+        self.event_manager = ControllerEventManager(self.broker_id, self.process)
+        self.channel: ControllerChannelManager | None = None
+        self.batch = ControllerBrokerRequestBatch(
+            self.broker_id, self.context, config.inter_broker_listener_name, self._send,
+            on_leader_and_isr_response=self._leader_and_isr_response,
+            on_stop_replica_response=self._stop_replica_response)
+        self.partition_sm = PartitionStateMachine(self.broker_id, self.context, zk, self.batch,
+                                                  unclean_enabled or self._default_unclean)
+        self.replica_sm = ReplicaStateMachine(self.broker_id, self.context, zk, self.batch)
+        self.deletion = TopicDeletionManager(
+            self.context, zk, self.replica_sm, self.partition_sm, config.delete_topic_enable,
+            self._send_metadata_update_for, self._mute_partition_modifications)
+        self._partition_handlers: dict[str, _NodeHandler] = {}
+        self._broker_handlers: dict[int, _NodeHandler] = {}
+        self._rebalance_timer: asyncio.TimerHandle | None = None
+        self.failovers = 0
+        self._controller_handler = _NodeHandler(
+            zd.ControllerZNode.path,
+            on_create=lambda: self.event_manager.put(ev.ControllerChange()),
+            on_delete=lambda: self.event_manager.put(ev.Reelect()),
+            on_change=lambda: self.event_manager.put(ev.ControllerChange()))
+        self._broker_change = _ChildHandler(zd.BrokerIdsZNode.path,
+                                            lambda: self.event_manager.put(ev.BrokerChange()))
+        self._topic_change = _ChildHandler(zd.TopicsZNode.path,
+                                           lambda: self.event_manager.put(ev.TopicChange()))
+        self._topic_deletion = _ChildHandler(zd.DeleteTopicsZNode.path,
+                                             lambda: self.event_manager.put(ev.TopicDeletion()))
+        self._isr_change = _ChildHandler(zd.IsrChangeNotificationZNode.path,
+                                         lambda: self.event_manager.put(
+                                             ev.IsrChangeNotification()))
+        self._reassign_handler = _NodeHandler(
+            zd.ReassignPartitionsZNode.path,
+            on_create=lambda: self.event_manager.put(ev.ZkPartitionReassignment()))
+        self._preferred_handler = _NodeHandler(
+            zd.PreferredReplicaElectionZNode.path,
+            on_create=self._put_zk_preferred_election)
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def is_active(self) -> bool:
+        return self.active_controller_id == self.broker_id
+
+    @property
+    def epoch(self) -> int:
+        return self.context.epoch
+
+    async def startup(self) -> None:
+        """Register the session handler and the /controller watch; try to become controller
+        (asynchronously, on the event queue)."""
+        self.zk.zk.register_state_handler(_SessionHandler(self))
+        self.event_manager.put(ev.Startup())
+        self.event_manager.start()
+
+    async def shutdown(self) -> None:
+        await self.event_manager.close()
+        await self._on_controller_resignation()
+        self.zk.zk.unregister_state_handler(_SessionHandler.name)
+
+    def is_topic_queued_for_deletion(self, topic: str) -> bool:
+        return self.deletion.is_topic_queued_up_for_deletion(topic)
+
+    # ------------------------------------------------------------------ event dispatch
+
+    async def process(self, event: ControllerEvent) -> None:
+        handler = self._dispatch.get(type(event))
+        if handler is None:
+            log.error("unknown controller event %r", event)
+            return
+        try:
+            await handler(self, event)
+        except ControllerMovedError:
+            log.info("Controller moved to another broker when processing %r.", event)
+            if hasattr(event, "future"):
+                event.preempt()
+            await self._maybe_resign()
+        except Exception:
+            log.exception("Error processing event %r", event)
+            if hasattr(event, "future") and not event.future.done():
+                event.preempt()
+
+    # ------------------------------------------------------------------ election
+
+    async def _process_startup(self, _e) -> None:
+        await self.zk.zk.register_znode_change_handler_and_check_existence(
+            self._controller_handler)
+        await self._elect()
+
+    async def _elect(self) -> None:
+        self.active_controller_id = await self.zk.get_controller_id() or -1
+        if self.active_controller_id != -1:
+            log.debug("Broker %d has been elected as the controller, so stopping the election "
+                      "process.", self.active_controller_id)
+            return
+        try:
+            epoch, version = await self.zk.register_controller_and_increment_controller_epoch(
+                self.broker_id)
+        except ControllerMovedError:
+            await self._maybe_resign()
+            if self.active_controller_id != -1:
+                log.debug("Broker %d was elected as controller instead of broker %d",
+                          self.active_controller_id, self.broker_id)
+            else:
+                log.warning("A controller has been elected but just resigned, this will result "
+                            "in another round of election")
+            return
+        self.context.epoch, self.context.epoch_zk_version = epoch, version
+        self.active_controller_id = self.broker_id
+        log.info("%d successfully elected as the controller. Epoch incremented to %d and epoch "
+                 "zk version is now %d", self.broker_id, epoch, version)
+        try:
+            await self._on_controller_failover()
+        except ControllerMovedError:
+            raise
+        except Exception:
+            log.exception("Error while electing or becoming controller on broker %d. Trigger "
+                          "controller movement immediately", self.broker_id)
+            await self._trigger_controller_move()
+
+    async def _maybe_resign(self) -> None:
+        was_active = self.is_active
+        await self.zk.zk.register_znode_change_handler_and_check_existence(
+            self._controller_handler)
+        self.active_controller_id = await self.zk.get_controller_id() or -1
+        if was_active and not self.is_active:
+            await self._on_controller_resignation()
+
+    async def _trigger_controller_move(self) -> None:
+        self.active_controller_id = await self.zk.get_controller_id() or -1
+        if not self.is_active:
+            log.warning("Controller has already moved when trying to trigger controller "
+                        "movement")
+            return
+        ezv = self.context.epoch_zk_version
+        self.active_controller_id = -1
+        await self._on_controller_resignation()
+        try:
+            await self.zk.delete_controller(ezv)
+        except ControllerMovedError:
+            log.warning("Controller has already moved when trying to trigger controller "
+                        "movement")
+
+    async def _process_controller_change(self, _e) -> None:
+        await self._maybe_resign()
+
+    async def _process_reelect(self, _e) -> None:
+        await self._maybe_resign()
+        await self._elect()
+
+    async def _process_register_broker_and_reelect(self, _e) -> None:
+        self.broker_info = replace(self.broker_info, timestamp_ms=self.zk.clock_ms())
+        self.broker_epoch = await self.zk.register_broker(self.broker_info)
+        if self.on_broker_epoch is not None:
+            self.on_broker_epoch(self.broker_epoch)
+        await self._process_reelect(_e)
+
+    async def _process_expire(self, _e) -> None:
+        self.active_controller_id = -1
+        await self._on_controller_resignation()
+
+    # ------------------------------------------------------------------ failover
+
+    async def _on_controller_failover(self) -> None:
+        zkc = self.zk.zk
+        self.failovers += 1
+        for h in (self._broker_change, self._topic_change, self._topic_deletion,
+                  self._isr_change):
+            zkc.register_znode_child_change_handler(h)
+        for h in (self._preferred_handler, self._reassign_handler):
+            await zkc.register_znode_change_handler_and_check_existence(h)
+        await self.zk.delete_all_children(zd.IsrChangeNotificationZNode.path,
+                                          self.context.epoch_zk_version)
+        await self._initialize_controller_context()
+        to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
+        await self.deletion.init(to_delete, ineligible)
+        self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
+        await self.replica_sm.startup()
+        await self.partition_sm.startup()
+        log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
+        await self._initialize_partition_reassignments()
+        await self.deletion.try_topic_deletion()
+        pending = await self._fetch_pending_preferred_replica_elections()
+        await self.on_replica_election(pending, 0, ev.ZK_TRIGGERED)
+        if self.config.auto_leader_rebalance_enable:
+            self._schedule_auto_rebalance(self.config.first_rebalance_delay_s)
+
+    async def _initialize_controller_context(self) -> None:
+        ctx = self.context
+        zkc = self.zk.zk
+        brokers = await self.zk.get_all_brokers_and_epochs()
+        ctx.add_live_brokers(brokers)
+        log.info("Initialized broker epochs cache: %s", dict(ctx.live_broker_epochs))
+        ctx.all_topics = await self.zk.get_all_topics()
+        self._register_partition_modifications_handlers(ctx.all_topics)
+        assignments = await self.zk.get_topic_assignments(ctx.all_topics)
+        await self._process_topic_ids(assignments)
+        for topic, a in assignments.items():
+            for p, ra in a.partitions.items():
+                ctx.update_partition_full_replica_assignment((topic, p), ra)
+                if is_being_reassigned(ra):
+                    ctx.partitions_being_reassigned.add((topic, p))
+        ctx.leadership.clear()
+        ctx.shutting_down_broker_ids.clear()
+        await self._register_broker_modifications_handlers(ctx.live_brokers)
+        ctx.leadership.update(await self.zk.get_partition_states(ctx.all_partitions()))
+        self.channel = ControllerChannelManager(
+            self.broker_id, lambda: self.context.epoch, self.config.inter_broker_listener_name,
+            self.config.controller_socket_timeout_ms)
+        self.channel.startup(ctx.live_or_shutting_down_brokers())
+        log.info("Currently active brokers in the cluster: %s", sorted(ctx.live_broker_ids))
+        log.info("Current list of topics in the cluster: %s", sorted(ctx.all_topics))
+        del zkc
+
+    async def _process_topic_ids(self, assignments: dict[str, zd.TopicAssignment]) -> None:
+        """Give topics without a topic ID one (fenced write), remember every ID."""
+        for topic, a in assignments.items():
+            tid = a.topic_id
+            if tid is None:
+                tid = random_uuid()
+                await self.zk.set_topic_assignment(topic, tid, a.partitions,
+                                                   self.context.epoch_zk_version)
+            self.context.add_topic_id(topic, tid)
+
+    async def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
+        ctx = self.context
+        to_delete = set(await self.zk.get_topic_deletions())
+        offline = {t for t in ctx.all_topics
+                   if any(not ctx.is_replica_online(r, tp) for tp, r in ctx.replicas_for_topic(t))}
+        reassigning = {tp[0] for tp in ctx.partitions_being_reassigned}
+        log.info("List of topics to be deleted: %s", ",".join(sorted(to_delete)))
+        return to_delete, offline | reassigning
+
+    async def _on_controller_resignation(self) -> None:
+        zkc = self.zk.zk
+        for path in (zd.IsrChangeNotificationZNode.path, zd.TopicsZNode.path,
+                     zd.DeleteTopicsZNode.path, zd.BrokerIdsZNode.path):
+            zkc.unregister_znode_child_change_handler(path)
+        for path in (zd.ReassignPartitionsZNode.path, zd.PreferredReplicaElectionZNode.path):
+            zkc.unregister_znode_change_handler(path)
+        for b in list(self._broker_handlers):
+            zkc.unregister_znode_change_handler(self._broker_handlers.pop(b).path)
+        for t in list(self._partition_handlers):
+            zkc.unregister_znode_change_handler(self._partition_handlers.pop(t).path)
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
+        if self.channel is not None:
+            channel, self.channel = self.channel, None
+            await channel.shutdown()
+        self.batch.clear()
+        self.context.reset()
+        log.info("Resigned")
+
+    # ------------------------------------------------------------------ requests to brokers
+
+    def _send(self, broker_id: int, api_key: int, version: int, request, callback) -> None:
+        if self.channel is not None:
+            self.channel.send_request(broker_id, api_key, version, request, callback)
+
+    def send_update_metadata_request(self, brokers: list[int],
+                                     partitions: list[TopicPartition] = ()) -> None:
+        self.batch.new_batch()
+        self.batch.add_update_metadata(brokers, partitions)
+        self.batch.send_requests_to_brokers(self.context.epoch)
+
+    def _send_metadata_update_for(self, partitions: list[TopicPartition]) -> None:
+        self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids),
+                                          partitions)
+
+    def _leader_and_isr_response(self, response, broker_id: int) -> None:
+        self.event_manager.put(ev.LeaderAndIsrResponseReceived(response, broker_id))
+
+    def _stop_replica_response(self, broker_id: int, response, errors: dict) -> None:
+        self.event_manager.put(ev.TopicDeletionStopReplicaResponseReceived(
+            broker_id, response.error_code, errors))
+
+    async def _process_leader_and_isr_response(self, e: ev.LeaderAndIsrResponseReceived) -> None:
+        if not self.is_active:
+            return
+        if e.response.error_code:
+            log.error("Received error %d in LeaderAndIsr response from broker %d",
+                      e.response.error_code, e.broker_id)
+
+    async def _process_stop_replica_response(
+            self, e: ev.TopicDeletionStopReplicaResponseReceived) -> None:
+        if not self.is_active:
+            return
+        if e.request_error:
+            in_error = set(e.partition_errors)
+        else:
+            in_error = {tp for tp, code in e.partition_errors.items() if code}
+        await self.deletion.fail_replica_deletion([(tp, e.broker_id) for tp in in_error])
+        done = set(e.partition_errors) - in_error
+        if done:
+            await self.deletion.complete_replica_deletion([(tp, e.broker_id) for tp in done])
+
+    # ------------------------------------------------------------------ brokers
+
+    async def _register_broker_modifications_handlers(self, broker_ids) -> None:
+        for b in broker_ids:
+            h = _NodeHandler(zd.BrokerIdZNode.path(b), on_change=lambda b=b:
+                             self.event_manager.put(ev.BrokerModifications(b)))
+            self._broker_handlers[b] = h
+            await self.zk.zk.register_znode_change_handler_and_check_existence(h)
+
+    def _unregister_broker_modifications_handlers(self, broker_ids) -> None:
+        for b in broker_ids:
+            h = self._broker_handlers.pop(b, None)
+            if h is not None:
+                self.zk.zk.unregister_znode_change_handler(h.path)
+
+    async def _process_broker_change(self, _e) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        current = await self.zk.get_all_brokers_and_epochs()
+        cur_ids = set(current)
+        known = ctx.live_or_shutting_down_broker_ids
+        new_ids = cur_ids - known
+        dead_ids = known - cur_ids
+        bounced = {b for b in cur_ids & known if current[b][1] > ctx.live_broker_epochs[b]}
+        log.info("Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live "
+                 "brokers: %s", _ids(new_ids), _ids(dead_ids), _ids(bounced), _ids(cur_ids))
+        for b in new_ids:
+            self.channel.add_broker(current[b][0])
+        for b in bounced:
+            await self.channel.remove_broker(b)
+            self.channel.add_broker(current[b][0])
+        for b in dead_ids:
+            await self.channel.remove_broker(b)
+        if new_ids:
+            ctx.add_live_brokers({b: current[b] for b in new_ids})
+            await self._on_broker_startup(sorted(new_ids))
+        if bounced:
+            ctx.remove_live_brokers(bounced)
+            await self._on_broker_failure(sorted(bounced))
+            ctx.add_live_brokers({b: current[b] for b in bounced})
+            await self._on_broker_startup(sorted(bounced))
+        if dead_ids:
+            ctx.remove_live_brokers(dead_ids)
+            await self._on_broker_failure(sorted(dead_ids))
+        if new_ids or dead_ids or bounced:
+            log.info("Updated broker epochs cache: %s", dict(ctx.live_broker_epochs))
+
+    async def _on_broker_startup(self, new_brokers: list[int]) -> None:
+        ctx = self.context
+        log.info("New broker startup callback for %s", _ids(new_brokers))
+        existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
+        self.send_update_metadata_request(existing)
+        self.send_update_metadata_request(new_brokers, ctx.partitions_with_leaders())
+        replicas = ctx.replicas_on_brokers(set(new_brokers))
+        await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
+        await self.partition_sm.trigger_online_partition_state_change()
+        await self.maybe_resume_reassignments(
+            lambda tp, a: any(r in new_brokers for r in a.replicas if r not in
+                              a.removing_replicas))
+        deleting = {tp[0] for tp, _ in replicas if self.deletion.is_topic_queued_up_for_deletion(tp[0])}
+        if deleting:
+            log.info("Some replicas for topics scheduled for deletion %s are on the newly "
+                     "restarted brokers %s. Signaling restart of topic deletion for these "
+                     "topics", sorted(deleting), _ids(new_brokers))
+            await self.deletion.resume_deletion_for_topics(deleting)
+        await self._register_broker_modifications_handlers(new_brokers)
+
+    async def _on_broker_failure(self, dead: list[int]) -> None:
+        ctx = self.context
+        log.info("Broker failure callback for %s", _ids(dead))
+        was_shutting = [b for b in dead if b in ctx.shutting_down_broker_ids]
+        ctx.shutting_down_broker_ids -= set(dead)
+        if was_shutting:
+            log.info("Removed %s from list of shutting down brokers.", _ids(was_shutting))
+        await self._on_replicas_become_offline(ctx.replicas_on_brokers(set(dead)))
+        self._unregister_broker_modifications_handlers(dead)
+
+    async def _on_replicas_become_offline(self, replicas) -> None:
+        ctx = self.context
+        for_deletion = [r for r in replicas if self.deletion.is_topic_queued_up_for_deletion(r[0][0])]
+        not_for_deletion = [r for r in replicas if r not in set(for_deletion)]
+        offline_leader = ctx.partitions_with_offline_leader()
+        await self.partition_sm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
+        results = await self.partition_sm.trigger_online_partition_state_change()
+        await self.replica_sm.handle_state_changes(not_for_deletion, ReplicaState.OFFLINE)
+        if for_deletion:
+            await self.deletion.fail_replica_deletion(for_deletion)
+        if not not_for_deletion and all(isinstance(r, Exception) for r in results.values()):
+            self.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids))
+
+    async def _process_broker_modification(self, e: ev.BrokerModifications) -> None:
+        if not self.is_active:
+            return
+        new = await self.zk.get_broker(e.broker_id)
+        old = self.context.live_brokers.get(e.broker_id)
+        if new is None or old is None:
+            return
+        info, _epoch = new
+        if info.endpoints != old.endpoints or info.features != old.features or \
+                info.rack != old.rack:
+            log.info("Updated broker metadata: %s -> %s", old, info)
+            self.context.live_brokers[e.broker_id] = info
+            self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
+
+    # ------------------------------------------------------------------ topics
+
+    def _register_partition_modifications_handlers(self, topics) -> None:
+        for t in topics:
+            h = _NodeHandler(zd.TopicZNode.path(t), on_change=lambda t=t:
+                             self.event_manager.put(ev.PartitionModifications(t)))
+            self._partition_handlers[t] = h
+            self.zk.zk.register_znode_change_handler(h)
+
+    def _mute_partition_modifications(self, topic: str) -> None:
+        h = self._partition_handlers.pop(topic, None)
+        if h is not None:
+            self.zk.zk.unregister_znode_change_handler(h.path)
+
+    async def _process_topic_change(self, _e) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        topics = await self.zk.get_all_topics()
+        new_topics = topics - ctx.all_topics
+        deleted = ctx.all_topics - topics
+        ctx.all_topics = topics
+        self._register_partition_modifications_handlers(new_topics)
+        added = await self.zk.get_topic_assignments(new_topics)
+        for t in deleted:
+            ctx.remove_topic(t)
+        await self._process_topic_ids(added)
+        new_partitions = []
+        for topic, a in added.items():
+            for p, ra in a.partitions.items():
+                ctx.update_partition_full_replica_assignment((topic, p), ra)
+                new_partitions.append((topic, p))
+        log.info("New topics: [%s], deleted topics: [%s]", ",".join(sorted(new_topics)),
+                 ",".join(sorted(deleted)))
+        if new_partitions:
+            await self._on_new_partition_creation(new_partitions)
+
+    async def _on_new_partition_creation(self, tps: list[TopicPartition]) -> None:
+        log.info("New partition creation callback for %d partitions", len(tps))
+        await self.partition_sm.handle_state_changes(tps, PartitionState.NEW)
+        replicas = self.context.replicas_for_partitions(tps)
+        await self.replica_sm.handle_state_changes(replicas, ReplicaState.NEW)
+        await self.partition_sm.handle_state_changes(tps, PartitionState.ONLINE,
+                                                     OfflineStrategy(False))
+        await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    async def _process_partition_modifications(self, e: ev.PartitionModifications) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        got = await self.zk.get_topic_assignment(e.topic)
+        if got is None:
+            return
+        assignment, _version = got
+        to_add = {p: ra for p, ra in assignment.partitions.items()
+                  if not ctx.partition_replica_assignment((e.topic, p))}
+        if self.deletion.is_topic_queued_up_for_deletion(e.topic):
+            if to_add:
+                log.warning("Skipping adding partitions %s for topic %s since it is currently "
+                            "being deleted", sorted(to_add), e.topic)
+                existing = {p: ctx.partition_full_replica_assignment((e.topic, p))
+                            for p in assignment.partitions if p not in to_add}
+                await self.zk.set_topic_assignment(e.topic, ctx.topic_ids.get(e.topic),
+                                                   existing, ctx.epoch_zk_version)
+            return
+        if to_add:
+            log.info("New partitions to be added %s", sorted(to_add))
+            for p, ra in to_add.items():
+                ctx.update_partition_full_replica_assignment((e.topic, p), ra)
+            await self._on_new_partition_creation([(e.topic, p) for p in sorted(to_add)])
+
+    async def _process_topic_deletion(self, _e) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        to_delete = set(await self.zk.get_topic_deletions())
+        missing = to_delete - ctx.all_topics
+        if missing:
+            log.warning("Ignoring request to delete non-existing topics %s", sorted(missing))
+            await self.zk.delete_topic_deletions(missing, ctx.epoch_zk_version)
+        to_delete -= missing
+        if not self.config.delete_topic_enable:
+            log.info("Removing %s since delete topic is disabled", sorted(to_delete))
+            await self.zk.delete_topic_deletions(to_delete, ctx.epoch_zk_version)
+            return
+        if to_delete:
+            log.info("Starting topic deletion for topics %s", ",".join(sorted(to_delete)))
+            reassigning = {tp[0] for tp in ctx.partitions_being_reassigned}
+            self.deletion.mark_topic_ineligible_for_deletion(to_delete & reassigning,
+                                                             "topic reassignment in progress")
+            await self.deletion.enqueue_topics_for_deletion(to_delete)
+
+    async def _process_isr_change_notification(self, _e) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        names = await self.zk.get_isr_change_notifications()
+        try:
+            tps = await self.zk.get_partitions_from_isr_change_notifications(names)
+            if tps:
+                ctx.leadership.update(await self.zk.get_partition_states(tps))
+                self.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids),
+                                                  tps)
+                for tp in tps:
+                    if tp in ctx.partitions_being_reassigned:
+                        await self.maybe_complete_reassignment(tp)
+        finally:
+            await self.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)
+
+    async def _default_unclean(self, topic: str) -> bool:
+        configs = await self.zk.get_entity_configs("topics", topic)
+        value = configs.get("unclean.leader.election.enable")
+        if value is None:
+            return self.config.unclean_leader_election_enable
+        return value.strip().lower() == "true"
+
+    _dispatch: dict = {}
+
+
+def _ids(ids) -> str:
+    return ",".join(str(i) for i in sorted(ids))
+
+
+KafkaController._dispatch = {
+    ev.Startup: KafkaController._process_startup,
+    ev.ControllerChange: KafkaController._process_controller_change,
+    ev.Reelect: KafkaController._process_reelect,
+    ev.RegisterBrokerAndReelect: KafkaController._process_register_broker_and_reelect,
+    ev.Expire: KafkaController._process_expire,
+    ev.BrokerChange: KafkaController._process_broker_change,
+    ev.BrokerModifications: KafkaController._process_broker_modification,
+    ev.TopicChange: KafkaController._process_topic_change,
+    ev.PartitionModifications: KafkaController._process_partition_modifications,
+    ev.TopicDeletion: KafkaController._process_topic_deletion,
+    ev.IsrChangeNotification: KafkaController._process_isr_change_notification,
+    ev.LeaderAndIsrResponseReceived: KafkaController._process_leader_and_isr_response,
+    ev.TopicDeletionStopReplicaResponseReceived: KafkaController._process_stop_replica_response,
+    **LeadershipMixin.handlers(),
+    **ReassignmentMixin.handlers(),
+}

@@ -1,0 +1,314 @@
+"""PartitionStateMachine (Kafka's ZkPartitionStateMachine): partition states and leader elections.
+
+States and their valid previous states are in :mod:`controller.context`. Transitions:
+
+- NonExistent -> New: the partition is known (assignment), nothing written.
+- New -> Online: the initial state znode is created (fenced): leader = first live replica,
+  ISR = live replicas, leader epoch 0; LeaderAndIsr(is_new) to the ISR, UpdateMetadata to all.
+  No live replica: the partition stays New (logged).
+- Offline/Online -> Online: a leader election with a strategy:
+  ``OfflineStrategy(allow_unclean)`` (first live ISR replica in assignment order; unclean =
+  first live replica with ISR = [it] and leader recovery state RECOVERING, when allowed by
+  the election or by ``unclean.leader.election.enable`` of the topic/broker),
+  ``REASSIGN`` (first live target replica in the ISR), ``PREFERRED`` (the first replica,
+  when live and in the ISR) and ``CONTROLLED_SHUTDOWN`` (first live ISR replica not shutting
+  down; the shutting-down brokers leave the ISR). The state is re-read from ZooKeeper, the
+  new one (leader epoch + 1) written conditionally on the read version (BADVERSION: read and
+  elect again), LeaderAndIsr to the live replicas, UpdateMetadata to all.
+- New/Online/Offline -> Offline, Offline -> NonExistent: bookkeeping only.
+
+A state znode written by a newer controller epoch aborts that partition's election. Results:
+``{tp: new state | exception}`` (StateChangeFailedError when no leader is eligible).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, replace
+
+from controller import elections
+from controller.context import (
+    VALID_PREVIOUS_PARTITION_STATES,
+    ControllerContext,
+    PartitionState,
+    TopicPartition,
+    target_replicas,
+)
+from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.request_batch import ControllerBrokerRequestBatch
+from controller.zk_data import LeaderIsrAndControllerEpoch
+
+log = logging.getLogger("state.change.logger")
+State = LeaderIsrAndControllerEpoch
+RECOVERED, RECOVERING = 0, 1
+
+
+class StateChangeFailedError(Exception):
+    """A partition could not reach the target state (no eligible leader, stale state...)."""
+
+
+@dataclass(frozen=True)
+class OfflineStrategy:
+    allow_unclean: bool = False
+
+    def __str__(self) -> str:
+        return f"OfflinePartitionLeaderElectionStrategy({str(self.allow_unclean).lower()})"
+
+
+class _Named:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name
+
+    __repr__ = __str__
+
+
+REASSIGN = _Named("ReassignPartitionLeaderElectionStrategy")
+PREFERRED = _Named("PreferredReplicaPartitionLeaderElectionStrategy")
+CONTROLLED_SHUTDOWN = _Named("ControlledShutdownPartitionLeaderElectionStrategy")
+
+
+def new_leader_and_isr(state: State, leader: int, isr: Iterable[int], controller_epoch: int,
+                       recovery: int | None = None) -> State:
+    """The next state: leader epoch + 1; the partition epoch stays the version the write is
+    conditional on (the written znode's new version replaces it afterwards)."""
+    return replace(state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=tuple(isr),
+                   controller_epoch=controller_epoch,
+                   leader_recovery_state=state.leader_recovery_state if recovery is None
+                   else recovery)
+
+
+class PartitionStateMachine:
+    """``unclean_enabled(topic) -> bool`` (awaitable) reads the topic's effective
+    ``unclean.leader.election.enable`` for partitions left without a live ISR replica."""
+
+    def __init__(self, controller_id: int, context: ControllerContext, zk: KafkaZkClient,
+                 batch: ControllerBrokerRequestBatch,
+                 unclean_enabled: Callable[[str], Awaitable[bool]]) -> None:
+        self.controller_id = controller_id
+        self.context = context
+        self.zk = zk
+        self.batch = batch
+        self.unclean_enabled = unclean_enabled
+
+    # ------------------------------------------------------------------ startup
+
+    async def startup(self) -> None:
+        ctx = self.context
+        for tp in ctx.all_partitions():
+            state = ctx.leadership.get(tp)
+            if state is None:
+                ctx.partition_states[tp] = PartitionState.NEW
+            elif ctx.is_replica_online(state.leader, tp):
+                ctx.partition_states[tp] = PartitionState.ONLINE
+            else:
+                ctx.partition_states[tp] = PartitionState.OFFLINE
+        await self.trigger_online_partition_state_change()
+
+    async def trigger_online_partition_state_change(self, topic: str | None = None
+                                                    ) -> dict[TopicPartition, State | Exception]:
+        """Elect leaders for every New/Offline partition (of ``topic``) not being deleted."""
+        ctx = self.context
+        tps = [tp for tp in ctx.partitions_in_states({PartitionState.OFFLINE, PartitionState.NEW},
+                                                     topic)
+               if not ctx.is_topic_queued_up_for_deletion(tp[0])]
+        return await self.handle_state_changes(tps, PartitionState.ONLINE, OfflineStrategy(False))
+
+    # ------------------------------------------------------------------ transitions
+
+    async def handle_state_changes(self, tps: list[TopicPartition], target: PartitionState,
+                                   strategy=None) -> dict[TopicPartition, State | Exception]:
+        if not tps:
+            return {}
+        self.batch.new_batch()
+        try:
+            results = await self._do_handle_state_changes(tps, target, strategy)
+        except ControllerMovedError:
+            self.batch.clear()
+            log.error("Controller moved to another broker when moving some partitions to %s "
+                      "state", target)
+            raise
+        except Exception as e:
+            log.exception("Error while moving some partitions to %s state", target)
+            results = {tp: e for tp in tps}
+        self.batch.send_requests_to_brokers(self.context.epoch)
+        return results
+
+    async def _do_handle_state_changes(self, tps, target, strategy):
+        ctx = self.context
+        for tp in tps:
+            ctx.partition_states.setdefault(tp, PartitionState.NON_EXISTENT)
+        valid, invalid = ctx.check_valid_partition_state_change(tps, target)
+        for tp in invalid:
+            log.error("Controller %d epoch %d failed to change state for partition %s-%d from "
+                      "%s to %s: it should be in one of %s", self.controller_id, ctx.epoch, *tp,
+                      ctx.partition_state(tp), target, "/".join(sorted(
+                          str(s) for s in VALID_PREVIOUS_PARTITION_STATES[target])))
+        if target == PartitionState.ONLINE:
+            uninitialized = [tp for tp in valid if ctx.partition_state(tp) == PartitionState.NEW]
+            to_elect = [tp for tp in valid if ctx.partition_state(tp) in
+                        (PartitionState.OFFLINE, PartitionState.ONLINE)]
+            results: dict[TopicPartition, State | Exception] = {}
+            if uninitialized:
+                for tp in await self._initialize_leader_and_isr(uninitialized):
+                    ctx.partition_states[tp] = PartitionState.ONLINE
+            if to_elect:
+                if strategy is None:
+                    raise ValueError("an election strategy is required to go Online")
+                results = await self._elect_leaders(to_elect, strategy)
+                for tp, r in results.items():
+                    if not isinstance(r, Exception):
+                        log.info("Changed partition %s-%d from %s to %s with state %s", *tp,
+                                 ctx.partition_state(tp), target, _fmt(r))
+                        ctx.partition_states[tp] = PartitionState.ONLINE
+            return results
+        for tp in valid:
+            if target == PartitionState.NEW:
+                log.info("Changed partition %s-%d state from %s to %s with assigned replicas %s",
+                         *tp, ctx.partition_state(tp), target,
+                         ",".join(map(str, ctx.partition_replica_assignment(tp))))
+            ctx.partition_states[tp] = target
+        return {}
+
+    async def _initialize_leader_and_isr(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        ctx = self.context
+        states: dict[TopicPartition, State] = {}
+        for tp in tps:
+            replicas = ctx.partition_replica_assignment(tp)
+            live = [r for r in replicas if ctx.is_replica_online(r, tp)]
+            if not live:
+                log.error("Controller %d epoch %d encountered error during state change of "
+                          "partition %s-%d from New to Online, assigned replicas are [%s], live "
+                          "brokers are [%s]. No assigned replica is alive.", self.controller_id,
+                          ctx.epoch, *tp, ",".join(map(str, replicas)),
+                          ",".join(map(str, sorted(ctx.live_broker_ids))))
+                continue
+            states[tp] = State(live[0], 0, tuple(live), ctx.epoch, 0)
+        if not states:
+            return []
+        outcome = await self.zk.create_partition_states(states, ctx.epoch_zk_version)
+        done = []
+        for tp, err in outcome.items():
+            if err is not None:
+                log.error("Controller %d epoch %d failed to change state for partition %s-%d "
+                          "from New to Online: %r", self.controller_id, ctx.epoch, *tp, err)
+                continue
+            state = states[tp]
+            ctx.leadership[tp] = state
+            self.batch.add_leader_and_isr(state.isr, tp, state,
+                                          ctx.partition_full_replica_assignment(tp), is_new=True)
+            log.info("Changed partition %s-%d from New to Online with state %s", *tp, _fmt(state))
+            done.append(tp)
+        return done
+
+    async def _elect_leaders(self, tps: list[TopicPartition], strategy
+                             ) -> dict[TopicPartition, State | Exception]:
+        remaining = list(tps)
+        finished: dict[TopicPartition, State | Exception] = {}
+        while remaining:
+            done, remaining = await self._do_elect_leaders(remaining, strategy)
+            for tp, r in done.items():
+                if isinstance(r, Exception):
+                    log.error("Controller %d epoch %d failed to change state for partition "
+                              "%s-%d from %s to OnlinePartition: %s", self.controller_id,
+                              self.context.epoch, *tp, self.context.partition_state(tp), r)
+            finished.update(done)
+            if remaining:
+                log.info("Retrying leader election with strategy %s for partitions %s",
+                         strategy, remaining)
+        return finished
+
+    async def _do_elect_leaders(self, tps: list[TopicPartition], strategy):
+        ctx = self.context
+        finished: dict[TopicPartition, State | Exception] = {}
+        current = await self.zk.get_partition_states(tps)
+        valid: list[tuple[TopicPartition, State]] = []
+        for tp in tps:
+            state = current.get(tp)
+            if state is None:
+                finished[tp] = StateChangeFailedError(
+                    f"LeaderAndIsr information doesn't exist for partition {tp[0]}-{tp[1]} in "
+                    f"{ctx.partition_state(tp)} state")
+            elif state.controller_epoch > ctx.epoch:
+                finished[tp] = StateChangeFailedError(
+                    f"Aborted leader election for partition {tp[0]}-{tp[1]} since the LeaderAndIsr "
+                    f"path was already written by another controller. This probably means that the "
+                    f"current controller {self.controller_id} went through a soft failure and "
+                    f"another controller was elected with epoch {state.controller_epoch}.")
+            else:
+                valid.append((tp, state))
+        if not valid:
+            return finished, []
+        elected: dict[TopicPartition, tuple[State, list[int]]] = {}
+        for tp, state in valid:
+            outcome = await self._elect_one(tp, state, strategy)
+            if outcome is None:
+                finished[tp] = StateChangeFailedError(
+                    f"Failed to elect leader for partition {tp[0]}-{tp[1]} under strategy "
+                    f"{strategy}")
+            else:
+                elected[tp] = outcome
+        result = await self.zk.update_leader_and_isr({tp: s for tp, (s, _) in elected.items()},
+                                                     ctx.epoch_zk_version)
+        for tp, r in result.finished.items():
+            if not isinstance(r, Exception):
+                ctx.leadership[tp] = r
+                self.batch.add_leader_and_isr(elected[tp][1], tp, r,
+                                              ctx.partition_full_replica_assignment(tp),
+                                              is_new=False)
+            finished[tp] = r
+        return finished, result.retry
+
+    async def _elect_one(self, tp: TopicPartition, state: State, strategy
+                         ) -> tuple[State, list[int]] | None:
+        """Kafka's Election.leaderFor*: ``(new state, recipients)`` or None."""
+        ctx = self.context
+        epoch = ctx.epoch
+        assignment = ctx.partition_replica_assignment(tp)
+        if isinstance(strategy, OfflineStrategy):
+            live = [r for r in assignment if ctx.is_replica_online(r, tp)]
+            live_isr = [r for r in state.isr if ctx.is_replica_online(r, tp)]
+            unclean = strategy.allow_unclean
+            if not live_isr and not unclean:
+                unclean = await self.unclean_enabled(tp[0])
+            leader = elections.offline_partition_leader(assignment, state.isr, set(live), unclean)
+            if leader is None:
+                return None
+            if leader in state.isr:
+                return new_leader_and_isr(state, leader, live_isr, epoch), live
+            log.warning("Unclean leader election: broker %d becomes leader of %s-%d outside "
+                        "the ISR %s (data may be lost)", leader, *tp, list(state.isr))
+            return new_leader_and_isr(state, leader, [leader], epoch, RECOVERING), live
+        if strategy is REASSIGN:
+            targets = target_replicas(ctx.partition_full_replica_assignment(tp))
+            live = {r for r in targets if ctx.is_replica_online(r, tp)}
+            leader = elections.reassign_partition_leader(targets, state.isr, live)
+            if leader is None:
+                return None
+            return new_leader_and_isr(state, leader, state.isr, epoch), list(targets)
+        if strategy is PREFERRED:
+            live = {r for r in assignment if ctx.is_replica_online(r, tp)}
+            leader = elections.preferred_replica_partition_leader(assignment, state.isr, live)
+            if leader is None:
+                return None
+            return new_leader_and_isr(state, leader, state.isr, epoch), list(assignment)
+        if strategy is CONTROLLED_SHUTDOWN:
+            shutting = ctx.shutting_down_broker_ids
+            live = [r for r in assignment if ctx.is_replica_online(r, tp, True)]
+            leader = elections.controlled_shutdown_partition_leader(assignment, state.isr,
+                                                                    set(live), shutting)
+            if leader is None:
+                return None
+            isr = [r for r in state.isr if r not in shutting]
+            return new_leader_and_isr(state, leader, isr, epoch), live
+        raise ValueError(f"unknown election strategy {strategy!r}")
+
+
+def _fmt(s: State) -> str:
+    return (f"(Leader:{s.leader},ISR:{','.join(map(str, s.isr))},LeaderRecoveryState:"
+            f"{'RECOVERING' if s.leader_recovery_state else 'RECOVERED'},LeaderEpoch:"
+            f"{s.leader_epoch},ZkVersion:{s.partition_epoch},ControllerEpoch:"
+            f"{s.controller_epoch})")

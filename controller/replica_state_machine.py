@@ -1,0 +1,207 @@
+"""ReplicaStateMachine (Kafka's ZkReplicaStateMachine): the state of each replica.
+
+States and their valid previous states are in :mod:`controller.context`. Transitions:
+
+- -> NewReplica: LeaderAndIsr(is_new) to the replica when the partition has a leader (a
+  replica asked to become leader cannot be New).
+- -> OnlineReplica: from New, the replica joins the assignment if missing; otherwise a
+  LeaderAndIsr with the current state to the replica.
+- -> OfflineReplica: StopReplica(delete=false) to the replica; the replica leaves the ISR in
+  ZooKeeper (fenced conditional writes; if it led, leader becomes -1 = NO_LEADER; an ISR of
+  one is kept) and LeaderAndIsr goes to the other replicas (not for topics being deleted).
+- -> ReplicaDeletionStarted: StopReplica(delete=true).
+- -> ReplicaDeletionSuccessful / ReplicaDeletionIneligible: bookkeeping.
+- -> NonExistentReplica: the replica leaves the in-memory assignment.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import replace
+
+from controller.context import (
+    VALID_PREVIOUS_REPLICA_STATES,
+    ControllerContext,
+    PartitionReplica,
+    ReplicaState,
+    TopicPartition,
+    remove_replica,
+)
+from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.partition_state_machine import (
+    StateChangeFailedError,
+    _fmt,
+    new_leader_and_isr,
+)
+from controller.request_batch import ControllerBrokerRequestBatch
+from controller.zk_data import NO_LEADER, LeaderIsrAndControllerEpoch
+
+log = logging.getLogger("state.change.logger")
+State = LeaderIsrAndControllerEpoch
+
+
+class ReplicaStateMachine:
+    def __init__(self, controller_id: int, context: ControllerContext, zk: KafkaZkClient,
+                 batch: ControllerBrokerRequestBatch) -> None:
+        self.controller_id = controller_id
+        self.context = context
+        self.zk = zk
+        self.batch = batch
+
+    async def startup(self) -> None:
+        ctx = self.context
+        for tp in ctx.all_partitions():
+            for r in ctx.partition_replica_assignment(tp):
+                ctx.replica_states[(tp, r)] = ReplicaState.ONLINE if \
+                    ctx.is_replica_online(r, tp) else ReplicaState.DELETION_INELIGIBLE
+        online, offline = ctx.online_and_offline_replicas()
+        await self.handle_state_changes(online, ReplicaState.ONLINE)
+        await self.handle_state_changes(offline, ReplicaState.OFFLINE)
+
+    async def handle_state_changes(self, replicas: list[PartitionReplica],
+                                   target: ReplicaState) -> None:
+        if not replicas:
+            return
+        self.batch.new_batch()
+        try:
+            by_broker: dict[int, list[PartitionReplica]] = defaultdict(list)
+            for r in replicas:
+                by_broker[r[1]].append(r)
+            for broker, rs in by_broker.items():
+                await self._do_handle_state_changes(broker, rs, target)
+        except ControllerMovedError:
+            self.batch.clear()
+            log.error("Controller moved to another broker when moving some replicas to %s "
+                      "state", target)
+            raise
+        except Exception:
+            log.exception("Error while moving some replicas to %s state", target)
+        self.batch.send_requests_to_brokers(self.context.epoch)
+
+    async def _do_handle_state_changes(self, replica_id: int, replicas: list[PartitionReplica],
+                                       target: ReplicaState) -> None:
+        ctx = self.context
+        for r in replicas:
+            ctx.replica_states.setdefault(r, ReplicaState.NON_EXISTENT)
+        valid, invalid = ctx.check_valid_replica_state_change(replicas, target)
+        for r in invalid:
+            log.error("Controller %d epoch %d initiated state change of replica %d for partition "
+                      "%s-%d from %s to %s failed: it should be in one of %s", self.controller_id,
+                      ctx.epoch, r[1], *r[0], ctx.replica_state(r), target,
+                      "/".join(sorted(str(s) for s in VALID_PREVIOUS_REPLICA_STATES[target])))
+        if target == ReplicaState.NEW:
+            for r in valid:
+                tp = r[0]
+                state = ctx.leadership.get(tp)
+                if state is not None:
+                    if state.leader == replica_id:
+                        log.error("Replica %d for partition %s-%d cannot be moved to NewReplica "
+                                  "state as it is being requested to become leader",
+                                  replica_id, *tp)
+                        continue
+                    self.batch.add_leader_and_isr([replica_id], tp, state,
+                                                  ctx.partition_full_replica_assignment(tp),
+                                                  is_new=True)
+                ctx.replica_states[r] = ReplicaState.NEW
+        elif target == ReplicaState.ONLINE:
+            for r in valid:
+                tp = r[0]
+                if ctx.replica_state(r) == ReplicaState.NEW:
+                    a = ctx.partition_full_replica_assignment(tp)
+                    if replica_id not in a.replicas:
+                        log.error("Adding replica (%d) that is not part of the assignment %s",
+                                  replica_id, a)
+                        ctx.update_partition_full_replica_assignment(
+                            tp, replace(a, replicas=a.replicas + (replica_id,)))
+                else:
+                    state = ctx.leadership.get(tp)
+                    if state is not None:
+                        self.batch.add_leader_and_isr([replica_id], tp, state,
+                                                      ctx.partition_full_replica_assignment(tp),
+                                                      is_new=False)
+                ctx.replica_states[r] = ReplicaState.ONLINE
+        elif target == ReplicaState.OFFLINE:
+            for r in valid:
+                self.batch.add_stop_replica([replica_id], r[0], delete_partition=False)
+            with_leadership = [r[0] for r in valid if r[0] in ctx.leadership]
+            without = [r for r in valid if r[0] not in ctx.leadership]
+            updated = await self._remove_replicas_from_isr(replica_id, with_leadership)
+            for tp, state in updated.items():
+                log.info("Partition %s-%d state changed to %s after removing replica %d from the "
+                         "ISR as part of transition to OfflineReplica", *tp, _fmt(state),
+                         replica_id)
+                if not ctx.is_topic_queued_up_for_deletion(tp[0]):
+                    recipients = [b for b in ctx.partition_replica_assignment(tp)
+                                  if b != replica_id]
+                    self.batch.add_leader_and_isr(recipients, tp, state,
+                                                  ctx.partition_full_replica_assignment(tp),
+                                                  is_new=False)
+                ctx.replica_states[(tp, replica_id)] = ReplicaState.OFFLINE
+            for r in without:
+                self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [r[0]])
+                ctx.replica_states[r] = ReplicaState.OFFLINE
+        elif target == ReplicaState.DELETION_STARTED:
+            for r in valid:
+                ctx.replica_states[r] = ReplicaState.DELETION_STARTED
+                self.batch.add_stop_replica([replica_id], r[0], delete_partition=True)
+        elif target in (ReplicaState.DELETION_INELIGIBLE, ReplicaState.DELETION_SUCCESSFUL):
+            for r in valid:
+                ctx.replica_states[r] = target
+        elif target == ReplicaState.NON_EXISTENT:
+            for r in valid:
+                tp = r[0]
+                ctx.update_partition_full_replica_assignment(
+                    tp, remove_replica(ctx.partition_full_replica_assignment(tp), replica_id))
+                ctx.replica_states.pop(r, None)
+
+    async def _remove_replicas_from_isr(self, replica_id: int, tps: list[TopicPartition]
+                                        ) -> dict[TopicPartition, State]:
+        results: dict[TopicPartition, State] = {}
+        remaining = tps
+        while remaining:
+            done, remaining = await self._do_remove_replicas_from_isr(replica_id, remaining)
+            for tp, r in done.items():
+                if isinstance(r, Exception):
+                    log.error("Controller %d epoch %d initiated state change of replica %d for "
+                              "partition %s-%d to OfflineReplica failed: %s", self.controller_id,
+                              self.context.epoch, replica_id, *tp, r)
+                else:
+                    results[tp] = r
+        return results
+
+    async def _do_remove_replicas_from_isr(self, replica_id: int, tps: list[TopicPartition]):
+        ctx = self.context
+        current = await self.zk.get_partition_states(tps)
+        out: dict[TopicPartition, State | Exception] = {}
+        adjusted: dict[TopicPartition, State] = {}
+        for tp in tps:
+            state = current.get(tp)
+            if state is None:
+                if not ctx.is_topic_queued_up_for_deletion(tp[0]):
+                    out[tp] = StateChangeFailedError(
+                        f"Failed to change state of replica {replica_id} for partition "
+                        f"{tp[0]}-{tp[1]} since the leader and isr path in zookeeper is empty")
+                continue
+            if state.controller_epoch > ctx.epoch:
+                out[tp] = StateChangeFailedError(
+                    "Leader and isr path written by another controller. This probably means the "
+                    f"current controller with epoch {ctx.epoch} went through a soft failure and "
+                    f"another controller was elected with epoch {state.controller_epoch}. "
+                    "Aborting state change by this controller")
+                continue
+            if replica_id not in state.isr:
+                fresh = replace(state, controller_epoch=ctx.epoch)
+                ctx.leadership[tp] = fresh
+                out[tp] = fresh
+                continue
+            leader = NO_LEADER if state.leader == replica_id else state.leader
+            isr = state.isr if len(state.isr) == 1 else tuple(r for r in state.isr
+                                                              if r != replica_id)
+            adjusted[tp] = new_leader_and_isr(state, leader, isr, ctx.epoch)
+        result = await self.zk.update_leader_and_isr(adjusted, ctx.epoch_zk_version)
+        for tp, r in result.finished.items():
+            if not isinstance(r, Exception):
+                ctx.leadership[tp] = r
+            out[tp] = r
+        return out, result.retry

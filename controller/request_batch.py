@@ -1,0 +1,229 @@
+"""ControllerBrokerRequestBatch: collects the controller's decisions of one state change and
+sends them per broker (Kafka's AbstractControllerBrokerRequestBatch).
+
+A state change calls ``new_batch()``, adds LeaderAndIsr / StopReplica / UpdateMetadata
+entries, and ``send_requests_to_brokers(epoch)``: per broker one LeaderAndIsr (v7), then one
+UpdateMetadata (v8) to every broker in the set, then one StopReplica (v4), each queued on
+the channel manager. Adding a LeaderAndIsr also adds an UpdateMetadata of that partition for
+every live or shutting-down broker. Requests to brokers that are no longer live are dropped.
+A partition of a topic queued for deletion is announced with leader -2
+(``LEADER_DURING_DELETE``). ``type`` is UNKNOWN (0): the ZooKeeper controller never sends
+FULL requests (those are KRaft-migration only).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from controller.context import ControllerContext, TopicPartition
+from controller.zk_data import LEADER_DURING_DELETE, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+
+__all__ = ["ControllerBrokerRequestBatch", "LEADER_AND_ISR_VERSION", "STOP_REPLICA_VERSION",
+           "UPDATE_METADATA_VERSION"]
+
+log = logging.getLogger("state.change.logger")
+
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 7, 8, 4
+TYPE_UNKNOWN = 0
+_ZERO_UUID = uuid.UUID(int=0)
+
+_LaiState = LeaderAndIsrRequest.LeaderAndIsrPartitionState
+_UmState = UpdateMetadataRequest.UpdateMetadataPartitionState
+_SrState = StopReplicaRequest.StopReplicaPartitionState
+
+
+class ControllerBrokerRequestBatch:
+    """``send(broker_id, api_key, version, request, callback)`` queues one request;
+    ``on_leader_and_isr_response(response, broker_id)``,
+    ``on_stop_replica_response(broker_id, response, partition_errors_for_deleted)`` are
+    called (on the loop) with the responses."""
+
+    def __init__(self, controller_id: int, context: ControllerContext, listener_name: str,
+                 send: Callable[[int, int, int, Any, Callable[[Any], None] | None], None],
+                 on_leader_and_isr_response: Callable[[Any, int], None] | None = None,
+                 on_stop_replica_response: Callable[[int, Any, dict], None] | None = None
+                 ) -> None:
+        self.controller_id = controller_id
+        self.context = context
+        self.listener_name = listener_name
+        self.send = send
+        self.on_leader_and_isr_response = on_leader_and_isr_response
+        self.on_stop_replica_response = on_stop_replica_response
+        self._lai: dict[int, dict[TopicPartition, Any]] = {}
+        self._stop: dict[int, dict[TopicPartition, Any]] = {}
+        self._um_brokers: set[int] = set()
+        self._um_partitions: dict[TopicPartition, Any] = {}
+
+    def new_batch(self) -> None:
+        if self._lai or self._stop or self._um_brokers:
+            raise RuntimeError("Controller to broker state change requests batch is not empty "
+                               "while creating a new one")
+
+    def clear(self) -> None:
+        self._lai.clear()
+        self._stop.clear()
+        self._um_brokers.clear()
+        self._um_partitions.clear()
+
+    # ------------------------------------------------------------------ adding
+
+    def add_leader_and_isr(self, broker_ids: Iterable[int], tp: TopicPartition,
+                           state: LeaderIsrAndControllerEpoch, assignment: ReplicaAssignment,
+                           is_new: bool) -> None:
+        for b in broker_ids:
+            if b < 0:
+                continue
+            per = self._lai.setdefault(b, {})
+            already_new = tp in per and per[tp].is_new
+            per[tp] = _LaiState(
+                topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
+                leader=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
+                partition_epoch=state.partition_epoch, replicas=list(assignment.replicas),
+                adding_replicas=list(assignment.adding_replicas),
+                removing_replicas=list(assignment.removing_replicas),
+                is_new=is_new or already_new, leader_recovery_state=state.leader_recovery_state)
+        self.add_update_metadata(self.context.live_or_shutting_down_broker_ids, [tp])
+
+    def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition,
+                         delete_partition: bool) -> None:
+        state = self.context.leadership.get(tp)
+        leader_epoch = state.leader_epoch if state is not None else -1
+        for b in broker_ids:
+            if b < 0:
+                continue
+            per = self._stop.setdefault(b, {})
+            already_delete = tp in per and per[tp].delete_partition
+            per[tp] = _SrState(partition_index=tp[1], leader_epoch=leader_epoch,
+                               delete_partition=already_delete or delete_partition)
+
+    def add_update_metadata(self, broker_ids: Iterable[int],
+                            partitions: Iterable[TopicPartition] = ()) -> None:
+        ctx = self.context
+        self._um_brokers.update(b for b in broker_ids if b >= 0)
+        for tp in partitions:
+            state = ctx.leadership.get(tp)
+            if state is None:
+                log.info("Leader not yet assigned for partition %s-%d. Skip sending "
+                         "UpdateMetadataRequest.", *tp)
+                continue
+            replicas = ctx.partition_replica_assignment(tp)
+            leader = LEADER_DURING_DELETE if ctx.is_topic_queued_up_for_deletion(tp[0]) \
+                else state.leader
+            self._um_partitions[tp] = _UmState(
+                topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
+                leader=leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
+                zk_version=state.partition_epoch, replicas=list(replicas),
+                offline_replicas=[r for r in replicas if not ctx.is_replica_online(r, tp)])
+
+    # ------------------------------------------------------------------ sending
+
+    def send_requests_to_brokers(self, controller_epoch: int) -> None:
+        try:
+            self._send_leader_and_isr(controller_epoch)
+            self._send_update_metadata(controller_epoch)
+            self._send_stop_replica(controller_epoch)
+        finally:
+            self.clear()
+
+    def _send_leader_and_isr(self, epoch: int) -> None:
+        ctx = self.context
+        live = ctx.live_or_shutting_down_broker_ids
+        for broker, states in self._lai.items():
+            if broker not in live:
+                continue
+            leaders = {s.leader for s in states.values()}
+            n_lead = sum(1 for s in states.values() if s.leader == broker)
+            log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d "
+                     "become-follower partitions", broker, n_lead, len(states) - n_lead)
+            by_topic: dict[str, list] = {}
+            for (topic, _p), s in sorted(states.items()):
+                by_topic.setdefault(topic, []).append(s)
+            live_leaders = []
+            for b in ctx.live_or_shutting_down_brokers():
+                if b.id in leaders:
+                    ep = next((e for e in b.endpoints if e.listener_name == self.listener_name),
+                              None)
+                    if ep is not None:
+                        live_leaders.append(LeaderAndIsrRequest.LeaderAndIsrLiveLeader(
+                            broker_id=b.id, host_name=ep.host, port=ep.port))
+            request = LeaderAndIsrRequest(
+                controller_id=self.controller_id, is_k_raft_controller=False,
+                controller_epoch=epoch, broker_epoch=ctx.live_broker_epochs.get(broker, -1),
+                type=TYPE_UNKNOWN,
+                topic_states=[LeaderAndIsrRequest.LeaderAndIsrTopicState(
+                    topic_name=t, topic_id=ctx.topic_ids.get(t, _ZERO_UUID), partition_states=ps)
+                    for t, ps in by_topic.items()],
+                live_leaders=live_leaders)
+            callback = None
+            if self.on_leader_and_isr_response is not None:
+                callback = functools.partial(_swap, self.on_leader_and_isr_response, broker)
+            self.send(broker, LEADER_AND_ISR, LEADER_AND_ISR_VERSION, request, callback)
+
+    def _send_update_metadata(self, epoch: int) -> None:
+        ctx = self.context
+        if not self._um_brokers:
+            return
+        log.info("Sending UpdateMetadata request to brokers %s for %d partitions",
+                 sorted(self._um_brokers), len(self._um_partitions))
+        by_topic: dict[str, list] = {}
+        for (topic, _p), s in sorted(self._um_partitions.items()):
+            by_topic.setdefault(topic, []).append(s)
+        topic_states = [UpdateMetadataRequest.UpdateMetadataTopicState(
+            topic_name=t, topic_id=ctx.topic_ids.get(t, _ZERO_UUID), partition_states=ps)
+            for t, ps in by_topic.items()]
+        live_brokers = [UpdateMetadataRequest.UpdateMetadataBroker(
+            id=b.id, rack=b.rack, endpoints=[UpdateMetadataRequest.UpdateMetadataEndpoint(
+                port=e.port, host=e.host, listener=e.listener_name,
+                security_protocol=e.security_protocol_id) for e in b.endpoints])
+            for b in ctx.live_or_shutting_down_brokers()]
+        for broker in sorted(self._um_brokers & ctx.live_or_shutting_down_broker_ids):
+            request = UpdateMetadataRequest(
+                controller_id=self.controller_id, is_k_raft_controller=False, type=TYPE_UNKNOWN,
+                controller_epoch=epoch, broker_epoch=ctx.live_broker_epochs.get(broker, -1),
+                topic_states=topic_states, live_brokers=live_brokers)
+            self.send(broker, UPDATE_METADATA, UPDATE_METADATA_VERSION, request, None)
+
+    def _send_stop_replica(self, epoch: int) -> None:
+        ctx = self.context
+        live = ctx.live_or_shutting_down_broker_ids
+        for broker, states in self._stop.items():
+            if broker not in live:
+                continue
+            by_topic: dict[str, list] = {}
+            for (topic, _p), s in sorted(states.items()):
+                by_topic.setdefault(topic, []).append(s)
+            log.info("Sending StopReplica request for %d replicas to broker %d", len(states),
+                     broker)
+            request = StopReplicaRequest(
+                controller_id=self.controller_id, is_k_raft_controller=False,
+                controller_epoch=epoch, broker_epoch=ctx.live_broker_epochs.get(broker, -1),
+                topic_states=[StopReplicaRequest.StopReplicaTopicState(
+                    topic_name=t, partition_states=ps) for t, ps in by_topic.items()])
+            deleted = {tp for tp, s in states.items() if s.delete_partition}
+            callback = None
+            if self.on_stop_replica_response is not None:
+                callback = functools.partial(self._stop_replica_done,
+                                             self.on_stop_replica_response, broker,
+                                             frozenset(deleted))
+            self.send(broker, STOP_REPLICA, STOP_REPLICA_VERSION, request, callback)
+
+    def _stop_replica_done(self, handler, broker: int, deleted: frozenset, response) -> None:
+        """Report the errors of partitions whose deletion was asked for topics still being
+        deleted (Kafka's responseCallback of sendStopReplicaRequests)."""
+        errors: dict[TopicPartition, int] = {}
+        for pe in response.partition_errors:
+            tp = (pe.topic_name, pe.partition_index)
+            if tp in deleted and self.context.is_topic_queued_up_for_deletion(tp[0]):
+                errors[tp] = pe.error_code if not response.error_code else response.error_code
+        if errors:
+            handler(broker, response, errors)
+
+
+def _swap(handler: Callable[[Any, int], None], broker: int, response: Any) -> None:
+    handler(response, broker)

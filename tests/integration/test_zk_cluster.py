@@ -1,0 +1,237 @@
+"""ZooKeeper mode, cluster basics: three brokers registered in a real ZooKeeper, the znodes in
+Kafka's JSON, topics created through confluent-kafka's and the Java AdminClient, metadata
+agreeing on every broker, admin requests routed to the controller, configs and producer ids.
+
+One ZooKeeper and one 3-broker cluster for the module (``zk_cluster``); topics are unique.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from client.connection import KafkaClient
+from storage.checkpoints import read_meta_properties
+from tests.integration.harness import run_java_client
+
+pytestmark = [
+    pytest.mark.integration,
+    # kafka-python 3 reads its schemas with a deprecated importlib.resources API
+    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
+]
+
+BROKER_KEYS = {"version", "host", "port", "jmx_port", "timestamp", "endpoints",
+               "listener_security_protocol_map", "features"}
+CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 19, 20, 22
+NOT_CONTROLLER = 41
+
+
+def _admin(cluster):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 10000})
+
+
+def _wait_futures(futures: dict, timeout: float = 30.0) -> None:
+    for f in futures.values():
+        f.result(timeout=timeout)
+
+
+def _other_than(cluster, broker_id: int) -> int:
+    return next(i for i in cluster.running_ids() if i != broker_id)
+
+
+def test_brokers_register_in_kafka_json(zk_cluster):
+    c = zk_cluster
+    assert c.registered_brokers() == [1, 2, 3]
+    for i in c.ids:
+        raw, stat = c.zk_get(f"/brokers/ids/{i}")
+        doc = json.loads(raw)
+        assert set(doc) == BROKER_KEYS, doc  # no rack configured: no "rack" key
+        b = c.broker(i)
+        assert doc["version"] == 5 and doc["jmx_port"] == -1
+        assert (doc["host"], doc["port"]) == (b.host, b.port)
+        assert doc["endpoints"] == [f"PLAINTEXT://{b.host}:{b.port}"]
+        assert doc["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
+        assert re.fullmatch(r"\d{13}", doc["timestamp"])
+        assert stat.ephemeralOwner != 0  # ephemeral: its czxid is the broker epoch
+        assert isinstance(doc["features"], dict)
+    controller = c.zk_json("/controller")
+    assert set(controller) == {"version", "brokerid", "timestamp", "kraftControllerEpoch"}
+    assert controller["version"] == 2 and controller["kraftControllerEpoch"] == -1
+    assert controller["brokerid"] in c.ids
+    assert c.zk_get("/controller")[1].ephemeralOwner != 0
+    assert re.fullmatch(rb"\d+", c.zk_get("/controller_epoch")[0])
+    cluster_id = c.zk_json("/cluster/id")
+    assert cluster_id["version"] == "1" and re.fullmatch(r"[A-Za-z0-9_-]{22}", cluster_id["id"])
+    for path in ("/brokers/topics", "/brokers/seqid", "/config/changes", "/config/topics",
+                 "/config/brokers", "/config/users", "/config/clients", "/config/ips",
+                 "/admin/delete_topics", "/isr_change_notification",
+                 "/latest_producer_id_block", "/log_dir_event_notification", "/consumers"):
+        assert c.zk_get(path) is not None, path
+    for i in c.ids:
+        props = read_meta_properties(str(c.broker(i).log_dir))
+        assert props["cluster.id"] == cluster_id["id"] and props["broker.id"] == str(i)
+
+
+def test_create_topic_with_confluent_admin_metadata_agrees_everywhere(zk_cluster):
+    from confluent_kafka.admin import NewTopic
+
+    c = zk_cluster
+    topic = "zk-basic-confluent"
+    admin = _admin(c)
+    _wait_futures(admin.create_topics([NewTopic(topic, 6, 3)], request_timeout=30))
+    leaders = c.wait_metadata_converged([topic])[topic]
+    assert sorted(leaders) == list(range(6))
+    assignment = c.zk_json(f"/brokers/topics/{topic}")
+    assert set(assignment) == {"version", "partitions", "adding_replicas", "removing_replicas",
+                               "topic_id"}
+    assert assignment["version"] == 3 and assignment["adding_replicas"] == {} \
+        and assignment["removing_replicas"] == {}
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", assignment["topic_id"])
+    replicas = assignment["partitions"]
+    assert sorted(replicas) == [str(p) for p in range(6)]
+    for p, rs in replicas.items():
+        assert sorted(rs) == [1, 2, 3]
+        state = c.partition_state(topic, int(p))
+        assert state == {"version": 1, "leader": rs[0], "leader_epoch": 0,
+                         "controller_epoch": c.controller_epoch(), "isr": rs}
+    # Kafka's rack-unaware assignment: preferred leaders spread evenly, 2 per broker
+    firsts = [rs[0] for rs in replicas.values()]
+    assert sorted(firsts.count(b) for b in (1, 2, 3)) == [2, 2, 2]
+    assert c.zk_json(f"/config/topics/{topic}") == {"version": 1, "config": {}}
+
+
+def test_create_and_describe_topic_with_java_admin(zk_cluster, java_client):
+    c = zk_cluster
+    topic = "zk-basic-java"
+    r = run_java_client(java_client, "admin", "--bootstrap", c.bootstrap, "--op", "create",
+                        "--topic", topic, "--partitions", "6", "--replication-factor", "3")
+    assert r.returncode == 0, r.stderr
+    leaders = c.wait_metadata_converged([topic])[topic]
+    r = run_java_client(java_client, "admin", "--bootstrap", c.bootstrap, "--op", "describe",
+                        "--topic", topic)
+    assert r.returncode == 0, r.stderr
+    described = {}
+    for line in r.lines:
+        m = re.fullmatch(r"partition (\d+) leader (-?\d+) replicas ([\d,]+) isr ([\d,]+)", line)
+        if m:
+            described[int(m.group(1))] = int(m.group(2))
+            assert sorted(map(int, m.group(3).split(","))) == [1, 2, 3]
+    assert described == leaders
+    r = run_java_client(java_client, "admin", "--bootstrap", c.bootstrap, "--op", "cluster")
+    assert r.returncode == 0, r.stderr
+    assert f"controller {c.controller_id()}" in r.lines
+    assert sorted(line.split()[1] for line in r.lines if line.startswith("broker ")) == \
+        ["1", "2", "3"]
+
+
+def test_admin_requests_on_a_non_controller_answer_not_controller(zk_cluster):
+    c = zk_cluster
+    other = _other_than(c, c.controller_id())
+    with KafkaClient(c.broker(other).bootstrap) as k:
+        resp = k.request(CREATE_TOPICS, {"topics": [{"name": "zk-nc", "num_partitions": 1,
+                                                     "replication_factor": 1, "assignments": [],
+                                                     "configs": []}],
+                                         "timeout_ms": 5000}, version=5)
+        assert [t.error_code for t in resp.topics] == [NOT_CONTROLLER]
+        resp = k.request(DELETE_TOPICS, {"topic_names": ["zk-nc"], "timeout_ms": 5000},
+                         version=5)
+        assert [t.error_code for t in resp.responses] == [NOT_CONTROLLER]
+        # Metadata auto-creation works on any broker (AutoTopicCreationManager writes znodes)
+        k.metadata(["zk-auto-created"], auto_create=True)
+    c.wait_for_leaders("zk-auto-created", 1)
+    assert c.zk_get("/brokers/topics/zk-nc") is None
+
+
+def test_produce_and_consume_across_the_cluster_with_kafka_python(zk_cluster):
+    from confluent_kafka.admin import NewTopic
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    c = zk_cluster
+    topic = "zk-basic-data"
+    admin = _admin(c)
+    _wait_futures(admin.create_topics([NewTopic(topic, 6, 1)], request_timeout=30))
+    leaders = c.wait_metadata_converged([topic])[topic]
+    assert set(leaders.values()) == {1, 2, 3}  # every broker leads some partition
+    producer = KafkaProducer(bootstrap_servers=c.bootstrap, acks="all", retries=5)
+    for i in range(60):
+        producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % 6)
+    producer.flush(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=c.bootstrap, consumer_timeout_ms=10000,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, p) for p in range(6)])
+    got = sorted(r.value for r in consumer)
+    consumer.close()
+    assert got == sorted(b"v%d" % i for i in range(60))
+
+
+def test_topic_config_change_reaches_every_broker(zk_cluster):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    c = zk_cluster
+    topic = "zk-basic-config"
+    admin = _admin(c)
+    _wait_futures(admin.create_topics([NewTopic(topic, 2, 3)], request_timeout=30))
+    c.wait_metadata_converged([topic])
+    res = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)])
+    _wait_futures(admin.incremental_alter_configs([res]))
+    assert c.zk_json(f"/config/topics/{topic}") == {"version": 1,
+                                                    "config": {"retention.ms": "123456"}}
+    changes = c.zk_children("/config/changes")
+    assert changes and all(re.fullmatch(r"config_change_\d{10}", n) for n in changes)
+    docs = [c.zk_json(f"/config/changes/{n}") for n in changes]
+    assert {"version": 2, "entity_path": f"topics/{topic}"} in docs
+    from confluent_kafka.admin import AdminClient
+
+    for i in c.ids:  # DescribeConfigs answered by each broker itself
+        one = AdminClient({"bootstrap.servers": c.broker(i).bootstrap})
+        deadline = time.monotonic() + 15
+        while True:
+            fut = one.describe_configs([ConfigResource("topic", topic)])
+            entries = list(fut.values())[0].result(timeout=15)
+            if entries["retention.ms"].value == "123456" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert entries["retention.ms"].value == "123456", i
+
+
+def test_delete_topic_removes_znodes_and_metadata(zk_cluster):
+    from confluent_kafka.admin import NewTopic
+
+    c = zk_cluster
+    topic = "zk-basic-delete"
+    admin = _admin(c)
+    _wait_futures(admin.create_topics([NewTopic(topic, 3, 3)], request_timeout=30))
+    c.wait_metadata_converged([topic])
+    _wait_futures(admin.delete_topics([topic], request_timeout=30))
+    for i in c.ids:  # DeleteTopics answers once the topic left the metadata
+        assert all(t.name != topic for t in c.metadata(i, None).topics)
+    c.wait_until("the topic znodes removed",
+                 lambda: c.zk_get(f"/brokers/topics/{topic}") is None)
+    assert c.zk_get(f"/config/topics/{topic}") is None
+    assert topic not in c.zk_children("/admin/delete_topics")
+    for i in c.ids:  # the logs are gone too (renamed -delete, then removed)
+        assert not list(c.broker(i).log_dir.glob(f"{topic}-[0-9]"))
+
+
+def test_producer_id_blocks_are_unique_across_brokers(zk_cluster):
+    c = zk_cluster
+    ids = []
+    for i in c.ids:
+        with KafkaClient(c.broker(i).bootstrap) as k:
+            resp = k.request(INIT_PRODUCER_ID, {"transactional_id": None,
+                                                "transaction_timeout_ms": 60000})
+            assert resp.error_code == 0
+            ids.append(resp.producer_id)
+    assert len(set(ids)) == 3
+    assert len({pid // 1000 for pid in ids}) == 3  # one block per broker
+    block = c.zk_json("/latest_producer_id_block")
+    assert set(block) == {"version", "broker", "block_start", "block_end"}
+    assert block["version"] == 1 and isinstance(block["block_start"], str)
+    assert int(block["block_end"]) - int(block["block_start"]) == 999

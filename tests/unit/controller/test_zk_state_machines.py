@@ -1,0 +1,198 @@
+"""The ZooKeeper controller's partition and replica state machines (Kafka's transitions,
+elections and conditional writes), against an in-memory partition-state store."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.context import (
+    VALID_PREVIOUS_PARTITION_STATES,
+    VALID_PREVIOUS_REPLICA_STATES,
+    PartitionState,
+    ReplicaState,
+    reassign_to,
+)
+from controller.kafka_zk_client import ControllerMovedError
+from controller.partition_state_machine import (
+    CONTROLLED_SHUTDOWN,
+    PREFERRED,
+    OfflineStrategy,
+    PartitionStateMachine,
+    StateChangeFailedError,
+)
+from controller.replica_state_machine import ReplicaStateMachine
+from controller.zk_data import LeaderIsrAndControllerEpoch as S
+from controller.zk_data import ReplicaAssignment
+from tests.unit.controller.zk_fakes import FakeKafkaZkClient, make_batch, make_context
+
+LAI, STOP, UM = 4, 5, 6
+TP = ("t", 0)
+
+
+def _machines(ctx, zk=None):
+    zk = zk or FakeKafkaZkClient()
+    batch, sent = make_batch(ctx)
+
+    async def unclean(topic):
+        return zk.configs.get(topic, {}).get("unclean.leader.election.enable") == "true"
+    return zk, PartitionStateMachine(1, ctx, zk, batch, unclean), \
+        ReplicaStateMachine(1, ctx, zk, batch), sent
+
+
+def test_valid_previous_states_are_kafkas():
+    P, R = PartitionState, ReplicaState
+    assert VALID_PREVIOUS_PARTITION_STATES == {
+        P.NEW: {P.NON_EXISTENT}, P.ONLINE: {P.NEW, P.ONLINE, P.OFFLINE},
+        P.OFFLINE: {P.NEW, P.ONLINE, P.OFFLINE}, P.NON_EXISTENT: {P.OFFLINE}}
+    assert VALID_PREVIOUS_REPLICA_STATES[R.NEW] == {R.NON_EXISTENT}
+    assert VALID_PREVIOUS_REPLICA_STATES[R.DELETION_STARTED] == {R.OFFLINE}
+    assert VALID_PREVIOUS_REPLICA_STATES[R.NON_EXISTENT] == {R.DELETION_SUCCESSFUL}
+    assert VALID_PREVIOUS_REPLICA_STATES[R.DELETION_INELIGIBLE] == {R.OFFLINE,
+                                                                   R.DELETION_STARTED}
+
+
+async def test_new_partition_goes_online_with_first_live_replica():
+    ctx = make_context((1, 3), {TP: (2, 3, 1)})
+    zk, psm, _rsm, sent = _machines(ctx)
+    await psm.handle_state_changes([TP], PartitionState.NEW)
+    await psm.handle_state_changes([TP], PartitionState.ONLINE, OfflineStrategy())
+    assert ctx.partition_state(TP) == PartitionState.ONLINE
+    assert zk.states[TP] == S(3, 0, (3, 1), 5, 0)  # 2 is down: first live replica leads
+    lai = sent.of(LAI)
+    assert sorted(b for b, _ in lai) == [1, 3]  # to the ISR
+    ps = lai[0][1].topic_states[0].partition_states[0]
+    assert ps.is_new and ps.leader == 3 and ps.replicas == [2, 3, 1]
+    assert sorted(b for b, _ in sent.of(UM)) == [1, 3]
+
+
+async def test_invalid_transition_is_refused():
+    ctx = make_context((1,), {TP: (1,)})
+    zk, psm, _rsm, sent = _machines(ctx)
+    for target in (PartitionState.NON_EXISTENT, PartitionState.OFFLINE):  # not from NonExistent
+        await psm.handle_state_changes([TP], target, OfflineStrategy())
+        assert ctx.partition_state(TP) == PartitionState.NON_EXISTENT
+    await psm.handle_state_changes([TP], PartitionState.ONLINE, OfflineStrategy())
+    assert ctx.partition_state(TP) == PartitionState.NON_EXISTENT
+    assert zk.writes == 0 and not sent
+
+
+async def _online(ctx, zk, psm, leader, isr, leader_epoch=3, version=7):
+    zk.states[TP] = S(leader, leader_epoch, isr, 4, version)
+    ctx.leadership[TP] = zk.states[TP]
+    ctx.partition_states[TP] = PartitionState.ONLINE
+
+
+async def test_offline_election_picks_next_live_isr_replica():
+    ctx = make_context((1, 2, 3), {TP: (1, 2, 3)})
+    zk, psm, _rsm, sent = _machines(ctx)
+    await _online(ctx, zk, psm, 1, (1, 3, 2))
+    ctx.remove_live_brokers([1])
+    await psm.handle_state_changes([TP], PartitionState.OFFLINE)
+    results = await psm.trigger_online_partition_state_change()
+    # assignment order (1, 2, 3): 2 is the first live replica in the ISR
+    assert results[TP] == S(2, 4, (3, 2), 5, 8)
+    assert zk.states[TP] == results[TP] and ctx.leadership[TP] == results[TP]
+    assert sorted(b for b, _ in sent.of(LAI)) == [2, 3]
+
+
+async def test_unclean_election_only_when_enabled():
+    ctx = make_context((1, 2, 3), {TP: (1, 2, 3)})
+    zk, psm, _rsm, _sent = _machines(ctx)
+    await _online(ctx, zk, psm, 1, (1,))
+    ctx.remove_live_brokers([1])
+    await psm.handle_state_changes([TP], PartitionState.OFFLINE)
+    results = await psm.trigger_online_partition_state_change()
+    assert isinstance(results[TP], StateChangeFailedError)
+    assert ctx.partition_state(TP) == PartitionState.OFFLINE and zk.states[TP].leader == 1
+    zk.configs["t"] = {"unclean.leader.election.enable": "true"}
+    results = await psm.trigger_online_partition_state_change()
+    assert results[TP].leader == 2 and results[TP].isr == (2,)
+    assert results[TP].leader_recovery_state == 1  # RECOVERING (KIP-704)
+
+
+async def test_preferred_and_controlled_shutdown_elections():
+    ctx = make_context((1, 2, 3), {TP: (1, 2, 3)})
+    zk, psm, _rsm, _sent = _machines(ctx)
+    await _online(ctx, zk, psm, 2, (2, 1, 3))
+    res = await psm.handle_state_changes([TP], PartitionState.ONLINE, PREFERRED)
+    assert res[TP].leader == 1 and res[TP].isr == (2, 1, 3)
+    ctx.shutting_down_broker_ids.add(1)
+    res = await psm.handle_state_changes([TP], PartitionState.ONLINE, CONTROLLED_SHUTDOWN)
+    assert res[TP].leader == 2 and res[TP].isr == (2, 3)
+    assert res[TP].leader_epoch == 5
+
+
+async def test_state_written_by_a_newer_controller_aborts():
+    ctx = make_context((1, 2), {TP: (1, 2)})
+    zk, psm, _rsm, _sent = _machines(ctx)
+    await _online(ctx, zk, psm, 1, (1, 2))
+    zk.states[TP] = S(2, 9, (2,), 6, 9)  # controller epoch 6 > ours (5)
+    res = await psm.handle_state_changes([TP], PartitionState.ONLINE, PREFERRED)
+    assert isinstance(res[TP], StateChangeFailedError)
+    assert zk.states[TP] == S(2, 9, (2,), 6, 9)
+
+
+async def test_bad_version_rereads_and_retries():
+    ctx = make_context((1, 2), {TP: (1, 2)})
+    zk, psm, _rsm, _sent = _machines(ctx)
+    await _online(ctx, zk, psm, 2, (2, 1))
+    zk.bump_before_write.add(TP)
+    res = await psm.handle_state_changes([TP], PartitionState.ONLINE, PREFERRED)
+    assert res[TP].leader == 1 and res[TP].partition_epoch == 9  # 7 -> bumped 8 -> written 9
+
+
+async def test_controller_moved_propagates_and_sends_nothing():
+    ctx = make_context((1, 2), {TP: (1, 2)})
+    zk, psm, _rsm, sent = _machines(ctx)
+    await _online(ctx, zk, psm, 2, (2, 1))
+    zk.epoch_zk_version = 99  # a newer controller bumped /controller_epoch
+    with pytest.raises(ControllerMovedError):
+        await psm.handle_state_changes([TP], PartitionState.ONLINE, PREFERRED)
+    assert not sent
+    zk.epoch_zk_version = 0
+    res = await psm.handle_state_changes([TP], PartitionState.ONLINE, PREFERRED)  # batch reusable
+    assert res[TP].leader == 1 and sent
+
+
+async def test_offline_replica_leaves_isr_and_is_stopped():
+    ctx = make_context((1, 2, 3), {TP: (1, 2, 3)})
+    zk, _psm, rsm, sent = _machines(ctx)
+    zk.states[TP] = S(1, 3, (1, 2), 4, 0)
+    ctx.leadership[TP] = zk.states[TP]
+    for r in (1, 2, 3):
+        ctx.replica_states[(TP, r)] = ReplicaState.ONLINE
+    await rsm.handle_state_changes([(TP, 1)], ReplicaState.OFFLINE)
+    assert zk.states[TP] == S(-1, 4, (2,), 5, 1)  # the leader left: NO_LEADER
+    assert ctx.replica_state((TP, 1)) == ReplicaState.OFFLINE
+    assert [b for b, _ in sent.of(STOP)] == [1]
+    assert not sent.of(STOP)[0][1].topic_states[0].partition_states[0].delete_partition
+    assert sorted(b for b, _ in sent.of(LAI)) == [2, 3]
+    sent.clear()
+    await rsm.handle_state_changes([(TP, 2)], ReplicaState.OFFLINE)
+    assert zk.states[TP].isr == (2,)  # an ISR of one is kept
+
+
+async def test_replica_deletion_path_and_non_existent():
+    ctx = make_context((1, 2), {TP: (1, 2)})
+    zk, _psm, rsm, sent = _machines(ctx)
+    ctx.replica_states[(TP, 2)] = ReplicaState.OFFLINE
+    await rsm.handle_state_changes([(TP, 2)], ReplicaState.DELETION_STARTED)
+    assert sent.of(STOP)[0][1].topic_states[0].partition_states[0].delete_partition
+    await rsm.handle_state_changes([(TP, 2)], ReplicaState.NON_EXISTENT)  # invalid: refused
+    assert ctx.replica_state((TP, 2)) == ReplicaState.DELETION_STARTED
+    await rsm.handle_state_changes([(TP, 2)], ReplicaState.DELETION_SUCCESSFUL)
+    await rsm.handle_state_changes([(TP, 2)], ReplicaState.NON_EXISTENT)
+    assert ctx.partition_replica_assignment(TP) == (1,)
+
+
+def test_reassign_to_builds_kafkas_replica_sets():
+    a = ReplicaAssignment((1, 2))
+    r = reassign_to(a, [2, 3])
+    assert (r.replicas, r.adding_replicas, r.removing_replicas) == ((2, 3, 1), (3,), (1,))
+    # a new target replaces a running reassignment; origin replicas are kept in order
+    again = reassign_to(r, [3, 4])
+    assert (again.replicas, again.adding_replicas, again.removing_replicas) == \
+        ((3, 4, 2, 1), (3, 4), (2, 1))
+    # cancelling = reassigning back to the origin
+    back = reassign_to(r, [1, 2])
+    assert (back.replicas, back.adding_replicas, back.removing_replicas) == ((1, 2), (), ())
