@@ -4,7 +4,9 @@ the AlterPartition sender) and anything else that must not block the event loop.
 `BrokerConnection(host, port, client_id)`: `await connect()` opens the TCP connection (with
 `receive_buffer_bytes` as SO_RCVBUF when given, Kafka's `replica.socket.receive.buffer.bytes`)
 and sends ApiVersions (v3, falling back to v0 on UNSUPPORTED_VERSION, KIP-511); then
-`await request(api_key, body, version=None)` sends one request (the highest version both sides
+`opener(host, port)` may supply the connected (reader, writer) instead (TLS / SASL inter-broker
+listeners: `broker.security.inter_broker.inter_broker_connect`). `await request(api_key,
+body, version=None)` sends one request (the highest version both sides
 support unless `version` is given) and returns `(version, response)`. Requests may be
 pipelined: responses are matched to requests in order by correlation id, as Kafka's
 NetworkClient does. Frames: 4-byte big-endian size, request header v1/v2, body.
@@ -52,7 +54,7 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, client_id: str, *, timeout_s: float = 30.0,
                  max_response_bytes: int = 100 << 20, receive_buffer_bytes: int | None = None,
-                 ssl=None) -> None:
+                 ssl=None, opener=None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -60,6 +62,9 @@ class BrokerConnection:
         self.max_response_bytes = max_response_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.ssl = ssl
+        # opener(host, port) -> (reader, writer): a connection made elsewhere (TLS, SASL:
+        # broker.security.inter_broker.inter_broker_connect); plain TCP when None
+        self.opener = opener
         self.versions: dict[int, tuple[int, int]] = {}
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
@@ -85,6 +90,16 @@ class BrokerConnection:
         await self.close()
         self._error = None
         loop = asyncio.get_running_loop()
+        if self.opener is not None:
+            try:
+                reader, writer = await asyncio.wait_for(self.opener(self.host, self.port),
+                                                        self.timeout_s)
+            except TimeoutError:
+                raise RequestTimeout(f"{self.address}: connect timed out") from None
+            except OSError as e:  # ConnectionError and its subclasses (authentication)
+                raise BrokerConnectionError(f"{self.address}: {e}") from None
+            await self._started(reader, writer)
+            return
         try:
             infos = await asyncio.wait_for(
                 loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM), self.timeout_s)
@@ -108,6 +123,9 @@ class BrokerConnection:
             raise RequestTimeout(f"{self.address}: connect timed out") from None
         except OSError as e:
             raise BrokerConnectionError(f"{self.address}: {e.strerror or e}") from None
+        await self._started(reader, writer)
+
+    async def _started(self, reader, writer) -> None:
         self._writer = writer
         self._reader_task = asyncio.create_task(self._read_loop(reader),
                                                 name=f"conn-{self.address}")

@@ -3,7 +3,8 @@ AlterPartitionManager, configured from the replica.* keys.
 
 Brokers reach each other on the inter-broker listener (`inter.broker.listener.name`, else
 the listener named like `security.inter.broker.protocol`), looked up in the metadata cache
-(UpdateMetadata's live brokers) at connect time. AlterPartition goes to the controller the
+(UpdateMetadata's live brokers) at connect time; TLS / SASL listeners connect through
+`broker.security.inter_broker.inter_broker_connect`. AlterPartition goes to the controller the
 metadata cache names.
 """
 
@@ -16,6 +17,7 @@ from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.fetcher import FetcherConfig
 from broker.replication.fetcher_manager import ReplicaFetcherManager
 from broker.replication.replica_selector import selector_for
+from client.aio_connection import BrokerConnection
 
 __all__ = ["attach_replication", "inter_broker_listener", "truncation_on_fetch_supported"]
 
@@ -23,10 +25,21 @@ log = logging.getLogger(__name__)
 
 
 def inter_broker_listener(config) -> str:
-    name = config.get("inter.broker.listener.name")
-    if name:
-        return name.upper()
-    return (config.get("security.inter.broker.protocol") or "PLAINTEXT").upper()
+    return config.inter_broker_listener_name
+
+
+def _opener(config, client_id: str):
+    """TLS / SASL inter-broker listeners connect through the security package; plain TCP
+    needs no opener (the connection sets its receive buffer itself)."""
+    if getattr(config, "inter_broker_security_protocol", "PLAINTEXT") == "PLAINTEXT":
+        return None
+    from broker.security.inter_broker import inter_broker_connect
+
+    timeout = config.get("replica.socket.timeout.ms") / 1000
+
+    def opener(host: str, port: int):
+        return inter_broker_connect(config, host, port, timeout=timeout, client_id=client_id)
+    return opener
 
 
 def truncation_on_fetch_supported(ibp: str | None) -> bool:
@@ -76,9 +89,23 @@ def attach_replication(replica_manager, config, metadata_cache,
         rack=config.get("broker.rack") or "")
     replica_manager.truncate_on_fetch = fc.truncate_on_fetch
     replica_manager.broker_epoch_supplier = broker_epoch
+    bid = replica_manager.broker_id
+    opener = _opener(config, f"broker-{bid}-fetcher")
+    fetch_conn = None
+    if opener is not None:
+        def fetch_conn(host: str, port: int) -> BrokerConnection:
+            return BrokerConnection(
+                host, port, f"broker-{bid}-fetcher", timeout_s=fc.socket_timeout_ms / 1000,
+                max_response_bytes=max(fc.fetch_response_max_bytes, fc.fetch_max_bytes)
+                + (1 << 20), opener=opener)
     replica_manager.fetcher_manager = ReplicaFetcherManager(
         replica_manager, fc, config.get("num.replica.fetchers"), endpoint_of,
-        replica_manager.follower_quota)
+        replica_manager.follower_quota, fetch_conn)
+    ap_timeout = config.get("controller.socket.timeout.ms") / 1000
+    ap_opener = _opener(config, f"broker-{bid}-alter-partition")
     replica_manager.alter_partition_manager = AlterPartitionManager(
-        replica_manager.broker_id, controller_endpoint, broker_epoch,
-        request_timeout_ms=config.get("controller.socket.timeout.ms"))
+        bid, controller_endpoint, broker_epoch,
+        request_timeout_ms=config.get("controller.socket.timeout.ms"),
+        connection_factory=None if ap_opener is None else (
+            lambda host, port: BrokerConnection(host, port, f"broker-{bid}-alter-partition",
+                                                timeout_s=ap_timeout, opener=ap_opener)))
