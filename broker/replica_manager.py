@@ -154,12 +154,9 @@ class ReplicaManager:
         server); the LogManager closes the logs."""
         self._shutdown = True
         task, self._isr_task = self._isr_task, None
-        if task is not None:
+        while task is not None and not task.done():
             task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait({task}, timeout=1)
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
         if self.alter_partition_manager is not None:
@@ -169,7 +166,7 @@ class ReplicaManager:
 
     async def _isr_expiration(self) -> None:
         interval = max(self.replica_lag_time_max_ms / 2, 10) / 1000
-        while True:
+        while not self._shutdown:
             await asyncio.sleep(interval)
             try:
                 self.maybe_shrink_isr()

@@ -141,10 +141,9 @@ class BrokerConnection:
         task, self._reader_task = self._reader_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
-                pass
+            # asyncio.wait: the reader's own end is not raised here, while a cancellation
+            # of the caller still is (a swallowed one left shutdowns waiting forever)
+            await asyncio.wait({task})
 
     def _fail(self, error: BrokerConnectionError) -> None:
         if self._error is None:

@@ -154,13 +154,12 @@ class ReplicaFetcher:
 
     async def shutdown(self) -> None:
         self._stopping = True
+        self._wakeup.set()
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            while not task.done():  # see AlterPartitionManager.shutdown
+                task.cancel()
+                await asyncio.wait({task}, timeout=1)
         await self._close()
 
     async def _close(self) -> None:

@@ -157,7 +157,13 @@ class MiniCluster:
     async def stop_broker(self, broker_id: int) -> None:
         """A clean in-process stop (the broker's fetchers and connections go away)."""
         server = self.brokers.pop(broker_id)
-        await server.shutdown()
+        try:
+            await asyncio.wait_for(asyncio.shield(server.shutdown()), 20)
+        except TimeoutError:
+            import sys
+            for t in asyncio.all_tasks():
+                t.print_stack(file=sys.stderr)
+            raise
 
     async def shutdown(self) -> None:
         for b in list(self.brokers):
