@@ -3,10 +3,10 @@ the AlterPartition sender) and anything else that must not block the event loop.
 
 `BrokerConnection(host, port, client_id)`: `await connect()` opens the TCP connection (with
 `receive_buffer_bytes` as SO_RCVBUF when given, Kafka's `replica.socket.receive.buffer.bytes`)
-and sends ApiVersions (v3, falling back to v0 on UNSUPPORTED_VERSION, KIP-511); then
-`opener(host, port)` may supply the connected (reader, writer) instead (TLS / SASL inter-broker
-listeners: `broker.security.inter_broker.inter_broker_connect`). `await request(api_key,
-body, version=None)` sends one request (the highest version both sides
+(or, with ``opener=``, awaits ``opener()`` for a ready ``(reader, writer)``: TLS/SASL
+inter-broker listeners) and sends ApiVersions (v3, falling back to v0 on UNSUPPORTED_VERSION,
+KIP-511); then
+`await request(api_key, body, version=None)` sends one request (the highest version both sides
 support unless `version` is given) and returns `(version, response)`. Requests may be
 pipelined: responses are matched to requests in order by correlation id, as Kafka's
 NetworkClient does. Frames: 4-byte big-endian size, request header v1/v2, body.
@@ -62,8 +62,8 @@ class BrokerConnection:
         self.max_response_bytes = max_response_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.ssl = ssl
-        # opener(host, port) -> (reader, writer): a connection made elsewhere (TLS, SASL:
-        # broker.security.inter_broker.inter_broker_connect); plain TCP when None
+        #: ``async opener() -> (StreamReader, StreamWriter)`` replacing the plain TCP connect
+        #: (e.g. broker.security.inter_broker.inter_broker_connect for TLS/SASL listeners)
         self.opener = opener
         self.versions: dict[int, tuple[int, int]] = {}
         self._writer: asyncio.StreamWriter | None = None
@@ -92,14 +92,12 @@ class BrokerConnection:
         loop = asyncio.get_running_loop()
         if self.opener is not None:
             try:
-                reader, writer = await asyncio.wait_for(self.opener(self.host, self.port),
-                                                        self.timeout_s)
+                reader, writer = await asyncio.wait_for(self.opener(), self.timeout_s)
             except TimeoutError:
                 raise RequestTimeout(f"{self.address}: connect timed out") from None
-            except OSError as e:  # ConnectionError and its subclasses (authentication)
+            except (OSError, ConnectionError) as e:
                 raise BrokerConnectionError(f"{self.address}: {e}") from None
-            await self._started(reader, writer)
-            return
+            return await self._started(reader, writer)
         try:
             infos = await asyncio.wait_for(
                 loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM), self.timeout_s)
@@ -125,7 +123,7 @@ class BrokerConnection:
             raise BrokerConnectionError(f"{self.address}: {e.strerror or e}") from None
         await self._started(reader, writer)
 
-    async def _started(self, reader, writer) -> None:
+    async def _started(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
         self._reader_task = asyncio.create_task(self._read_loop(reader),
                                                 name=f"conn-{self.address}")

@@ -29,17 +29,18 @@ def inter_broker_listener(config) -> str:
 
 
 def _opener(config, client_id: str):
-    """TLS / SASL inter-broker listeners connect through the security package; plain TCP
-    needs no opener (the connection sets its receive buffer itself)."""
+    """`(host, port) -> opener` for TLS / SASL inter-broker listeners (through the security
+    package); None for plain TCP (the connection sets its receive buffer itself)."""
     if getattr(config, "inter_broker_security_protocol", "PLAINTEXT") == "PLAINTEXT":
         return None
     from broker.security.inter_broker import inter_broker_connect
 
     timeout = config.get("replica.socket.timeout.ms") / 1000
 
-    def opener(host: str, port: int):
-        return inter_broker_connect(config, host, port, timeout=timeout, client_id=client_id)
-    return opener
+    def opener_for(host: str, port: int):
+        return lambda: inter_broker_connect(config, host, port, timeout=timeout,
+                                            client_id=client_id)
+    return opener_for
 
 
 def truncation_on_fetch_supported(ibp: str | None) -> bool:
@@ -97,7 +98,7 @@ def attach_replication(replica_manager, config, metadata_cache,
             return BrokerConnection(
                 host, port, f"broker-{bid}-fetcher", timeout_s=fc.socket_timeout_ms / 1000,
                 max_response_bytes=max(fc.fetch_response_max_bytes, fc.fetch_max_bytes)
-                + (1 << 20), opener=opener)
+                + (1 << 20), opener=opener(host, port))
     replica_manager.fetcher_manager = ReplicaFetcherManager(
         replica_manager, fc, config.get("num.replica.fetchers"), endpoint_of,
         replica_manager.follower_quota, fetch_conn)
@@ -108,4 +109,5 @@ def attach_replication(replica_manager, config, metadata_cache,
         request_timeout_ms=config.get("controller.socket.timeout.ms"),
         connection_factory=None if ap_opener is None else (
             lambda host, port: BrokerConnection(host, port, f"broker-{bid}-alter-partition",
-                                                timeout_s=ap_timeout, opener=ap_opener)))
+                                                timeout_s=ap_timeout,
+                                                opener=ap_opener(host, port))))

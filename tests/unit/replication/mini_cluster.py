@@ -127,12 +127,13 @@ class MiniCluster:
         self.controller = StubController(self)
 
     @classmethod
-    async def start(cls, tmp_path, n: int = 3, racks: dict | None = None, **overrides
-                    ) -> MiniCluster:
-        """`overrides`: broker keys with dots written as underscores; `racks`: broker.rack
-        by broker id."""
-        c = cls(tmp_path, n, {k.replace("_", "."): str(v) for k, v in overrides.items()},
-                racks)
+    async def start(cls, tmp_path, n: int = 3, racks: dict | None = None,
+                    props: dict | None = None, **overrides) -> MiniCluster:
+        """`overrides`: broker keys with dots written as underscores; `props`: keys as they
+        are; `racks`: broker.rack by broker id."""
+        merged = {k.replace("_", "."): str(v) for k, v in overrides.items()}
+        merged.update(props or {})
+        c = cls(tmp_path, n, merged, racks)
         await c.controller.start()
         for b in c.ids:
             await c.start_broker(b)
@@ -228,10 +229,11 @@ class MiniCluster:
                 port=ctrl.server.port(), host="127.0.0.1", listener="PLAINTEXT",
                 security_protocol=0)], rack=None)]
         for b, server in self.brokers.items():
-            ep = server.services.advertised["PLAINTEXT"]
             live.append(UpdateMetadataRequest.UpdateMetadataBroker(
                 id=b, endpoints=[UpdateMetadataRequest.UpdateMetadataEndpoint(
-                    port=ep.port, host=ep.host, listener="PLAINTEXT", security_protocol=0)],
+                    port=ep.port, host=ep.host, listener=name,
+                    security_protocol=ep.security_protocol_id)
+                    for name, ep in server.services.advertised.items()],
                 rack=server.config.broker_rack))
         topics: dict[str, list] = {}
         for (topic, p), st in ctrl.state.items():
