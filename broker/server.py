@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import gc
 import inspect
 import logging
@@ -97,6 +98,11 @@ class BrokerServices:
     producer_id_manager: Any = None
     fetch_session_cache: Any = None
     group_coordinator: Any = None
+    dynamic_config: Any = None  # broker.dynamic_config.DynamicBrokerConfig (KIP-226)
+    client_metrics: Any = None  # broker.client_metrics.ClientMetricsManager (KIP-714)
+    log_dir_mover: Any = None  # broker.alter_log_dirs.ReplicaAlterLogDirsManager (KIP-113)
+    transaction_coordinator: Any = None  # issue 14: broker.coordinator.transaction
+    transaction_verifier: Any = None
     #: broker.security.manager.SecurityManager (listeners, credentials, authorizer, quotas)
     security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
@@ -239,6 +245,11 @@ class BrokerServer:
                                        security=self.security)
         from broker.coordinator.wiring import attach_group_coordinator
         attach_group_coordinator(self.services, listener)
+        from broker.dynamic_config import DynamicBrokerConfig  # issue 16: KIP-226
+        self.services.dynamic_config = listener.dynamic_config = \
+            DynamicBrokerConfig(self.services, self)
+        from broker.coordinator.transaction.wiring import attach_transaction_coordinator
+        attach_transaction_coordinator(self.services, listener)
         load_all()
         self._gate = _Gate(ApiDispatcher(self.services))
         await self._start_socket_server()
@@ -246,6 +257,12 @@ class BrokerServer:
 
         self.controller = await self._open_controller(listener)
         self.services.controller = self.controller
+        from broker.alter_log_dirs import ReplicaAlterLogDirsManager  # issue 16: KIP-113
+        self.services.log_dir_mover = ReplicaAlterLogDirsManager(self.replica_manager,
+                                                                 self.log_manager)
+        from broker.client_metrics import ClientMetricsManager  # issue 16: KIP-714
+        self.services.client_metrics = ClientMetricsManager(
+            self.controller, cfg.get("telemetry.max.bytes"))
         self._make_data_path_services()
         self.metadata_cache.set_cluster_id(self.controller.cluster_id)
         await self._write_meta_properties(self.controller.cluster_id)
@@ -393,6 +410,7 @@ class BrokerServer:
             socket_receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
             max_connections=cfg.get("max.connections"),
             max_connections_per_ip=cfg.get("max.connections.per.ip"),
+            queued_max_request_bytes=cfg.get("queued.max.request.bytes"),
             security=self.security)
         try:
             await self.socket_server.start()
@@ -453,6 +471,7 @@ class BrokerServer:
         zk = self.zk_broker
         zk.listener = listener
         zk.metadata_cache = self.metadata_cache
+        zk.inter_broker_opener = self._inter_broker_opener()
         for entity_type in ("users", "clients"):  # SCRAM credentials, quotas (issue 15)
             zk.config_manager.register(entity_type, self.security.entity_handler(entity_type))
         zk.broker_info = BrokerInfo(self.broker_id, tuple(self.advertised),
@@ -464,6 +483,19 @@ class BrokerServer:
         except BrokerIdAlreadyRegisteredError as e:
             raise FatalStartupError(str(e)) from None
         return zk
+
+    def _inter_broker_opener(self):
+        """``opener(host, port)`` for the controller's and controlled shutdown's connections
+        when the inter-broker listener uses TLS or SASL (None: plain TCP)."""
+        from broker.security.inter_broker import inter_broker_connect, inter_broker_security
+
+        if inter_broker_security(self.config).get("security.protocol", "PLAINTEXT") == \
+                "PLAINTEXT":
+            return None
+
+        def opener(host: str, port: int):
+            return lambda: inter_broker_connect(self.config, host, port)
+        return opener
 
     async def _write_meta_properties(self, cluster_id: str) -> None:
         stored = self._stored_cluster_id
@@ -510,9 +542,16 @@ class BrokerServer:
         pid_manager = self.services.producer_id_manager if self.services else None
         if pid_manager is not None:
             steps.append(("producer id manager", pid_manager.shutdown))
+        if self.services is not None and self.services.transaction_coordinator is not None:
+            from broker.coordinator.transaction.wiring import shutdown_transaction_coordinator
+            steps.append(("transaction coordinator",
+                          functools.partial(shutdown_transaction_coordinator, self.services)))
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             steps.append(("group coordinator", coordinator.shutdown))
+        mover = self.services.log_dir_mover if self.services else None
+        if mover is not None:
+            steps.append(("log dir mover", mover.shutdown))
         if self.security is not None:
             steps.append(("security manager", self.security.shutdown))
         if self.replica_manager is not None:

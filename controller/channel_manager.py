@@ -1,9 +1,10 @@
 """ControllerChannelManager: the ZooKeeper controller's connections to every live broker.
 
 Kafka's ControllerChannelManager + RequestSendThread on asyncio: one FIFO queue, one task and
-one connection (:class:`client.async_connection.AsyncKafkaConnection`) per live broker,
-to the broker's endpoint on the inter-broker listener (``inter.broker.listener.name``, else
-the listener named by ``security.inter.broker.protocol``). Each request is sent, one at a
+one connection (:class:`client.aio_connection.BrokerConnection`, opened by ``opener(host,
+port)`` when given: TLS/SASL inter-broker listeners) per live broker, to the broker's endpoint
+on the inter-broker listener (``inter.broker.listener.name``, else the listener named by
+``security.inter.broker.protocol``). Each request is sent, one at a
 time per broker, and retried (reconnecting, 100 ms apart) until it gets a response or the
 broker is removed (it died: the next registration adds it again with a fresh queue). The
 response goes to the request's callback, which only enqueues a controller event.
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from client.async_connection import AsyncKafkaConnection
+from client.aio_connection import BrokerConnection
 from controller.zk_data import BrokerInfo
 
 __all__ = ["ControllerChannelManager"]
@@ -44,7 +45,7 @@ class _BrokerState:
         self.broker = broker
         self.queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
         self.task: asyncio.Task | None = None
-        self.conn: AsyncKafkaConnection | None = None
+        self.conn: BrokerConnection | None = None
 
 
 class ControllerChannelManager:
@@ -52,8 +53,10 @@ class ControllerChannelManager:
     and responses (``controller.socket.timeout.ms``)."""
 
     def __init__(self, controller_id: int, controller_epoch: Callable[[], int],
-                 listener_name: str, socket_timeout_ms: int = 30000) -> None:
+                 listener_name: str, socket_timeout_ms: int = 30000,
+                 opener: Callable[[str, int], Callable[[], Any]] | None = None) -> None:
         self.controller_id = controller_id
+        self.opener = opener
         self.controller_epoch = controller_epoch
         self.listener_name = listener_name
         self.timeout_s = max(0.1, socket_timeout_ms / 1000.0)
@@ -118,16 +121,19 @@ class ControllerChannelManager:
                 continue
             while True:
                 try:
-                    if state.conn is None or state.conn.closed:
-                        state.conn = await AsyncKafkaConnection.open(
+                    if state.conn is None or not state.conn.connected:
+                        state.conn = BrokerConnection(
                             endpoint.host, endpoint.port, f"controller-{self.controller_id}",
-                            timeout=self.timeout_s)
+                            timeout_s=self.timeout_s,
+                            opener=self.opener(endpoint.host, endpoint.port)
+                            if self.opener else None)
+                        await state.conn.connect()
                         log.info("Controller %d connected to broker %d (%s:%d) for sending "
                                  "state change requests", self.controller_id, broker.id,
                                  endpoint.host, endpoint.port)
                         warned = False
-                    response = await state.conn.request(item.api_key, item.version,
-                                                        item.request, timeout=self.timeout_s)
+                    _v, response = await state.conn.request(item.api_key, item.request,
+                                                            item.version, self.timeout_s)
                     self.sent += 1
                     break
                 except (OSError, ConnectionError, TimeoutError) as e:

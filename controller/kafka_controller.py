@@ -125,8 +125,10 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
     def __init__(self, config: ControllerConfig, zk: KafkaZkClient, broker_info: zd.BrokerInfo,
                  broker_epoch: int,
                  unclean_enabled: Callable[[str], Awaitable[bool]] | None = None,
-                 on_broker_epoch: Callable[[int], None] | None = None) -> None:
+                 on_broker_epoch: Callable[[int], None] | None = None,
+                 opener=None) -> None:
         self.config = config
+        self.opener = opener
         self.zk = zk
         self.broker_info = broker_info
         self.broker_epoch = broker_epoch
@@ -341,7 +343,7 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
         ctx.leadership.update(await self.zk.get_partition_states(ctx.all_partitions()))
         self.channel = ControllerChannelManager(
             self.broker_id, lambda: self.context.epoch, self.config.inter_broker_listener_name,
-            self.config.controller_socket_timeout_ms)
+            self.config.controller_socket_timeout_ms, self.opener)
         self.channel.startup(ctx.live_or_shutting_down_brokers())
         log.info("Currently active brokers in the cluster: %s", sorted(ctx.live_broker_ids))
         log.info("Current list of topics in the cluster: %s", sorted(ctx.all_topics))

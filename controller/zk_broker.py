@@ -39,7 +39,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from client.async_connection import AsyncKafkaConnection
+from client.aio_connection import BrokerConnection
 from controller import zk_data as zd
 from controller.api import Controller
 from controller.config_change import ConfigChangeManager
@@ -95,6 +95,9 @@ class ZkBroker(ZkAdminMixin, Controller):
         self._metadata_event = asyncio.Event()
         self._control_lock = asyncio.Lock()
         self._started = False
+        #: ``opener(host, port) -> async () -> (reader, writer)`` for TLS/SASL inter-broker
+        #: listeners (set by the server; None = plain TCP)
+        self.inter_broker_opener = None
 
     # ------------------------------------------------------------------ properties
 
@@ -163,7 +166,7 @@ class ZkBroker(ZkAdminMixin, Controller):
         await self.config_manager.startup()
         self.controller = KafkaController(
             self._controller_config(), self.kzk, self.broker_info, self._broker_epoch,
-            on_broker_epoch=self._set_broker_epoch)
+            on_broker_epoch=self._set_broker_epoch, opener=self.inter_broker_opener)
         await self.controller.startup()
         self._started = True
 
@@ -171,7 +174,7 @@ class ZkBroker(ZkAdminMixin, Controller):
         c = self.config
         return ControllerConfig(
             broker_id=self.broker_id,
-            inter_broker_listener_name=inter_broker_listener_name(c),
+            inter_broker_listener_name=c.inter_broker_listener_name,
             delete_topic_enable=bool(c.get("delete.topic.enable")),
             auto_leader_rebalance_enable=bool(c.get("auto.leader.rebalance.enable")),
             leader_imbalance_check_interval_s=float(c.get("leader.imbalance.check.interval.seconds")),
@@ -284,7 +287,7 @@ class ZkBroker(ZkAdminMixin, Controller):
         retries = max(1, int(c.get("controlled.shutdown.max.retries")))
         backoff_s = int(c.get("controlled.shutdown.retry.backoff.ms")) / 1000.0
         timeout_s = int(c.get("controller.socket.timeout.ms")) / 1000.0
-        listener = inter_broker_listener_name(c)
+        listener = c.inter_broker_listener_name
         log.info("Starting controlled shutdown")
         for attempt in range(retries):
             node = None
@@ -295,15 +298,17 @@ class ZkBroker(ZkAdminMixin, Controller):
                 log.info("No controller present in the metadata cache")
             else:
                 try:
-                    conn = await AsyncKafkaConnection.open(node.host, node.port,
-                                                           f"broker-{self.broker_id}",
-                                                           timeout=timeout_s)
+                    conn = BrokerConnection(
+                        node.host, node.port, f"broker-{self.broker_id}", timeout_s=timeout_s,
+                        opener=self.inter_broker_opener(node.host, node.port)
+                        if self.inter_broker_opener else None)
                     try:
-                        resp = await conn.request(
-                            CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
+                        await conn.connect()
+                        _v, resp = await conn.request(
+                            CONTROLLED_SHUTDOWN,
                             ControlledShutdownRequest(broker_id=self.broker_id,
                                                       broker_epoch=self._broker_epoch),
-                            timeout=timeout_s)
+                            CONTROLLED_SHUTDOWN_VERSION, timeout_s)
                     finally:
                         await conn.close()
                     if resp.error_code:
@@ -326,12 +331,3 @@ class ZkBroker(ZkAdminMixin, Controller):
         log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown "
                     "attempts failed")
         return False
-
-
-def inter_broker_listener_name(config: Any) -> str:
-    """``inter.broker.listener.name``, else the listener named after
-    ``security.inter.broker.protocol`` (Kafka's interBrokerListenerName)."""
-    name = config.get("inter.broker.listener.name")
-    if name:
-        return str(name).upper()
-    return str(config.get("security.inter.broker.protocol") or "PLAINTEXT").upper()

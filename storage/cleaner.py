@@ -20,7 +20,9 @@ of every key (Kafka docs "Log Compaction"). One pass over one log:
    size fits `segment.bytes`, whose index entries fit `segment.index.bytes` and whose offsets
    fit a 32-bit relative offset (Kafka's groupSegmentsBySize), are each rewritten into one
    `<base>.log.cleaned` (+ indexes), keeping what `storage.cleaner_batches.filter_batch`
-   keeps (latest record per key, tombstones until their delete horizon, markers), fsynced,
+   keeps (latest record per key, tombstones until their delete horizon, no data of aborted
+   transactions, markers until their transaction is gone plus delete.retention.ms; the
+   aborted transactions whose markers stay go to the cleaned segment's `.txnindex`), fsynced,
    with the last modified time of the group's last segment.
 4. **Swap** (event loop): `storage.cleaner_swap.replace_segments` per group, abandoned when
    the log changed under the cleaner (truncation, retention, deletion); then the checkpoint
@@ -29,8 +31,7 @@ of every key (Kafka docs "Log Compaction"). One pass over one log:
 Background: `log.cleaner.threads` asyncio workers (each cleans one log at a time in the
 default executor; a log is cleaned by one worker at a time), each sleeping
 `log.cleaner.backoff.ms` when nothing was cleanable. `log.cleaner.enable=false` or 0 threads:
-no cleaning. Not implemented: `log.cleaner.io.max.bytes.per.second` throttling; records of
-aborted transactions are kept (transactional batches are never compacted).
+no cleaning. Not implemented: `log.cleaner.io.max.bytes.per.second` throttling.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.records import RecordBatch
 from storage.checkpoints import OffsetCheckpointFile, fsync_dir
 from storage.cleaner_batches import (
+    CleanedTransactionMetadata,
     OffsetMap,
     OffsetMapFullError,
     add_batch_to_map,
@@ -120,6 +122,7 @@ class LogToClean:
     cleanable_bytes: int
     needs_compaction_now: bool
     segments: list[tuple[LogSegment, int, int]]  # (segment, its end offset, size) to clean
+    aborted: list = dataclasses.field(default_factory=list)  # AbortedTxn in [start, end)
 
     @property
     def cleanable_ratio(self) -> float:
@@ -152,8 +155,9 @@ def log_to_clean(tp: TopicPartition, lg: Log, checkpoint: int | None, now_ms: in
     if dirty and cfg.max_compaction_lag_ms < (1 << 63) - 1:
         first_ts = dirty[0][0].rolling_based_timestamp
         now = first_ts is not None and 0 <= first_ts < now_ms - cfg.max_compaction_lag_ms
+    aborted = lg.aborted_transactions_in(whole[0][0].base_offset, whole[-1][1]) if whole else []
     return LogToClean(tp, lg, first_dirty, uncleanable, clean_bytes, cleanable_bytes, now,
-                      whole)
+                      whole, aborted)
 
 
 @dataclasses.dataclass
@@ -191,12 +195,17 @@ class Cleaner:
         m = self.offset_map
         m.clear()
         end_offset = ltc.first_dirty_offset
+        # aborted transactions whose marker is in the dirty section (Kafka collects them
+        # from the first dirty offset): their batches never enter the map
+        txns = CleanedTransactionMetadata(
+            [t for t in ltc.aborted if t.last_offset >= ltc.first_dirty_offset])
         for seg, end, size in ltc.segments:
             if end <= ltc.first_dirty_offset:
                 continue
             try:
                 for _, batch in iter_file_batches(seg.fd, 0, size, self.config.io_buffer_size):
-                    add_batch_to_map(batch, m, ltc.first_dirty_offset)
+                    if batch.last_offset >= ltc.first_dirty_offset and not txns.on(batch):
+                        add_batch_to_map(batch, m, ltc.first_dirty_offset)
                     self._check()
             except OffsetMapFullError:
                 if end_offset == ltc.first_dirty_offset:
@@ -227,14 +236,17 @@ class Cleaner:
             groups.append([item])
         return groups
 
-    def clean(self, ltc: LogToClean, now_ms: int, producer_last_offsets: dict[int, int]
-              ) -> CleanResult:
-        """Steps 2 and 3. Raises UncleanableLogError, CleanerAbortedError, OSError."""
+    def clean(self, ltc: LogToClean, now_ms: int,
+              producer_last_offsets: dict[int, tuple[int, int]]) -> CleanResult:
+        """Steps 2 and 3. `producer_last_offsets`: pid -> (last data offset or -1, epoch).
+        Raises UncleanableLogError, CleanerAbortedError, OSError."""
         end_offset = self.build_offset_map(ltc)
         result = CleanResult(end_offset, [], keys=self.offset_map.size)
+        txns = CleanedTransactionMetadata(ltc.aborted)
         try:
             for group in self.group_segments(ltc, end_offset):
-                new = self._clean_group(ltc.log, group, now_ms, producer_last_offsets, result)
+                new = self._clean_group(ltc.log, group, now_ms, producer_last_offsets, result,
+                                        txns)
                 result.groups.append(CleanedGroup(new, [s for s, _, _ in group],
                                                   [n for _, _, n in group]))
         except BaseException:
@@ -243,8 +255,9 @@ class Cleaner:
             raise
         return result
 
-    def _clean_group(self, lg: Log, group: list, now_ms: int, last_offsets: dict[int, int],
-                     result: CleanResult) -> LogSegment:
+    def _clean_group(self, lg: Log, group: list, now_ms: int,
+                     last_offsets: dict[int, tuple[int, int]], result: CleanResult,
+                     txns: CleanedTransactionMetadata) -> LogSegment:
         cfg = lg.config
         base = group[0][0].base_offset
         prefix = os.path.join(lg.dir, filename_prefix(base))
@@ -254,17 +267,15 @@ class Cleaner:
         new = LogSegment(lg.dir, base, index_interval_bytes=cfg.index_interval_bytes,
                          max_index_size=cfg.segment_index_bytes, time_ms=lg.time_ms,
                          active=True, file_suffix=CLEANED_SUFFIX)
+        txns.cleaned_index = new.txn_index  # kept ABORT markers re-enter the index
         try:
             pending, meta = bytearray(), []
             for seg, _, size in group:
                 result.bytes_read += size
-                for txn in seg.txn_index.entries:  # transactional batches are all kept
-                    new.txn_index.append(txn)
                 for _, batch in iter_file_batches(seg.fd, 0, size, self.config.io_buffer_size):
-                    retain_empty = batch.producer_id >= 0 and \
-                        last_offsets.get(batch.producer_id) == batch.last_offset
+                    discard = txns.on(batch)
                     out = filter_batch(batch, self.offset_map, now_ms, cfg.delete_retention_ms,
-                                       retain_empty)
+                                       _is_last_of_producer(batch, last_offsets), discard)
                     if out is None:
                         continue
                     kept = batch if isinstance(out, memoryview) else _header_of(out)
@@ -294,6 +305,20 @@ class Cleaner:
             if idx.entries + need >= idx.max_entries:
                 idx.resize((idx.max_entries + need) * width + width * 1024)
         seg.append(data, meta)
+
+
+def _is_last_of_producer(batch: RecordBatch, last: dict[int, tuple[int, int]]) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: a live producer's last data batch (its sequence
+    numbers), or - when it has none - its marker at its current epoch (for fencing)."""
+    if batch.producer_id < 0:
+        return False
+    found = last.get(batch.producer_id)
+    if found is None:
+        return False
+    last_data, epoch = found
+    if last_data >= 0:
+        return batch.last_offset == last_data
+    return batch.is_control and batch.producer_epoch == epoch
 
 
 def _header_of(data: bytes) -> RecordBatch:
@@ -331,6 +356,20 @@ class LogCleaner:
         if workers and self.config.enable:
             for i in range(self.config.num_threads):
                 self._tasks.append(asyncio.create_task(self._work(), name=f"log-cleaner-{i}"))
+
+    def resize(self, num_threads: int) -> None:
+        """``log.cleaner.threads`` changed (KIP-226): start or cancel workers (a cancelled
+        worker's pass in an executor thread finishes its batch)."""
+        self.config = dataclasses.replace(self.config, num_threads=num_threads)
+        if not self.config.enable or self.stopping.is_set():
+            return
+        self._tasks = [t for t in self._tasks if not t.done()]
+        while len(self._tasks) < num_threads:
+            self._tasks.append(asyncio.create_task(self._work(),
+                                                   name=f"log-cleaner-{len(self._tasks)}"))
+        for t in self._tasks[num_threads:]:
+            t.cancel()
+        del self._tasks[num_threads:]
 
     async def shutdown(self) -> None:
         """Stop the workers; a pass in an executor thread stops at its next batch."""
@@ -393,7 +432,8 @@ class LogCleaner:
         tp, lg = ltc.tp, ltc.log
         self.in_progress.add(tp)
         try:
-            last_offsets = {pid: e.last_offset for pid, e in lg.producer_state.producers.items()}
+            last_offsets = {pid: (e.last_offset, e.producer_epoch)
+                            for pid, e in lg.producer_state.producers.items()}
             cleaner = Cleaner(self.config, self.stopping)
             fut = asyncio.get_running_loop().run_in_executor(None, cleaner.clean, ltc, now,
                                                              last_offsets)

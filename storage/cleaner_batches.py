@@ -8,10 +8,18 @@ any thread, no shared state.
 capacity counts entries as Kafka does: `dedupe buffer bytes * load factor / 24` (16-byte hash
 + 8-byte offset); the Python dict uses several times that memory.
 
+`CleanedTransactionMetadata` follows transactions through one cleaning pass (Kafka's class
+of that name, KIP-98): fed the aborted transactions of the cleaned range (from the
+`.txnindex` files) and every batch in offset order, it says whether a batch may be
+discarded: a data batch of an aborted transaction always; an ABORT marker once none of its
+transaction's batches is left (else the marker is kept and its entry goes to the cleaned
+segment's `.txnindex`); a COMMIT marker once none of its transaction's batches is left.
+
 `filter_batch` decides, per v2 batch, what a cleaned segment keeps:
-- control batches (transaction markers) and transactional data batches: kept whole (the
-  broker keeps transaction state in memory only, so their records never supersede or get
-  superseded here);
+- a data batch of an aborted transaction: no record (see the last rule for empty batches);
+- a transaction marker: kept; once discardable (above) it gets a delete horizon (now +
+  delete.retention.ms, like a tombstone) and is dropped at the first cleaning after it;
+- committed transactional data is compacted like any data (its keys are in the offset map);
 - a record without key: dropped (a compacted log cannot hold one; Kafka drops it too);
 - a record whose offset is below the offset map's entry for its key: dropped;
 - a tombstone (null value) that is its key's latest record: kept until the batch's delete
@@ -144,9 +152,9 @@ def iter_file_batches(fd: int, start: int, end: int, chunk_bytes: int
 
 
 def add_batch_to_map(batch: RecordBatch, offset_map: OffsetMap, start_offset: int) -> None:
-    """Enter the keys of a data batch's records at or after `start_offset` (control and
-    transactional batches are skipped, see the module docstring)."""
-    if batch.attributes & (CONTROL_MASK | TRANSACTIONAL_MASK) or batch.last_offset < start_offset:
+    """Enter the keys of a data batch's records at or after `start_offset` (control
+    batches are skipped; the caller skips batches of aborted transactions)."""
+    if batch.attributes & CONTROL_MASK or batch.last_offset < start_offset:
         return
     for rec in batch.iter_records():
         if rec.key is not None and rec.offset >= start_offset:
@@ -154,11 +162,23 @@ def add_batch_to_map(batch: RecordBatch, offset_map: OffsetMap, start_offset: in
 
 
 def filter_batch(batch: RecordBatch, offset_map: OffsetMap, now_ms: int,
-                 delete_retention_ms: int, retain_empty: bool):
+                 delete_retention_ms: int, retain_empty: bool, discard: bool = False):
     """What a cleaned segment keeps of `batch`: its original bytes (a memoryview), new
-    bytes, or None (dropped). Rules in the module docstring."""
-    if batch.attributes & (CONTROL_MASK | TRANSACTIONAL_MASK):
-        return batch.buffer
+    bytes, or None (dropped). `discard`: `CleanedTransactionMetadata`'s verdict on the batch.
+    Rules in the module docstring."""
+    if batch.attributes & CONTROL_MASK:
+        if not discard or batch.record_count == 0:
+            return batch.buffer if batch.record_count or retain_empty else None
+        if not batch.has_delete_horizon:  # start the marker's delete retention
+            return build_retained_batch(batch, list(batch.iter_records()),
+                                        now_ms + delete_retention_ms)
+        if now_ms < batch.base_timestamp:
+            return batch.buffer
+        return build_empty_batch(batch) if retain_empty else None
+    if discard:  # a batch of an aborted transaction
+        if retain_empty:
+            return batch.buffer if batch.record_count == 0 else build_empty_batch(batch)
+        return None
     if batch.record_count == 0:  # left empty by an earlier cleaning
         return batch.buffer if retain_empty else None
     horizon = batch.base_timestamp if batch.has_delete_horizon else None
@@ -231,3 +251,62 @@ def build_empty_batch(batch: RecordBatch) -> bytes:
                            batch.last_offset_delta, batch.max_timestamp, batch.max_timestamp,
                            batch.producer_id, batch.producer_epoch, batch.base_sequence, 0)
     return _finish(out)
+
+
+class CleanedTransactionMetadata:
+    """Transactions across one cleaning pass (see the module docstring). `aborted`: the
+    AbortedTxn entries (storage.transaction_index) of the cleaned range; feed every batch in
+    offset order to `on_batch` / `on_control_batch`; `cleaned_index` is the TransactionIndex
+    of the segment being written (ABORT markers kept re-enter it)."""
+
+    def __init__(self, aborted=()) -> None:
+        self.pending = sorted(aborted, key=lambda t: t.first_offset)
+        self._next = 0
+        self.ongoing_committed: set[int] = set()
+        self.ongoing_aborted: dict[int, list] = {}  # pid -> [AbortedTxn, data seen?]
+        self.cleaned_index = None
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._next < len(self.pending) and self.pending[self._next].first_offset <= offset:
+            txn = self.pending[self._next]
+            self._next += 1
+            self.ongoing_aborted.setdefault(txn.producer_id, [txn, False])
+
+    def on_batch(self, batch) -> bool:
+        """A data batch: True if it belongs to an aborted transaction (discard it)."""
+        self._consume_aborted_up_to(batch.last_offset)
+        if not batch.attributes & TRANSACTIONAL_MASK:
+            return False
+        aborted = self.ongoing_aborted.get(batch.producer_id)
+        if aborted is not None:
+            aborted[1] = True
+            return True
+        self.ongoing_committed.add(batch.producer_id)
+        return False
+
+    def on_control_batch(self, batch) -> bool:
+        """A marker: True if it may be discarded (its transaction has no batch left)."""
+        self._consume_aborted_up_to(batch.last_offset)
+        if batch.record_count == 0:
+            return True
+        try:
+            marker = batch.control_record()
+        except Exception:  # noqa: BLE001 - an unreadable marker is kept
+            return False
+        pid = batch.producer_id
+        if not marker.is_commit:
+            aborted = self.ongoing_aborted.pop(pid, None)
+            if aborted is not None and aborted[1]:
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(aborted[0])
+                return False
+            return True
+        if pid in self.ongoing_committed:
+            self.ongoing_committed.discard(pid)
+            return False
+        return True
+
+    def on(self, batch) -> bool:
+        if batch.attributes & CONTROL_MASK:
+            return self.on_control_batch(batch)
+        return self.on_batch(batch)

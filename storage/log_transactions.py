@@ -42,11 +42,19 @@ class LogTransactions:
         """(producer_id, first_offset) of aborted transactions overlapping [start_offset,
         upper_bound_offset), from the `.txnindex` of the segment holding `start_offset`
         onwards (FetchResponse `AbortedTransactions`, Kafka's collectAbortedTransactions)."""
-        out: list[tuple[int, int]] = []
+        return [(t.producer_id, t.first_offset)
+                for t in self.aborted_transactions_in(start_offset, upper_bound_offset)]
+
+    def aborted_transactions_in(self, start_offset: int, upper_bound_offset: int) -> list:
+        """The `.txnindex` entries (AbortedTxn) overlapping [start_offset,
+        upper_bound_offset), searching forward until an entry's last stable offset reaches
+        the bound (the cleaner uses them whole)."""
+        out = []
+        segments = list(self.segments)
         i = max(self._floor_segment(start_offset), 0)
-        for seg in self.segments[i:]:
+        for seg in segments[i:]:
             found, complete = seg.txn_index.collect(start_offset, upper_bound_offset)
-            out.extend((t.producer_id, t.first_offset) for t in found)
+            out.extend(found)
             if complete:
                 break
         return out

@@ -211,6 +211,9 @@ class GroupMetadata:
         self.new_member_added = False
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
+        # TxnOffsetCommit (broker.coordinator.txn_offsets): producer id -> offsets waiting
+        # for the transaction's COMMIT marker
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
 
     # --- state machine ---------------------------------------------------------------------
     def is_state(self, state: GroupState) -> bool:
@@ -484,7 +487,10 @@ class GroupMetadata:
             self.offsets.update(committed)
 
     def has_pending_offset_commit(self, tp: tuple[str, int]) -> bool:
-        return tp in self.pending_offset_commits
+        """A commit of `tp` in flight, or one in an open transaction (KIP-447: OffsetFetch
+        with require_stable answers UNSTABLE_OFFSET_COMMIT)."""
+        return tp in self.pending_offset_commits or \
+            any(tp in p for p in self.pending_txn_offsets.values())
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         """The offsets to expire now (Kafka's ``removeExpiredOffsets``; ``retention_ms`` =

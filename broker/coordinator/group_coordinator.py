@@ -389,7 +389,8 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         for group in list(self.groups.values()):
             expired = group.expired_offsets(now, self.config.offsets_retention_ms)
             removable = group.is_state(S.EMPTY) and not group.pending_members and \
-                not group.pending_offset_commits and len(expired) == len(group.offsets)
+                not group.pending_offset_commits and not group.pending_txn_offsets and \
+                len(expired) == len(group.offsets)
             if not expired and not removable:
                 continue
             records = [offset_tombstone(group.group_id, *tp) for tp in expired]

@@ -15,7 +15,9 @@
   chunks of ``offsets.load.buffer.size`` bytes (file reads in the default executor, so the
   event loop never blocks on disk) and replays the records: the last value of each key wins,
   tombstones remove. Returns ``{group_id: GroupMetadata}`` with offsets attached (groups that
-  only have offsets are Empty).
+  only have offsets are Empty). Offsets in transactional batches (TxnOffsetCommit) wait for
+  their producer's marker (``broker.coordinator.txn_offsets.TxnOffsetReplay``); those of
+  still-open transactions become ``GroupMetadata.pending_txn_offsets``.
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ class GroupStore:
         offsets: dict[str, dict[tuple[str, int], object]] = {}
         groups: dict[str, object] = {}
         removed_groups: set[str] = set()
+        from broker.coordinator.txn_offsets import TxnOffsetReplay
+        txn = TxnOffsetReplay(offsets)  # transactional offset commits (KIP-98)
         consumer_replay = ConsumerGroupReplay()  # KIP-848 records (key versions 3-8)
         position = plog.log_start_offset
         end = plog.log_end_offset
@@ -157,6 +161,8 @@ class GroupStore:
             for batch in iter_batches_lenient(data):
                 next_position = max(next_position, batch.next_offset)
                 if batch.is_control:
+                    if batch.base_offset >= position:
+                        _replay_marker(txn, batch)
                     continue
                 for rec in batch:
                     if rec.offset < position:
@@ -167,8 +173,12 @@ class GroupStore:
                         log.warning("skipping unreadable record at %s-%d offset %d: %s",
                                     GROUP_METADATA_TOPIC, partition, rec.offset, e)
                         continue
-                    if isinstance(parsed, OffsetRecord):
+                    if isinstance(parsed, OffsetRecord) and batch.is_transactional:
+                        txn.add(batch.producer_id, parsed.group_id,
+                                (parsed.topic, parsed.partition), parsed.value, rec.offset)
+                    elif isinstance(parsed, OffsetRecord):
                         tp = (parsed.topic, parsed.partition)
+                        txn.note_plain(parsed.group_id, tp, rec.offset)
                         group_offsets = offsets.setdefault(parsed.group_id, {})
                         if parsed.value is None:
                             group_offsets.pop(tp, None)
@@ -204,4 +214,18 @@ class GroupStore:
                 group = GroupMetadata(group_id, GroupState.EMPTY, self.time_ms)
                 out[group_id] = group
             group.offsets.update(group_offsets)
+        for group_id, by_producer in txn.open_offsets().items():
+            group = out.get(group_id)
+            if group is None:
+                group = out[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.time_ms)
+            group.pending_txn_offsets.update(by_producer)
         return out
+
+
+def _replay_marker(txn, batch) -> None:
+    try:
+        marker = batch.control_record()
+    except KafkaError:
+        return
+    if marker is not None:
+        txn.on_marker(batch.producer_id, marker.is_commit)

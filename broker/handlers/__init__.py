@@ -28,7 +28,13 @@ HANDLER_MODULES = [
     "broker_to_controller",
     "reassignments",
     "describe_topic_partitions",
+    # issue 14: transactions
+    "transactions",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "transactions_admin",
     "consumer_groups",
+    "features",
     "sasl",
     "scram_credentials",
 ]

@@ -12,8 +12,14 @@
 #   idempotent producers OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH; a retried
 #   duplicate of one of the producer's last 5 batches answers NONE with the original base
 #   offset (Kafka's DUPLICATE_SEQUENCE_NUMBER handling). Produce never creates topics.
-#   Transactional batches answer INVALID_TXN_STATE ("transactions are not supported"): the
-#   broker has no transaction coordinator yet.
+#   Transactional batches (KIP-98): with transaction.partition.verification.enable (KIP-890
+#   part 1) a batch that would start the producer's transaction on a partition is first
+#   checked with the transaction coordinator (broker.coordinator.transaction.verification):
+#   INVALID_TXN_STATE when the partition was not added to the transaction (v11:
+#   TRANSACTION_ABORTABLE), NOT_ENOUGH_REPLICAS (retriable) when the coordinator could not be
+#   asked, INVALID_PRODUCER_EPOCH when fenced; a non-transactional batch inside the
+#   producer's open transaction is INVALID_TXN_STATE. Authorization of the transactional id:
+#   broker.handlers.transactions.authorize_transactional_id (issue 15).
 #   Record bytes are never copied: the request frame is a writable memoryview and the log
 #   patches base offset / leader epoch in place; validation is per batch (header + CRC).
 # Version notes: v0-v2 may carry magic 0/1 message sets (kcat's legacy mode), up-converted to
@@ -24,9 +30,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
+from broker.coordinator.transaction.verification import verify_produce
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
+from broker.handlers.transactions import authorize_transactional_id
 from broker.metrics import TOPIC_STATS
 from broker.replica_manager import ProducePartitionResult
 from protocol.errors import ErrorCode, KafkaError
@@ -37,10 +46,7 @@ API_KEY = 0
 MIN_VERSION, MAX_VERSION = 0, 11
 
 _LENGTH = struct.Struct(">i")
-_ATTRIBUTES = struct.Struct(">h")
 MAGIC_OFFSET = 16
-ATTRIBUTES_OFFSET = 21
-TRANSACTIONAL_MASK = 0x10
 MIN_BATCH_SIZE = 61
 
 _TopicResp = ProduceResponse.TopicProduceResponse
@@ -72,9 +78,6 @@ def _prepare(records, version: int):
     if version >= 3 and _LENGTH.unpack_from(records, 8)[0] + 12 != len(records):
         raise KafkaError(ErrorCode.INVALID_RECORD,
                          f"produce v{version} must carry exactly one record batch")
-    if _ATTRIBUTES.unpack_from(records, ATTRIBUTES_OFFSET)[0] & TRANSACTIONAL_MASK:
-        raise KafkaError(ErrorCode.INVALID_TXN_STATE,
-                         "transactions are not supported by this broker")
     return records
 
 
@@ -123,6 +126,8 @@ def handle_produce(ctx, req: ProduceRequest):
                 entries[tp] = _prepare(p.records, version)
             except KafkaError as e:
                 failed[tp] = ProducePartitionResult(e.code, error_message=e.message)
+    if entries and version >= 3 and req.transactional_id is not None:
+        return _produce_transactional(ctx, req, acks, entries, failed)
     results = ctx.broker.replica_manager.append_records(req.timeout_ms, acks, entries) \
         if entries else {}
 
@@ -133,6 +138,28 @@ def handle_produce(ctx, req: ProduceRequest):
         return _finish(req, acks, res)
 
     return then(results, finish)
+
+
+async def _produce_transactional(ctx, req: ProduceRequest, acks: int, entries: dict,
+                                 failed: dict):
+    """Transactional produce: authorization, KIP-890 verification, then the append with
+    the verification guards."""
+    denied = authorize_transactional_id(ctx, req.transactional_id, "WRITE")
+    if denied is not None:
+        return _finish(req, acks, {**failed, **{tp: ProducePartitionResult(denied)
+                                                for tp in entries}})
+    guards, rejected = await verify_produce(ctx.broker, req.transactional_id, entries,
+                                            generic_errors=ctx.api_version > 10)
+    for tp, (code, message) in rejected.items():
+        entries.pop(tp, None)
+        failed[tp] = ProducePartitionResult(code, error_message=message)
+    results = ctx.broker.replica_manager.append_records(
+        req.timeout_ms, acks, entries, verification_guards=guards) if entries else {}
+    if isinstance(results, asyncio.Future):
+        results = await results
+    res = {**results, **failed}
+    TOPIC_STATS.record_produce(entries, res)
+    return _finish(req, acks, res)
 
 
 def _finish(req: ProduceRequest, acks: int, results: dict):

@@ -1,41 +1,62 @@
-# Behaviour: InitProducerId (api key 22) gives an idempotent producer (no transactional id) a
+# Behaviour: InitProducerId (api key 22). Without a transactional id (idempotent producers) a
 #   fresh producer id with epoch 0, from blocks reserved through the controller
-#   (broker.producer_id_manager). As in Kafka, a producer without a transactional id that
-#   sends its old producer id and epoch (KIP-360, v3+) also gets a new id: without a
-#   transactional id there is no state to bump an epoch on. An empty transactional id is
-#   INVALID_REQUEST (Kafka's check).
-#   Transactions are not implemented yet: a request with a transactional id answers
-#   UNSUPPORTED_VERSION. Chosen because it is non-retriable (the Java client fails
-#   initTransactions() at once with "Unexpected error in InitProducerIdResponse; The version
-#   of API is not supported", librdkafka fails fatally) and is what Kafka-compatible brokers
-#   without transactions return; Kafka's own "transaction coordinator not ready" code,
-#   COORDINATOR_NOT_AVAILABLE, would make clients retry until their timeout, and
-#   TRANSACTIONAL_ID_AUTHORIZATION_FAILED would wrongly suggest missing ACLs.
-#   COORDINATOR_LOAD_IN_PROGRESS (retriable) when no producer id block can be allocated.
+#   (broker.producer_id_manager); as in Kafka, a producer without a transactional id that
+#   sends its old producer id and epoch (KIP-360, v3+) also gets a new id. With a
+#   transactional id the transaction coordinator answers
+#   (broker.coordinator.transaction.coordinator: epoch bump and fencing of the previous
+#   producer, an Ongoing transaction fenced and aborted -> CONCURRENT_TRANSACTIONS so the
+#   client retries, KIP-360/588 recovery with the expected producer id and epoch,
+#   INVALID_TRANSACTION_TIMEOUT, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+#   PRODUCER_FENCED). An empty transactional id, or only one of producer id / epoch set, is
+#   INVALID_REQUEST. COORDINATOR_LOAD_IN_PROGRESS (retriable) when no producer id block can
+#   be allocated. Authorization (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): see
+#   broker.handlers.transactions.authorize_transactional_id.
 # Version notes: v0-v1 identical; v2+ flexible; v3+ producer_id / producer_epoch in the
-#   request (KIP-360); v4 adds PRODUCER_FENCED for transactional ids; v5 (KIP-890) is the
-#   same on the wire.
+#   request (KIP-360); v4 adds PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH);
+#   v5 (KIP-890) adds TRANSACTION_ABORTABLE, same on the wire.
 
 from __future__ import annotations
 
 from broker.handlers.registry import error_code_response, handles
+from broker.handlers.transactions import authorize_transactional_id, fenced_for_version
 from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 API_KEY = 22
 MIN_VERSION, MAX_VERSION = 0, 5
-
-TRANSACTIONS_UNSUPPORTED = ErrorCode.UNSUPPORTED_VERSION
-
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 
 error_response = error_code_response(InitProducerIdResponse, producer_id=-1, producer_epoch=-1)
 
 
+def _fail(code: ErrorCode) -> InitProducerIdResponse:
+    return InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
+
+
 @handles(API_KEY, MIN_VERSION, MAX_VERSION, error_response=error_response)
 async def handle_init_producer_id(ctx, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    version = ctx.api_version
     txn_id = req.transactional_id
-    if txn_id is not None:
-        code = ErrorCode.INVALID_REQUEST if txn_id == "" else TRANSACTIONS_UNSUPPORTED
-        return InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
-    pid = await ctx.broker.producer_id_manager.generate_producer_id()
-    return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0)
+    pid, epoch = (req.producer_id, req.producer_epoch) if version >= 3 else (-1, -1)
+    if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+        return _fail(ErrorCode.INVALID_REQUEST)
+    if txn_id is None:
+        new = await ctx.broker.producer_id_manager.generate_producer_id()
+        return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=new,
+                                      producer_epoch=0)
+    if txn_id == "":
+        return _fail(ErrorCode.INVALID_REQUEST)
+    denied = authorize_transactional_id(ctx, txn_id, "WRITE")
+    if denied is not None:
+        return _fail(denied)
+    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+    if coordinator is None:
+        return _fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    expected = None if pid == NO_PRODUCER_ID else (pid, epoch)
+    error, new_pid, new_epoch = await coordinator.handle_init_producer_id(
+        txn_id, req.transaction_timeout_ms, expected)
+    if error != ErrorCode.NONE:
+        return _fail(fenced_for_version(error, version, 4))
+    return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=new_pid,
+                                  producer_epoch=new_epoch)

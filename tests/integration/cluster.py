@@ -14,7 +14,7 @@ pointed at that ZooKeeper under a chroot of their own (``/josef-<random>``, so c
 share one ZooKeeper), with ``zookeeper.session.timeout.ms=6000`` and
 ``controlled.shutdown.retry.backoff.ms`` short, as tests want them. Helpers:
 
-- ``bootstrap`` (every running broker), ``broker(id)``, ``start()``/``stop()`` (all),
+- ``bootstrap`` (every running broker), ``broker(id)``, ``start()``/``stop(kill=False)`` (all),
   ``kill(id)`` (kill -9), ``pause(id)``/``resume(id)`` (SIGSTOP/SIGCONT), ``stop_broker(id)``
   (SIGTERM: controlled shutdown), ``start_broker(id)``/``restart(id)``;
 - ZooKeeper reads (a kazoo client of the test process, chroot applied): ``zk_get(path)`` ->
@@ -117,6 +117,8 @@ class ZooKeeperServer:
         self.startup_timeout = startup_timeout
         self.host = "127.0.0.1"
         self.port: int | None = None
+        self.listen_port: int | None = None  # the port bound, when not ``port`` (a proxy)
+        self.command_prefix: list[str] = []  # e.g. ``ip netns exec <ns>`` (tests/faults)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -145,7 +147,7 @@ class ZooKeeperServer:
             "# written by tests/integration/cluster.py\n"
             f"tickTime={self.tick_time_ms}\n"
             f"dataDir={self.data_dir}\n"
-            f"clientPort={self.port}\n"
+            f"clientPort={self.listen_port or self.port}\n"
             f"clientPortAddress={self.host}\n"
             f"minSessionTimeout={self.min_session_timeout_ms}\n"
             f"maxSessionTimeout={self.max_session_timeout_ms}\n"
@@ -181,7 +183,7 @@ class ZooKeeperServer:
         classpath = [str(ZOOKEEPER_JAR)]
         if SLF4J_BINDING.exists():
             classpath.append(str(SLF4J_BINDING))
-        cmd = [shutil.which("java") or "java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC",
+        cmd = [*self.command_prefix, shutil.which("java") or "java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC",
                "-XX:TieredStopAtLevel=1", "-Dzookeeper.admin.enableServer=false",
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                "-cp", os.pathsep.join(classpath), QUORUM_PEER_MAIN, str(self.cfg_path)]
@@ -323,19 +325,20 @@ class Cluster:
         self.wait_for_controller(timeout=max(1.0, deadline - time.monotonic()))
         return self
 
-    def stop(self, timeout: float = 20.0) -> None:
+    def stop(self, timeout: float = 20.0, *, kill: bool = False) -> None:
         """Stop every broker by PID (SIGCONT first for a paused one; SIGTERM to all at once,
-        SIGKILL after ``timeout`` s), then the ZK client."""
+        SIGKILL after ``timeout`` s; ``kill`` = SIGKILL at once, for a fast teardown), then
+        the ZK client."""
         for i in self.ids:
             self.resume(i)
         for b in self.brokers.values():
             if b.is_running():
                 try:
-                    os.kill(b.pid, signal.SIGTERM)
+                    os.kill(b.pid, signal.SIGKILL if kill else signal.SIGTERM)
                 except ProcessLookupError:
                     pass
         for b in self.brokers.values():
-            b.stop(timeout)
+            b.kill() if kill else b.stop(timeout)
         if self._zk is not None:
             try:
                 self._zk.stop()

@@ -317,12 +317,6 @@ def test_idempotent_duplicate_and_out_of_order(raw):
     assert end.topics[0].partitions[0].offset == 5
 
 
-def test_transactional_init_producer_id_is_refused_clearly(raw):
-    init = api.API_KEYS[22].request_cls(transactional_id="txn-1",
-                                        transaction_timeout_ms=60000)
-    assert raw.call(22, 4, init).error_code == 35  # UNSUPPORTED_VERSION, not retriable
-
-
 def test_acks0_failure_closes_connection(shared_broker, raw):
     topic = _topic("raw-acks0")
     _metadata(raw, topic)

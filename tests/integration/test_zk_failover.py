@@ -1,6 +1,10 @@
-"""ZooKeeper mode, faults: controller failover (kill -9), a paused controller fenced by the
-controller epoch, broker epochs (KIP-380), startup refusals, malformed znodes, ZooKeeper
-paused, topic deletion with a broker down.
+"""ZooKeeper mode, faults and leadership moves: controller failover (kill -9) with four
+clients producing through it, a paused controller fenced by the controller epoch, broker
+epochs (KIP-380), startup refusals, malformed znodes, ZooKeeper paused, topic deletion with a
+broker down; controlled shutdown of a broker leading a third of 300 partitions, auto leader
+rebalance, preferred elections (``josef leader-election``, the Java AdminClient),
+reassignment [1,2] -> [2,3] (``josef reassign-partitions``, KIP-455) and through
+``/admin/reassign_partitions``, the data following the replicas.
 
 One ZooKeeper and one 3-broker cluster for the module; every test leaves the three brokers
 running. Sessions time out after 6 s (``zookeeper.session.timeout.ms`` of the fixture).
@@ -9,6 +13,9 @@ running. Sessions time out after 6 s (``zookeeper.session.timeout.ms`` of the fi
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import threading
 import time
 
 import pytest
@@ -17,24 +24,52 @@ from client.connection import KafkaClient
 from protocol.messages import LeaderAndIsrRequest
 from storage.checkpoints import write_meta_properties
 from tests.integration.cluster import Cluster
-from tests.integration.harness import BrokerProcess, BrokerStartError
+from tests.integration.harness import (
+    REPO_ROOT,
+    BrokerProcess,
+    BrokerStartError,
+    run_java_client,
+)
+
+
+@pytest.fixture(scope="module")
+def zk_cluster(zookeeper, tmp_path_factory):
+    """The module's cluster checks the leader balance every second (auto rebalance above 50%
+    of a broker's preferred partitions led elsewhere)."""
+    c = Cluster(tmp_path_factory.mktemp("zk_failover"), zookeeper, 3,
+                props={"leader.imbalance.check.interval.seconds": "1",
+                       "leader.imbalance.per.broker.percentage": "50"})
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop(kill=True)
+
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
+    # the Python clients leave the sockets of refused connections (to a killed broker) to the
+    # garbage collector
+    pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning"),
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"),
 ]
 
 LEADER_AND_ISR, CREATE_TOPICS = 4, 19
 STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH = 11, 77
 
 
-def _create(c: Cluster, topic: str, partitions: int, rf: int) -> dict[int, int]:
+def _create(c: Cluster, topic: str, partitions: int = -1, rf: int = -1,
+            assignment: dict[int, list[int]] | None = None) -> dict[int, int]:
     with KafkaClient(c.broker(c.controller_id()).bootstrap) as k:
         resp = k.request(CREATE_TOPICS, {"topics": [{
             "name": topic, "num_partitions": partitions, "replication_factor": rf,
-            "assignments": [], "configs": []}], "timeout_ms": 20000}, version=5)
+            "assignments": [{"partition_index": p, "broker_ids": b}
+                            for p, b in (assignment or {}).items()],
+            "configs": []}], "timeout_ms": 60000}, version=5)
     assert resp.topics[0].error_code == 0, resp
-    return c.wait_metadata_converged([topic])[topic]
+    return c.wait_metadata_converged([topic], timeout=60)[topic]
 
 
 def _states(c: Cluster, topic: str, partitions: int) -> dict[int, tuple[dict, int]]:
@@ -100,30 +135,130 @@ def test_malformed_znodes_are_logged_and_skipped(zk_cluster):
     zk.delete("/brokers/topics/zk-garbage")
 
 
-def test_kill_controller_fails_over_within_session_timeout(zk_cluster):
+def _confluent_produce(bootstrap, topic, n, delay, acked, errors):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 5, "message.timeout.ms": 60000, "request.timeout.ms": 8000})
+
+    def done(err, msg):
+        (errors if err else acked).append(str(err) if err else msg.value())
+    for i in range(n):
+        p.produce(topic, value=b"confluent-%d" % i, on_delivery=done)
+        p.poll(0)
+        time.sleep(delay)
+    p.flush(90)
+
+
+def _kafka_python_produce(bootstrap, topic, n, delay, acked, errors):
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
+                      request_timeout_ms=8000, retries=2**31 - 1)
+    futures = []
+    for i in range(n):
+        futures.append((b"kafka-python-%d" % i, p.send(topic, value=b"kafka-python-%d" % i)))
+        time.sleep(delay)
+    for value, f in futures:
+        try:
+            f.get(timeout=90)
+            acked.append(value)
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(repr(e))
+    p.close(timeout=10)
+
+
+def _aiokafka_produce(bootstrap, topic, n, delay, acked, errors):
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def main():
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
+                             request_timeout_ms=8000)
+        await p.start()
+        try:
+            futs = []
+            for i in range(n):
+                futs.append((b"aiokafka-%d" % i, await p.send(topic, value=b"aiokafka-%d" % i)))
+                await asyncio.sleep(delay)
+            for value, f in futs:
+                try:
+                    await asyncio.wait_for(f, 90)
+                    acked.append(value)
+                except Exception as e:  # noqa: BLE001 - reported by the test
+                    errors.append(repr(e))
+        finally:
+            await p.stop()
+    asyncio.run(main())
+
+
+def test_kill_controller_fails_over_and_clients_keep_going(zk_cluster, java_client):
     c = zk_cluster
     topic = "zk-failover"
-    _create(c, topic, 6, 3)
+    _create(c, topic, 3, 3)
     old, epoch = c.controller_id(), c.controller_epoch()
-    led = {p for p, (st, _) in _states(c, topic, 6).items() if st["leader"] == old}
-    assert led  # the spread assignment gives every broker some leaderships
+    led = {p for p, (st, _) in _states(c, topic, 3).items() if st["leader"] == old}
+    assert led  # the spread assignment gives every broker a leadership
+    n, delay = 120, 0.02
+    results: dict[str, tuple[list, list]] = {}
+    threads = []
+    for name, fn in (("confluent", _confluent_produce), ("kafka-python", _kafka_python_produce),
+                     ("aiokafka", _aiokafka_produce)):
+        results[name] = ([], [])
+        t = threading.Thread(target=fn, args=(c.bootstrap, topic, n, delay, *results[name]),
+                             daemon=True)
+        t.start()
+        threads.append(t)
+    java = subprocess.Popen(
+        ["java", "-cp", java_client, "JosefClient", "produce", "--bootstrap", c.bootstrap,
+         "--topic", topic, "--count", str(n), "--delay-ms", str(int(delay * 1000)),
+         "--idempotence", "true", "--acks", "all", "--key-prefix", "java-",
+         "--timeout-ms", "60000", "--prop", "request.timeout.ms=8000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
     killed_at = time.monotonic()
     c.kill(old)
     new = c.wait_for_controller(exclude=[old], timeout=c.session_timeout_ms / 1000 + 5)
     elapsed = time.monotonic() - killed_at
     assert elapsed <= c.session_timeout_ms / 1000 + 2, elapsed
     assert c.controller_epoch() == epoch + 1
-    leaders = c.wait_for_leaders(topic, 6, exclude=[old])
-    for p, (st, _) in _states(c, topic, 6).items():
+    c.wait_for_leaders(topic, 3, exclude=[old])
+    for p, (st, _) in _states(c, topic, 3).items():
         assert st["leader"] != old and st["leader"] in st["isr"] and old not in st["isr"]
-        assert st["controller_epoch"] == epoch + 1 or p not in led
-    c.wait_metadata_converged([topic])
-    # the killed broker comes back: it registers again (new broker epoch) and rejoins
+        if p in led:  # elected from the ISR by the new controller
+            assert st["controller_epoch"] == epoch + 1
+    for t in threads:
+        t.join(timeout=120)
+    out, err = java.communicate(timeout=120)
+    assert java.returncode == 0, err[-3000:]
+    java_acked = [line for line in out.splitlines() if line.startswith("ack ")]
+    assert len(java_acked) == n and "fail " not in out
+    for name, (acked, errors) in results.items():
+        assert not errors, (name, errors[:3])  # retriable errors only: all delivered
+        assert len(acked) == n, name
+    # every acknowledged record is there exactly once (idempotent producers, acks=all)
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=c.bootstrap, consumer_timeout_ms=10000,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, p) for p in range(3)])
+    values = []
+    for r in consumer:
+        values.append(r.value)
+        if len(values) == 4 * n:
+            break
+    consumer.close()
+    assert len(values) == 4 * n
+    for name, (acked, _) in results.items():
+        assert sorted(v for v in values if v.startswith(name.encode() + b"-")) == sorted(acked)
+    # the killed broker comes back (new broker epoch); auto rebalance returns its leaderships
     c.start_broker(old)
     c.wait_for_brokers_registered([1, 2, 3])
     assert c.controller_id() == new
+    c.wait_until("preferred leaders restored", lambda: all(
+        st["leader"] == c.zk_json(f"/brokers/topics/{topic}")["partitions"][str(p)][0]
+        for p, (st, _) in _states(c, topic, 3).items()), timeout=30)
     c.wait_metadata_converged([topic])
-    del leaders
 
 
 def test_paused_controller_is_fenced_after_its_session_expired(zk_cluster):
@@ -173,7 +308,6 @@ def test_paused_controller_is_fenced_after_its_session_expired(zk_cluster):
             resp = k.request(LEADER_AND_ISR, req, version=7)
         assert resp.error_code == want
         assert all(p.error_code == want for t in resp.topics for p in t.partition_errors)
-    assert c.partition_state(topic, 0) == st  # nothing changed
 
 
 def test_topic_deletion_waits_for_a_dead_broker_and_finishes_when_it_returns(zk_cluster):
@@ -193,9 +327,8 @@ def test_topic_deletion_waits_for_a_dead_broker_and_finishes_when_it_returns(zk_
     assert c.zk_get(f"/brokers/topics/{topic}") is not None  # waits for the dead replica
     assert topic in c.zk_children("/admin/delete_topics")
     c.start_broker(victim)
-    c.wait_until("the deletion finished", lambda: c.zk_get(f"/brokers/topics/{topic}") is None,
-                 timeout=30)
-    assert topic not in c.zk_children("/admin/delete_topics")
+    c.wait_until("the deletion finished", lambda: c.zk_get(f"/brokers/topics/{topic}") is None
+                 and topic not in c.zk_children("/admin/delete_topics"), timeout=30)
     c.wait_until("the returning broker deleted its log", lambda: not list(
         c.broker(victim).log_dir.glob(f"{topic}-[0-9]")))
     c.wait_metadata_converged([])
@@ -223,3 +356,150 @@ def test_zookeeper_paused_brokers_keep_serving(zk_cluster, zookeeper):
         zookeeper.resume()
     c.wait_for_brokers_registered([1, 2, 3])
     _create(c, "zk-after-zk-pause", 2, 3)  # the cluster works again
+
+
+def _josef(*args: str, timeout: float = 60.0):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "broker.cli", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _state_docs(c: Cluster, topic: str, n: int) -> dict[int, dict]:
+    return {p: c.partition_state(topic, p) for p in range(n)}
+
+
+def test_controlled_shutdown_moves_every_leadership_then_auto_rebalance(zk_cluster):
+    c = zk_cluster
+    topic, n = "zk-cs", 300
+    leaders = _create(c, topic, n, 3)
+    victim = next(b for b in c.ids if b != c.controller_id())
+    assert sum(1 for b in leaders.values() if b == victim) == n // 3
+    assert c.stop_broker(victim) == 0
+    log = c.broker(victim).log_text()
+    assert "Controlled shutdown request returned successfully" in log, log[-3000:]
+    states = _state_docs(c, topic, n)  # written by the controller before it answered
+    assert [p for p, st in states.items() if st["leader"] == victim] == []
+    assert [p for p, st in states.items() if victim in st["isr"]] == []
+    # back again: once in the ISRs, the auto rebalance returns its preferred leaderships
+    c.start_broker(victim)
+    c.wait_for_brokers_registered([1, 2, 3])
+    c.wait_until("preferred leaders restored by the auto rebalance", lambda: sorted(
+        p for p, st in _state_docs(c, topic, n).items() if st["leader"] == victim) == sorted(
+        p for p, b in leaders.items() if b == victim), timeout=60, interval=0.5)
+
+
+def test_preferred_election_with_the_leader_election_tool(zk_cluster, tmp_path):
+    c = zk_cluster
+    topic = "zk-elect"
+    _create(c, topic, assignment={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2], 3: [1, 3, 2],
+                                  4: [2, 1, 3], 5: [3, 2, 1]})
+    # reorder partition 0's replicas: broker 2 becomes its preferred leader, broker 1 leads on
+    plan = tmp_path / "reorder.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2, 1, 3]}]}))
+    out = _josef("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute",
+                 "--reassignment-json-file", str(plan))
+    assert out.returncode == 0, out.stderr
+    c.wait_until("the new replica order", lambda: c.zk_json(
+        f"/brokers/topics/{topic}")["partitions"]["0"] == [2, 1, 3])
+    assert c.partition_state(topic, 0)["leader"] == 1  # 1 of broker 2's 3: below 50%
+    (tmp_path / "elect.json").write_text(json.dumps(
+        {"partitions": [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]}))
+    out = _josef("leader-election", "--bootstrap-server", c.bootstrap, "--election-type",
+                 "PREFERRED", "--path-to-json-file", str(tmp_path / "elect.json"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        f"Successfully completed leader election (PREFERRED) for partitions {topic}-0",
+        f"Valid replica already elected for partitions {topic}-1"]
+    assert c.partition_state(topic, 0)["leader"] == 2
+    out = _josef("leader-election", "--bootstrap-server", c.bootstrap, "--election-type",
+                 "preferred", "--all-topic-partitions")
+    assert out.returncode == 0 and out.stdout == "", (out.stdout, out.stderr)
+    c.wait_metadata_converged([topic])
+
+
+def test_preferred_election_with_the_java_admin_client(zk_cluster, java_client):
+    c = zk_cluster
+    topic = "zk-elect-java"
+    _create(c, topic, 3, 3)
+    r = run_java_client(java_client, "admin", "--bootstrap", c.bootstrap, "--op",
+                        "elect-preferred", "--topic", topic)
+    assert r.returncode == 0, r.stderr
+    assert sorted(line for line in r.lines if line.startswith("elected")) == [
+        f"elected {p} ElectionNotNeededException" for p in range(3)]
+
+
+def test_reassignment_1_2_to_2_3_moves_the_data(zk_cluster, tmp_path):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    c = zk_cluster
+    topic = "zk-move"
+    _create(c, topic, assignment={0: [1, 2]})
+    producer = KafkaProducer(bootstrap_servers=c.bootstrap, acks="all")
+    for i in range(50):
+        producer.send(topic, value=b"m%d" % i)
+    producer.flush(timeout=30)
+    producer.close()
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2, 3], "log_dirs": ["any", "any"]}]}))
+    out = _josef("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute",
+                 "--reassignment-json-file", str(plan))
+    assert out.returncode == 0, out.stderr
+    assert "Current partition replica assignment" in out.stdout
+    assert '{"version":1,"partitions":[{"topic":"zk-move","partition":0,"replicas":[1,2],' \
+           '"log_dirs":["any","any"]}]}' in out.stdout
+    assert f"Successfully started partition reassignment for {topic}-0" in out.stdout
+
+    def verified():
+        v = _josef("reassign-partitions", "--bootstrap-server", c.bootstrap, "--verify",
+                   "--reassignment-json-file", str(plan))
+        return f"Reassignment of partition {topic}-0 is completed." in v.stdout
+    c.wait_until("the reassignment completed", verified, timeout=60, interval=0.5)
+    assignment = c.zk_json(f"/brokers/topics/{topic}")
+    assert assignment["partitions"] == {"0": [2, 3]}
+    assert assignment["adding_replicas"] == {} and assignment["removing_replicas"] == {}
+    st = c.partition_state(topic, 0)
+    assert st["leader"] in (2, 3) and sorted(st["isr"]) == [2, 3]
+    out = _josef("reassign-partitions", "--bootstrap-server", c.bootstrap, "--list")
+    assert out.stdout.strip() == "No partition reassignments found."
+    c.wait_until("broker 1 deleted its replica", lambda: not list(
+        c.broker(1).log_dir.glob(f"{topic}-0")))
+    c.wait_metadata_converged([topic])
+    consumer = KafkaConsumer(bootstrap_servers=c.bootstrap, consumer_timeout_ms=10000,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, 0)])
+    got = []
+    for r in consumer:
+        got.append(r.value)
+        if len(got) == 50:
+            break
+    consumer.close()
+    assert got == [b"m%d" % i for i in range(50)]
+
+
+def test_reassignment_through_the_admin_znode_and_generate(zk_cluster, tmp_path):
+    c = zk_cluster
+    topic = "zk-move-znode"
+    _create(c, topic, assignment={0: [3, 1]})
+    c.zk().create("/admin/reassign_partitions", json.dumps(
+        {"version": 1, "partitions": [{"topic": topic, "partition": 0,
+                                       "replicas": [1, 2]}]}).encode())
+    c.wait_until("the znode reassignment completed", lambda: c.zk_get(
+        "/admin/reassign_partitions") is None and c.zk_json(
+        f"/brokers/topics/{topic}")["partitions"] == {"0": [1, 2]}, timeout=60)
+    c.wait_metadata_converged([topic])
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"topics": [{"topic": topic}], "version": 1}))
+    out = _josef("reassign-partitions", "--bootstrap-server", c.bootstrap, "--generate",
+                 "--topics-to-move-json-file", str(topics), "--broker-list", "2,3")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "Current partition replica assignment"
+    assert json.loads(lines[1])["partitions"][0]["replicas"] == [1, 2]
+    assert lines[3] == "Proposed partition reassignment configuration"
+    proposed = json.loads(lines[4])["partitions"][0]
+    assert sorted(proposed["replicas"]) == [2, 3] and proposed["log_dirs"] == ["any", "any"]
+    assert re.fullmatch(r"\{.*\}", lines[4])

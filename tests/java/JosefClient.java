@@ -22,6 +22,26 @@
 //     where headers are k=v joined by "," (v "null" for a null value, "-" for no headers);
 //     then "consumed <N>". Exits 2 if fewer than N records arrived within the timeout.
 //
+//   txn-produce --bootstrap B --topic T --count N --txn-id ID [--txn-size S]
+//               [--abort-every K] [--partitions P]
+//     Sends N records in transactions of S records (default 10); the K-th, 2K-th, ...
+//     transaction is aborted after its records were flushed (K 0 = never). Record i goes to
+//     partition i % P (default 1) with key "c<i>" in committed transactions and "a<i>" in
+//     aborted ones and the usual value. Prints "committed-txn <n> <records>" /
+//     "aborted-txn <n> <records>" per transaction, then "produced <N>".
+//
+//   txn-fence --bootstrap B --topic T --count 1 --txn-id ID [--late-send]
+//     A producer begins a transaction and writes a record; a second producer with the same
+//     transactional id initializes (fencing the first) and commits one record; the first
+//     then (after one more send with --late-send) tries to commit. Prints "fenced <root
+//     cause class>" (exit 0) or "not-fenced" (exit 1); with --late-send it then aborts, as
+//     an application does after an abortable error: "aborted" or "abort-fenced <class>".
+//
+//   txn-copy --bootstrap B --topic IN --out OUT --group G --count N --txn-id ID
+//     Consume-transform-produce: reads IN (read_committed, group G), writes each record to
+//     OUT unchanged in transactions that also commit the consumer's offsets
+//     (sendOffsetsToTransaction with the group metadata), until N records were copied or
+//     --timeout-ms passed. Prints "copied <n>"; exit 2 when fewer than N arrived.
 //   admin --bootstrap B --op create|describe|delete|elect-preferred|reassign|cluster
 //         [--topic T] [--partitions N] [--replication-factor R] [--partition P]
 //         [--replicas b1,b2,...] [--timeout-ms T]
@@ -30,7 +50,8 @@
 //     run a preferred election on all its partitions ("elected <p> <error|none>"); move a
 //     partition's replicas (alterPartitionReassignments); "cluster" prints
 //     "controller <id>" and "broker <id> <host>:<port> <rack|null>" lines.
-//     Prints "ok <op>" at the end; a failed operation is exit code 1.
+//     --op may list several operations, comma-separated, run in order in one JVM. Prints
+//     "ok <op>" after each; a failed operation is exit code 1.
 //
 // Exit codes: 0 success, 1 client error (stack trace on stderr), 2 timeout, 64 bad usage.
 
@@ -50,7 +71,11 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
@@ -70,6 +95,10 @@ public final class JosefClient {
             switch (argv[0]) {
                 case "produce": rc = produce(opts); break;
                 case "consume": rc = consume(opts); break;
+                case "describe-topics": rc = describeTopics(opts); break;
+                case "txn-produce": rc = JosefTxn.produce(opts); break;
+                case "txn-fence": rc = JosefTxn.fence(opts); break;
+                case "txn-copy": rc = JosefTxn.copy(opts); break;
                 case "admin": rc = admin(opts); break;
                 default: usage("unknown sub-command " + argv[0]); return;
             }
@@ -97,7 +126,7 @@ public final class JosefClient {
             }
             String name = a.substring(2);
             boolean flag = name.equals("headers") || name.equals("null-values")
-                || name.equals("from-beginning");
+                || name.equals("from-beginning") || name.equals("late-send");
             if (flag) {
                 opts.put(name, "true");
             } else if (name.equals("prop") && i + 1 < argv.length) {
@@ -124,7 +153,7 @@ public final class JosefClient {
     }
 
     /** Applies the newline-separated key=value pairs collected from --prop options. */
-    private static void applyProps(Properties p, Map<String, String> o) {
+    static void applyProps(Properties p, Map<String, String> o) {
         String all = o.get("prop");
         if (all == null) {
             return;
@@ -284,6 +313,142 @@ public final class JosefClient {
             + (hs.length() == 0 ? "-" : hs.toString());
     }
 
+    /** The transactional sub-commands (issue 14): txn-produce, txn-fence, txn-copy. */
+    static final class JosefTxn {
+        private JosefTxn() {}
+
+        private static Properties producerProps(Map<String, String> o, String txnId) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", o.get("bootstrap"));
+            p.put("key.serializer", ByteArraySerializer.class.getName());
+            p.put("value.serializer", ByteArraySerializer.class.getName());
+            p.put("transactional.id", txnId);
+            p.put("linger.ms", "5");
+            p.put("max.block.ms", o.getOrDefault("timeout-ms", "30000"));
+            applyProps(p, o);
+            return p;
+        }
+
+        static int produce(Map<String, String> o) {
+            int count = Integer.parseInt(o.get("count"));
+            int size = Integer.parseInt(o.getOrDefault("txn-size", "10"));
+            int abortEvery = Integer.parseInt(o.getOrDefault("abort-every", "0"));
+            int partitions = Integer.parseInt(o.getOrDefault("partitions", "1"));
+            try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(producerProps(o, o.get("txn-id")))) {
+                producer.initTransactions();
+                int txn = 0;
+                for (int start = 0; start < count; start += size) {
+                    txn++;
+                    boolean abort = abortEvery > 0 && txn % abortEvery == 0;
+                    int end = Math.min(count, start + size);
+                    producer.beginTransaction();
+                    for (int i = start; i < end; i++) {
+                        byte[] key = ((abort ? "a" : "c") + i).getBytes(StandardCharsets.UTF_8);
+                        producer.send(new ProducerRecord<>(o.get("topic"), i % partitions, key,
+                                                           valueFor(i, 16)));
+                    }
+                    if (abort) {
+                        producer.flush();
+                        producer.abortTransaction();
+                        System.out.println("aborted-txn " + txn + " " + (end - start));
+                    } else {
+                        producer.commitTransaction();
+                        System.out.println("committed-txn " + txn + " " + (end - start));
+                    }
+                }
+            }
+            System.out.println("produced " + count);
+            return 0;
+        }
+
+        static int fence(Map<String, String> o) {
+            String topic = o.get("topic");
+            KafkaProducer<byte[], byte[]> zombie = new KafkaProducer<>(producerProps(o, o.get("txn-id")));
+            try {
+                zombie.initTransactions();
+                zombie.beginTransaction();
+                zombie.send(new ProducerRecord<>(topic, "zombie".getBytes(StandardCharsets.UTF_8)));
+                zombie.flush();
+                try (KafkaProducer<byte[], byte[]> fresh =
+                         new KafkaProducer<>(producerProps(o, o.get("txn-id")))) {
+                    fresh.initTransactions();
+                    fresh.beginTransaction();
+                    fresh.send(new ProducerRecord<>(topic, "fresh".getBytes(StandardCharsets.UTF_8)));
+                    fresh.commitTransaction();
+                }
+                try {
+                    if (o.containsKey("late-send")) {
+                        zombie.send(new ProducerRecord<>(topic, "late".getBytes(StandardCharsets.UTF_8)));
+                    }
+                    zombie.commitTransaction();
+                } catch (Exception e) {
+                    System.out.println("fenced " + rootCause(e));
+                    if (o.containsKey("late-send")) {  // an abortable error: abort, as apps do
+                        try {
+                            zombie.abortTransaction();
+                            System.out.println("aborted");
+                        } catch (Exception e2) {
+                            System.out.println("abort-fenced " + rootCause(e2));
+                        }
+                    }
+                    return 0;
+                }
+                System.out.println("not-fenced");
+                return 1;
+            } finally {
+                zombie.close(Duration.ofSeconds(5));
+            }
+        }
+
+        private static String rootCause(Throwable t) {
+            while (t.getCause() != null) {
+                t = t.getCause();
+            }
+            return t.getClass().getSimpleName();
+        }
+
+        static int copy(Map<String, String> o) {
+            int count = Integer.parseInt(o.get("count"));
+            long timeoutMs = Long.parseLong(o.getOrDefault("timeout-ms", "60000"));
+            Properties c = new Properties();
+            c.put("bootstrap.servers", o.get("bootstrap"));
+            c.put("group.id", o.get("group"));
+            c.put("key.deserializer", ByteArrayDeserializer.class.getName());
+            c.put("value.deserializer", ByteArrayDeserializer.class.getName());
+            c.put("isolation.level", "read_committed");
+            c.put("enable.auto.commit", "false");
+            c.put("auto.offset.reset", "earliest");
+            int copied = 0;
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(c);
+                 KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(producerProps(o, o.get("txn-id")))) {
+                producer.initTransactions();
+                consumer.subscribe(Collections.singletonList(o.get("topic")));
+                while (copied < count && System.currentTimeMillis() < deadline) {
+                    ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
+                    if (records.isEmpty()) {
+                        continue;
+                    }
+                    producer.beginTransaction();
+                    Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> offsets =
+                        new HashMap<>();
+                    for (ConsumerRecord<byte[], byte[]> r : records) {
+                        producer.send(new ProducerRecord<>(o.get("out"), r.key(), r.value()));
+                        offsets.put(new TopicPartition(r.topic(), r.partition()),
+                            new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.offset() + 1));
+                        copied++;
+                    }
+                    producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                    producer.commitTransaction();
+                }
+            }
+            System.out.println("copied " + copied);
+            return copied < count ? 2 : 0;
+        }
+    }
+
     private static String ids(List<org.apache.kafka.common.Node> nodes) {
         StringBuilder b = new StringBuilder();
         for (org.apache.kafka.common.Node n : nodes) {
@@ -296,7 +461,13 @@ public final class JosefClient {
     }
 
     private static int admin(Map<String, String> o) throws Exception {
-        String op = o.get("op");
+        for (String op : o.get("op").split(",")) {
+            adminOp(o, op.trim());
+        }
+        return 0;
+    }
+
+    private static void adminOp(Map<String, String> o, String op) throws Exception {
         String topic = o.get("topic");
         long timeoutMs = Long.parseLong(o.getOrDefault("timeout-ms", "30000"));
         Properties p = new Properties();
@@ -372,6 +543,40 @@ public final class JosefClient {
             }
         }
         System.out.println("ok " + op);
+    }
+
+    /**
+     * describe-topics --bootstrap B --topic T1[,T2...] --count LIMIT: Admin.describeTopics
+     * (DescribeTopicPartitions, KIP-966, with partitionSizeLimitPerResponse LIMIT, as Kafka
+     * 4.0's kafka-topics.sh --describe). Prints "topic <name> <id> <partitions>" then one
+     * "partition <name> <p> <leader> <isr size>" line per partition, then "described <N>".
+     */
+    private static int describeTopics(Map<String, String> o) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", o.get("bootstrap"));
+        applyProps(p, o);
+        List<String> names = new ArrayList<>();
+        for (String t : o.get("topic").split(",")) {
+            names.add(t);
+        }
+        int total = 0;
+        try (Admin admin = Admin.create(p)) {
+            DescribeTopicsOptions options = new DescribeTopicsOptions()
+                .partitionSizeLimitPerResponse(Integer.parseInt(o.get("count")));
+            Map<String, TopicDescription> all = admin.describeTopics(names, options)
+                .allTopicNames().get();
+            for (String name : names) {
+                TopicDescription d = all.get(name);
+                System.out.println("topic " + d.name() + " " + d.topicId() + " "
+                    + d.partitions().size());
+                for (TopicPartitionInfo tp : d.partitions()) {
+                    System.out.println("partition " + d.name() + " " + tp.partition() + " "
+                        + tp.leader().id() + " " + tp.isr().size());
+                    total++;
+                }
+            }
+        }
+        System.out.println("described " + total);
         return 0;
     }
 }

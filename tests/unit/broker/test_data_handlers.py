@@ -109,13 +109,15 @@ async def test_produce_legacy_message_set_is_up_converted(services):
         ErrorCode.CORRUPT_MESSAGE
 
 
-async def test_produce_transactional_batch_refused(services):
+async def test_produce_unverified_transactional_batch_refused(services):
+    # no transactional id, so no KIP-890 verification: the batch may not start a transaction
     b = RecordBatchBuilder(producer_id=5, producer_epoch=0, base_sequence=0,
                            is_transactional=True)
     b.append(1000, b"k", b"v")
     resp = produce.handle_produce(ctx(services, 9), produce_req(memoryview(bytearray(b.build()))))
     assert code_of(resp) == ErrorCode.INVALID_TXN_STATE
-    assert "not supported" in resp.responses[0].partition_responses[0].error_message
+    assert "not part of an ongoing transaction" in \
+        resp.responses[0].partition_responses[0].error_message
 
 
 async def test_produce_unknown_topic_and_invalid_acks(services):
@@ -193,9 +195,9 @@ async def test_init_producer_id(services):
     ids = [(await producer_id.handle_init_producer_id(ctx(services, 4), req)).producer_id
            for _ in range(25)]
     assert ids == list(range(25))
-    req.transactional_id = "txn"
+    req.transactional_id = "txn"  # no transaction coordinator in this fixture
     resp = await producer_id.handle_init_producer_id(ctx(services, 4), req)
-    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION and resp.producer_id == -1
+    assert resp.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and resp.producer_id == -1
     req.transactional_id = ""
     resp = await producer_id.handle_init_producer_id(ctx(services, 4), req)
     assert resp.error_code == ErrorCode.INVALID_REQUEST

@@ -1,0 +1,119 @@
+"""How the broker runs the transaction coordinator (called once from ``broker.server``).
+
+``attach_transaction_coordinator(services, listener)`` builds the TransactionStateManager
+(``TxnConfig.from_kafka_config``), the marker channel (inter-broker listener), the
+TransactionCoordinator and the KIP-890 TransactionVerifier, sets
+``services.transaction_coordinator`` / ``services.transaction_verifier``, and hooks the
+controller decisions that move coordinator ownership (as the group coordinator's wiring):
+
+- LeaderAndIsr: every ``__transaction_state`` partition this broker now leads is loaded with
+  the leader epoch as coordinator epoch (after the ReplicaManager applied the decision); one
+  it follows is unloaded; a FULL decision unloads partitions it does not list.
+- StopReplica and UpdateMetadata deleting ``__transaction_state`` partitions unload them.
+
+Producer ids come from ``services.producer_id_manager`` (created after the controller).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from broker.coordinator.transaction.coordinator import TransactionCoordinator
+from broker.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
+from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
+from broker.coordinator.transaction.state_manager import TransactionStateManager, TxnConfig
+from broker.coordinator.transaction.verification import TransactionVerifier
+from broker.replication.wiring import inter_broker_listener
+from protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["attach_transaction_coordinator", "apply_leader_and_isr"]
+
+log = logging.getLogger(__name__)
+TYPE_FULL = 2
+
+
+class _ProducerIds:
+    """The broker's ProducerIdManager, looked up when an id is needed."""
+
+    def __init__(self, services) -> None:
+        self.services = services
+
+    async def generate_producer_id(self) -> int:
+        manager = self.services.producer_id_manager
+        if manager is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no producer id manager yet")
+        return await manager.generate_producer_id()
+
+
+def apply_leader_and_isr(coordinator: TransactionCoordinator, broker_id: int, decision) -> None:
+    listed: set[int] = set()
+    for ts in decision.topic_states:
+        if ts.topic_name != TRANSACTION_STATE_TOPIC:
+            continue
+        for ps in ts.partition_states:
+            listed.add(ps.partition_index)
+            if ps.leader == broker_id:
+                coordinator.on_election(ps.partition_index, ps.leader_epoch)
+            else:
+                coordinator.on_resignation(ps.partition_index)
+    if getattr(decision, "type", 0) == TYPE_FULL:
+        for p in set(coordinator.state.cache) | set(coordinator.state.loading):
+            if p not in listed:
+                coordinator.on_resignation(p)
+
+
+def attach_transaction_coordinator(services, listener) -> TransactionCoordinator | None:
+    if services.replica_manager is None:
+        return None
+    config = services.config
+    state = TransactionStateManager(services.broker_id, services.replica_manager,
+                                    TxnConfig.from_kafka_config(config))
+    ib_listener = inter_broker_listener(config)
+    channel = TransactionMarkerChannelManager(services.broker_id, state, services, ib_listener)
+    coordinator = TransactionCoordinator(services.broker_id, state, channel,
+                                         _ProducerIds(services))
+    coordinator.startup()
+    services.transaction_coordinator = coordinator
+    services.transaction_verifier = TransactionVerifier(services, ib_listener,
+                                                        services.broker_id)
+
+    on_leader_and_isr = listener.on_leader_and_isr
+    on_stop_replica = listener.on_stop_replica
+    on_update_metadata = listener.on_update_metadata
+
+    @functools.wraps(on_leader_and_isr)
+    async def leader_and_isr(decision):
+        await on_leader_and_isr(decision)
+        apply_leader_and_isr(coordinator, services.broker_id, decision)
+
+    @functools.wraps(on_stop_replica)
+    async def stop_replica(decision):
+        for ts in decision.topic_states:
+            if ts.topic_name == TRANSACTION_STATE_TOPIC:
+                for ps in ts.partition_states:
+                    coordinator.on_resignation(ps.partition_index)
+        await on_stop_replica(decision)
+
+    @functools.wraps(on_update_metadata)
+    async def update_metadata(decision):
+        await on_update_metadata(decision)
+        for ts in decision.topic_states:
+            if ts.topic_name == TRANSACTION_STATE_TOPIC:
+                for ps in ts.partition_states:
+                    if ps.leader == -2:
+                        coordinator.on_resignation(ps.partition_index)
+
+    listener.on_leader_and_isr = leader_and_isr
+    listener.on_stop_replica = stop_replica
+    listener.on_update_metadata = update_metadata
+    return coordinator
+
+
+async def shutdown_transaction_coordinator(services) -> None:
+    verifier = getattr(services, "transaction_verifier", None)
+    if verifier is not None:
+        await verifier.close()
+    coordinator = getattr(services, "transaction_coordinator", None)
+    if coordinator is not None:
+        await coordinator.shutdown()

@@ -1,0 +1,197 @@
+"""The ZooKeeper controller's request handling (AlterPartition validation as Kafka's,
+ControlledShutdown, elections) and its single event queue, against in-memory znodes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from controller import controller_events as ev
+from controller.context import PartitionState, ReplicaState
+from controller.event_manager import ControllerEvent, ControllerEventManager
+from controller.kafka_controller import ControllerConfig, KafkaController
+from controller.zk_data import BrokerInfo, Endpoint
+from controller.zk_data import LeaderIsrAndControllerEpoch as S
+from protocol.errors import ErrorCode
+from protocol.messages import AlterPartitionRequest
+from tests.unit.controller.zk_fakes import FakeKafkaZkClient, make_context
+
+TP = ("t", 0)
+TOPIC_ID = uuid.UUID(int=7)
+DEFAULT_STATE = S(1, 4, (1, 2), 5, 10)
+
+
+class _ZkStub:
+    def register_state_handler(self, h): ...
+
+    def unregister_state_handler(self, name): ...
+
+    async def register_znode_change_handler_and_check_existence(self, h):
+        return False
+
+
+def _controller(brokers=(1, 2, 3), state=DEFAULT_STATE):
+    zk = FakeKafkaZkClient()
+    zk.zk = _ZkStub()
+    c = KafkaController(ControllerConfig(broker_id=1), zk,
+                        BrokerInfo(1, (Endpoint("PLAINTEXT", "h", 1),)), 101)
+    ctx = make_context(brokers, {TP: (1, 2, 3)})
+    c.context = ctx
+    c.batch.context = ctx
+    c.partition_sm.context = ctx
+    c.replica_sm.context = ctx
+    c.deletion.context = ctx
+    ctx.add_topic_id("t", TOPIC_ID)
+    c.active_controller_id = 1
+    if state is not None:
+        zk.states[TP] = state
+        ctx.leadership[TP] = state
+        ctx.partition_states[TP] = PartitionState.ONLINE
+        for r in (1, 2, 3):
+            ctx.replica_states[(TP, r)] = ReplicaState.ONLINE
+    return c, zk
+
+
+def _alter(broker=1, broker_epoch=101, leader_epoch=4, isr=(1, 2, 3), partition_epoch=10,
+           recovery=0, version=2):
+    req = AlterPartitionRequest(broker_id=broker, broker_epoch=broker_epoch, topics=[
+        AlterPartitionRequest.TopicData(topic_name="t", topic_id=TOPIC_ID, partitions=[
+            AlterPartitionRequest.PartitionData(
+                partition_index=0, leader_epoch=leader_epoch, new_isr=list(isr),
+                leader_recovery_state=recovery, partition_epoch=partition_epoch)])])
+    return ev.AlterPartitionReceived(req, version)
+
+
+async def _run(c, event):
+    await c.process(event)
+    return await event.future
+
+
+def _code(resp):
+    return resp.topics[0].partitions[0].error_code if resp.topics else resp.error_code
+
+
+async def test_alter_partition_expands_the_isr():
+    c, zk = _controller()
+    resp = await _run(c, _alter(isr=(1, 2, 3)))
+    p = resp.topics[0].partitions[0]
+    assert resp.error_code == 0 and resp.topics[0].topic_id == TOPIC_ID
+    assert (p.error_code, p.leader_id, p.leader_epoch, p.isr, p.partition_epoch) == \
+        (0, 1, 4, [1, 2, 3], 11)
+    assert zk.states[TP] == S(1, 4, (1, 2, 3), 5, 11)
+    assert c.context.leadership[TP].isr == (1, 2, 3)
+    # the same request again is answered with the current state (idempotent)
+    again = await _run(c, _alter(isr=(1, 2, 3), partition_epoch=11))
+    assert _code(again) == 0 and again.topics[0].partitions[0].partition_epoch == 11
+
+
+async def test_alter_partition_validations():
+    cases = [
+        (dict(broker_epoch=99), ErrorCode.STALE_BROKER_EPOCH),  # top-level
+        (dict(broker=9, broker_epoch=109), ErrorCode.STALE_BROKER_EPOCH),
+        (dict(leader_epoch=3), ErrorCode.FENCED_LEADER_EPOCH),
+        (dict(leader_epoch=5), ErrorCode.NOT_CONTROLLER),
+        (dict(partition_epoch=11), ErrorCode.NOT_CONTROLLER),
+        (dict(partition_epoch=9), ErrorCode.INVALID_UPDATE_VERSION),
+        (dict(isr=(1, 2, 4)), ErrorCode.INELIGIBLE_REPLICA),
+        (dict(isr=(1, 2, 4), version=1), ErrorCode.OPERATION_NOT_ATTEMPTED),
+        (dict(recovery=1), ErrorCode.INVALID_REQUEST),
+    ]
+    for kwargs, want in cases:
+        c, zk = _controller(brokers=(1, 2, 3))
+        resp = await _run(c, _alter(**kwargs))
+        assert _code(resp) == want, kwargs
+        assert zk.writes == 0, kwargs
+
+
+async def test_alter_partition_lost_conditional_write_is_invalid_update_version():
+    c, zk = _controller()
+    zk.bump_before_write.add(TP)
+    resp = await _run(c, _alter())
+    assert _code(resp) == ErrorCode.INVALID_UPDATE_VERSION
+
+
+async def test_alter_partition_on_a_non_controller():
+    c, _zk = _controller()
+    c.active_controller_id = 2
+    resp = await _run(c, _alter())
+    assert resp.error_code == ErrorCode.NOT_CONTROLLER and not resp.topics
+
+
+async def test_controlled_shutdown_moves_leadership_and_leaves_isrs():
+    c, zk = _controller(state=S(2, 4, (2, 1, 3), 5, 10))
+    tp1 = ("t", 1)
+    c.context.update_partition_full_replica_assignment(tp1, c.context.partition_full_replica_assignment(TP))
+    zk.states[tp1] = c.context.leadership[tp1] = S(1, 0, (1, 2), 5, 0)
+    c.context.partition_states[tp1] = PartitionState.ONLINE
+    for r in (1, 2, 3):
+        c.context.replica_states[(tp1, r)] = ReplicaState.ONLINE
+    e = ev.ControlledShutdown(2, 102)
+    code, remaining = await _run(c, e)
+    assert (code, remaining) == (ErrorCode.NONE, [])
+    assert zk.states[TP].leader == 1 and 2 not in zk.states[TP].isr
+    assert zk.states[tp1].leader == 1 and zk.states[tp1].isr == (1,)
+    assert c.context.shutting_down_broker_ids == {2}
+    assert await _run(c, ev.ControlledShutdown(2, 90)) == (ErrorCode.STALE_BROKER_EPOCH, [])
+    assert await _run(c, ev.ControlledShutdown(8, -1)) == (ErrorCode.BROKER_NOT_AVAILABLE, [])
+
+
+async def test_controlled_shutdown_reports_what_cannot_move():
+    c, zk = _controller(brokers=(1, 2, 3), state=S(2, 4, (2,), 5, 10))
+    code, remaining = await _run(c, ev.ControlledShutdown(2, 102))
+    assert code == ErrorCode.NONE and remaining == [TP]  # no other ISR member
+    assert zk.states[TP].leader == 2
+
+
+async def test_admin_elections_report_kafkas_codes():
+    c, zk = _controller(state=S(2, 4, (2, 1, 3), 5, 10))
+    results = await _run(c, ev.ReplicaLeaderElection({TP, ("t", 9)}, 0, ev.ADMIN_CLIENT_TRIGGERED))
+    assert results[TP] == (ErrorCode.NONE, None) and zk.states[TP].leader == 1
+    assert results[("t", 9)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    again = await _run(c, ev.ReplicaLeaderElection({TP}, 0, ev.ADMIN_CLIENT_TRIGGERED))
+    assert again[TP][0] == ErrorCode.ELECTION_NOT_NEEDED
+    zk.states[TP] = c.context.leadership[TP] = S(2, 6, (2,), 5, 12)
+    c.context.remove_live_brokers([2])
+    pref = await _run(c, ev.ReplicaLeaderElection({TP}, 0, ev.ADMIN_CLIENT_TRIGGERED))
+    assert pref[TP][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    unclean = await _run(c, ev.ReplicaLeaderElection({TP}, 1, ev.ADMIN_CLIENT_TRIGGERED))
+    assert unclean[TP] == (ErrorCode.NONE, None)
+    assert zk.states[TP].leader == 1 and zk.states[TP].leader_recovery_state == 1
+
+
+async def test_event_manager_runs_one_event_at_a_time_and_preempts_on_clear():
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    class E(ControllerEvent):
+        def __init__(self, name):
+            self.name = name
+            self.preempted = False
+
+        def preempt(self):
+            self.preempted = True
+
+    async def process(e):
+        order.append(f"start {e.name}")
+        if e.name == "a":
+            await gate.wait()
+        order.append(f"end {e.name}")
+
+    m = ControllerEventManager(1, process)
+    m.start()
+    a, b, c = E("a"), E("b"), E("c")
+    qa = m.put(a)
+    m.put(b)
+    await qa.processing_started.wait()
+    m.clear_and_put(c)  # b is dropped (preempted), c queued
+    gate.set()
+    for _ in range(50):
+        if "end c" in order:
+            break
+        await asyncio.sleep(0.01)
+    assert order == ["start a", "end a", "start c", "end c"]
+    assert b.preempted and not a.preempted
+    await m.close()
+    late = E("late")
+    m.put(late)
+    assert late.preempted
