@@ -38,31 +38,46 @@ def disk_batches(cluster, broker_id: int, topic: str, partition: int
     return out
 
 
-def dump_log(cluster, broker_id: int, topic: str, partition: int) -> list[str]:
-    """`josef dump-log --files <segments>` batch lines, without the file position (segments
-    may roll at different offsets on different replicas)."""
-    files = [str(f) for f in segment_files(cluster, broker_id, topic, partition)]
-    if not files:
-        return []
-    res = subprocess.run([sys.executable, "-m", "broker.cli", "dump-log", "--files", *files],
-                         capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    return [_POSITION.sub("", line) for line in res.stdout.splitlines()
-            if line.startswith("baseOffset:")]
-
-
-def assert_replicas_identical(cluster, topic: str, partition: int, brokers) -> list:
-    """Every broker's log holds the same batches (bytes and dump-log lines); returns them."""
+def assert_replicas_identical(cluster, topic: str, partitions, brokers) -> list:
+    """Every broker's log holds the same batches for each of `partitions` (an int or a list):
+    the same bytes, and the same `josef dump-log` lines (one dump-log run per broker).
+    Returns the batches of the last partition."""
+    parts = [partitions] if isinstance(partitions, int) else list(partitions)
     brokers = list(brokers)
-    first = disk_batches(cluster, brokers[0], topic, partition)
-    lines = dump_log(cluster, brokers[0], topic, partition)
+    dumps = {b: _dump_all(cluster, b, topic, parts) for b in brokers}
+    first = None
+    for p in parts:
+        first = disk_batches(cluster, brokers[0], topic, p)
+        for b in brokers[1:]:
+            other = disk_batches(cluster, b, topic, p)
+            assert [x[:3] for x in other] == [x[:3] for x in first], \
+                f"broker {b} and {brokers[0]} differ for {topic}-{p}"
+            assert other == first
     for b in brokers[1:]:
-        other = disk_batches(cluster, b, topic, partition)
-        assert [x[:3] for x in other] == [x[:3] for x in first], \
-            f"broker {b} and {brokers[0]} differ for {topic}-{partition}"
-        assert other == first
-        assert dump_log(cluster, b, topic, partition) == lines
+        assert dumps[b] == dumps[brokers[0]], f"dump-log of broker {b} differs"
     return first
+
+
+def _dump_all(cluster, broker_id: int, topic: str, partitions) -> list[list[str]]:
+    """dump-log batch lines per partition (positions dropped), from one dump-log run."""
+    files = {p: [str(f) for f in segment_files(cluster, broker_id, topic, p)]
+             for p in partitions}
+    every = [f for fs in files.values() for f in fs]
+    if not every:
+        return [[] for _ in partitions]
+    res = subprocess.run([sys.executable, "-m", "broker.cli", "dump-log", "--files",
+                          ",".join(every)],
+                         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    per_file: dict[str, list[str]] = {}
+    current = None
+    for line in res.stdout.splitlines():
+        if line.startswith("Dumping "):
+            current = line[len("Dumping "):].strip()
+            per_file[current] = []
+        elif line.startswith("baseOffset:") and current is not None:
+            per_file[current].append(_POSITION.sub("", line))
+    return [[line for f in files[p] for line in per_file.get(f, [])] for p in partitions]
 
 
 def record_values(batches) -> list[bytes]:

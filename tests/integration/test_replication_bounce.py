@@ -198,6 +198,7 @@ def test_hard_bounce_acks_all_idempotent_producers(cluster_factory):
     classpath = build_java_client()
     cluster = cluster_factory(3, props={"replica.lag.time.max.ms": "10000",
                                         "replica.fetch.backoff.ms": "200",
+                                        "zookeeper.session.timeout.ms": "4000",
                                         "unclean.leader.election.enable": "false"})
     per_client = TOTAL // 3
     try:
@@ -248,8 +249,7 @@ def test_hard_bounce_acks_all_idempotent_producers(cluster_factory):
             last[(partition, client)] = index
     finally:
         cluster.stop()
-    for p in range(PARTITIONS):
-        assert_replicas_identical(cluster, TOPIC, p, cluster.ids)
+    assert_replicas_identical(cluster, TOPIC, range(PARTITIONS), cluster.ids)
 
 
 def test_leader_failover_under_consumer_group(cluster_factory):
@@ -259,7 +259,8 @@ def test_leader_failover_under_consumer_group(cluster_factory):
     from confluent_kafka import Consumer, TopicPartition
 
     cluster = cluster_factory(3, props={"replica.lag.time.max.ms": "10000",
-                                        "replica.fetch.backoff.ms": "200"})
+                                        "replica.fetch.backoff.ms": "200",
+                                        "zookeeper.session.timeout.ms": "4000"})
     topic, n = "failover", 6000
     try:
         create_topic(cluster, topic, {0: [1, 2, 3], 1: [2, 3, 1]}, {"min.insync.replicas": "2"})

@@ -76,7 +76,8 @@ def test_paused_followers_leave_and_rejoin_isr_and_min_insync(tmp_path, slow_zoo
             _send(producer, "isr", b"before-%d" % i)
         epoch = cluster.partition_state("isr", 0)["leader_epoch"]
 
-        weak = kafka_python_producer(cluster.bootstrap, acks=1, retries=0)
+        weak = kafka_python_producer(cluster.broker(ctrl).bootstrap, acks=1, retries=0)
+        weak.partitions_for("isr")
         cluster.pause(b)
         # a follower at the leader's LEO is in sync however long it is silent (Kafka's
         # rule): the leader must move on for the paused one to fall behind
@@ -128,7 +129,8 @@ def test_paused_followers_leave_and_rejoin_isr_and_min_insync(tmp_path, slow_zoo
 
 
 def _fast_cluster(cluster_factory, **props) -> Cluster:
-    base = {"replica.fetch.backoff.ms": "200", "unclean.leader.election.enable": "false"}
+    base = {"replica.fetch.backoff.ms": "200", "unclean.leader.election.enable": "false",
+            "zookeeper.session.timeout.ms": "4000"}
     base.update(props)
     return cluster_factory(3, props=base)
 
@@ -203,8 +205,9 @@ def test_kip279_replicas_crashing_together_with_different_tails_converge(cluster
         for i in range(5):
             _send(producer, "kip279", b"m0-%d" % i)  # acks=all: A and B
         producer.close()
+        weak = kafka_python_producer(cluster.broker(a).bootstrap, acks=1, retries=0)
+        weak.partitions_for("kip279")  # metadata before B freezes
         cluster.pause(b)
-        weak = kafka_python_producer(cluster.bootstrap, acks=1, retries=0)
         for i in range(3):
             _send(weak, "kip279", b"m1-%d" % i)  # only A has these
         weak.close()
