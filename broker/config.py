@@ -400,6 +400,11 @@ class KafkaConfig:
         if ibl is not None and ibl.upper() not in {e.listener_name for e in self.listeners}:
             raise ConfigError("inter.broker.listener.name", ibl,
                               "one of " + ", ".join(e.listener_name for e in self.listeners))
+        qbytes = self._values["queued.max.request.bytes"]
+        if 0 < qbytes < self._values["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes", qbytes,
+                              "-1 (no bound) or at least socket.request.max.bytes ("
+                              f"{self._values['socket.request.max.bytes']})")
         if ibl is not None and "security.inter.broker.protocol" in self._explicit:
             raise ConfigError("security.inter.broker.protocol",
                               self._values["security.inter.broker.protocol"],

@@ -410,6 +410,7 @@ class BrokerServer:
             socket_receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
             max_connections=cfg.get("max.connections"),
             max_connections_per_ip=cfg.get("max.connections.per.ip"),
+            queued_max_request_bytes=cfg.get("queued.max.request.bytes"),
             security=self.security)
         try:
             await self.socket_server.start()
