@@ -181,7 +181,10 @@ def test_kip101_follower_restarting_with_stale_hw_keeps_acknowledged_records(clu
         assert st["leader_epoch"] >= 1
 
         start_after_kill(cluster, a)
-        wait_isr(cluster, "kip101", 0, [a, b], timeout=90)
+        st = wait_isr(cluster, "kip101", 0, [a, b], timeout=90)
+        # B grew the ISR with AlterPartition saying RECOVERED (KIP-704), whether or not the
+        # controller marked its election RECOVERING (unclean)
+        assert st.get("leader_recovery_state", 0) == 0
     finally:
         cluster.stop()
         collect_client_garbage()
