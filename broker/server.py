@@ -251,6 +251,10 @@ class BrokerServer:
         from broker.dynamic_config import DynamicBrokerConfig  # issue 16: KIP-226
         self.services.dynamic_config = listener.dynamic_config = \
             DynamicBrokerConfig(self.services, self)
+        if self.replica_manager is not None:  # issue 12: live throttles / fetcher count
+            from broker.replication.wiring import replication_reconfigurable
+            self.services.dynamic_config.listeners.append(
+                replication_reconfigurable(self.replica_manager, cfg))
         from broker.coordinator.transaction.wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
         load_all()
