@@ -49,6 +49,7 @@ QUICK: dict[str, tuple[list[str], dict[str, str]]] = {
     "spark": (["--records", "20000", "--repeat", "1"], {}),
     "transactions": (["--quick"], {}),
     "metrics": (["--quick"], {}),
+    "replication": (["--quick"], {}),
 }
 #: Benchmarks that measure against a running broker given as ``--bootstrap host:port``.
 NEEDS_BROKER = {"spark"}
