@@ -208,8 +208,10 @@ class PartitionStateMachine:
                              ) -> dict[TopicPartition, State | Exception]:
         remaining = list(tps)
         finished: dict[TopicPartition, State | Exception] = {}
+        cached = True
         while remaining:
-            done, remaining = await self._do_elect_leaders(remaining, strategy)
+            done, remaining = await self._do_elect_leaders(remaining, strategy, cached)
+            cached = False
             for tp, r in done.items():
                 if isinstance(r, Exception):
                     log.error("Controller %d epoch %d failed to change state for partition "
@@ -221,10 +223,17 @@ class PartitionStateMachine:
                          strategy, remaining)
         return finished
 
-    async def _do_elect_leaders(self, tps: list[TopicPartition], strategy):
+    async def _do_elect_leaders(self, tps: list[TopicPartition], strategy, cached: bool = False):
+        """One round: the states come from the controller's cache on the first round (every
+        state write goes through this controller, and a stale one fails the conditional
+        write), from ZooKeeper on retries (Kafka reads ZooKeeper every round)."""
         ctx = self.context
         finished: dict[TopicPartition, State | Exception] = {}
-        current = await self.zk.get_partition_states(tps)
+        current = {tp: ctx.leadership[tp] for tp in tps if tp in ctx.leadership} if cached \
+            else {}
+        missing = [tp for tp in tps if tp not in current]
+        if missing:
+            current.update(await self.zk.get_partition_states(missing))
         valid: list[tuple[TopicPartition, State]] = []
         for tp in tps:
             state = current.get(tp)

@@ -159,8 +159,11 @@ class ReplicaStateMachine:
                                         ) -> dict[TopicPartition, State]:
         results: dict[TopicPartition, State] = {}
         remaining = tps
+        cached = True
         while remaining:
-            done, remaining = await self._do_remove_replicas_from_isr(replica_id, remaining)
+            done, remaining = await self._do_remove_replicas_from_isr(replica_id, remaining,
+                                                                      cached)
+            cached = False
             for tp, r in done.items():
                 if isinstance(r, Exception):
                     log.error("Controller %d epoch %d initiated state change of replica %d for "
@@ -170,9 +173,16 @@ class ReplicaStateMachine:
                     results[tp] = r
         return results
 
-    async def _do_remove_replicas_from_isr(self, replica_id: int, tps: list[TopicPartition]):
+    async def _do_remove_replicas_from_isr(self, replica_id: int, tps: list[TopicPartition],
+                                           cached: bool = False):
+        """First round from the controller's cache, retries from ZooKeeper (see
+        PartitionStateMachine._do_elect_leaders)."""
         ctx = self.context
-        current = await self.zk.get_partition_states(tps)
+        current = {tp: ctx.leadership[tp] for tp in tps if tp in ctx.leadership} if cached \
+            else {}
+        missing = [tp for tp in tps if tp not in current]
+        if missing:
+            current.update(await self.zk.get_partition_states(missing))
         out: dict[TopicPartition, State | Exception] = {}
         adjusted: dict[TopicPartition, State] = {}
         for tp in tps:

@@ -70,7 +70,8 @@ class ZkBroker(ZkAdminMixin, Controller):
     ``metadata_cache`` its MetadataCache (read for admin waits, like ZkAdminManager)."""
 
     def __init__(self, config: Any, listener: Any, metadata_cache: Any,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 auth_data: list[tuple[str, str]] | None = None) -> None:
         self.config = config
         self.listener = listener
         self.metadata_cache = metadata_cache
@@ -80,7 +81,7 @@ class ZkBroker(ZkAdminMixin, Controller):
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
             max_in_flight=config.get("zookeeper.max.in.flight.requests"),
-            secure=bool(config.get("zookeeper.set.acl")))
+            secure=bool(config.get("zookeeper.set.acl")), auth_data=auth_data)
         self.kzk = KafkaZkClient(self.zk_client)
         self.broker_id = config.broker_id
         self.broker_info: zd.BrokerInfo | None = None

@@ -26,7 +26,8 @@ pytestmark = [
 BROKER_KEYS = {"version", "host", "port", "jmx_port", "timestamp", "endpoints",
                "listener_security_protocol_map", "features"}
 CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 19, 20, 22
-NOT_CONTROLLER = 41
+OFFSET_FETCH, FIND_COORDINATOR, ELECT_LEADERS, ALTER_REASSIGNMENTS = 9, 10, 43, 45
+NOT_CONTROLLER, NOT_COORDINATOR = 41, 16
 
 
 def _admin(cluster):
@@ -239,3 +240,108 @@ def test_producer_id_blocks_are_unique_across_brokers(zk_cluster):
     assert set(block) == {"version", "broker", "block_start", "block_end"}
     assert block["version"] == 1 and isinstance(block["block_start"], str)
     assert int(block["block_end"]) - int(block["block_start"]) == 999
+
+
+def test_group_coordination_moves_with_offsets_topic_leadership(zk_cluster):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from broker.coordinator.group_store import partition_for
+
+    c = zk_cluster
+    topic, group = "zk-group-data", "zk-group"
+    admin = _admin(c)
+    from confluent_kafka.admin import NewTopic
+
+    _wait_futures(admin.create_topics([NewTopic(topic, 3, 3)], request_timeout=30))
+    c.wait_metadata_converged([topic])
+    producer = KafkaProducer(bootstrap_servers=c.bootstrap, acks="all")
+    for i in range(30):
+        producer.send(topic, value=b"g%d" % i, partition=i % 3)
+    producer.flush(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(topic, group_id=group, bootstrap_servers=c.bootstrap,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             consumer_timeout_ms=15000)
+    got = []
+    for r in consumer:
+        got.append(r.value)
+        if len(got) == 30:
+            break
+    consumer.commit()
+    consumer.close()
+    assert sorted(got) == sorted(b"g%d" % i for i in range(30))
+    p = partition_for(group, 6)
+    offsets_state = c.partition_state("__consumer_offsets", p)
+    old = offsets_state["leader"]
+    replicas = c.zk_json("/brokers/topics/__consumer_offsets")["partitions"][str(p)]
+    new = next(b for b in replicas if b != old and b in offsets_state["isr"])
+    fetch = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1, 2]}]}
+
+    def committed(node: int):
+        with KafkaClient(c.broker(node).bootstrap) as k:
+            resp = k.request(OFFSET_FETCH, fetch, version=7)
+            return resp.error_code, {pr.partition_index: pr.committed_offset
+                                     for t in resp.topics for pr in t.partitions}
+    assert committed(old) == (0, {0: 10, 1: 10, 2: 10})
+    # make `new` the preferred replica, then elect it: leadership moves, `old` still runs
+    with KafkaClient(c.broker(c.controller_id()).bootstrap) as k:
+        resp = k.request(ALTER_REASSIGNMENTS, {"timeout_ms": 10000, "topics": [{
+            "name": "__consumer_offsets", "partitions": [{
+                "partition_index": p, "replicas": [new] + [b for b in replicas if b != new]}]}]})
+        assert resp.error_code == 0 and resp.responses[0].partitions[0].error_code == 0
+        c.wait_until("the new replica order", lambda: c.zk_json(
+            "/brokers/topics/__consumer_offsets")["partitions"][str(p)][0] == new)
+        resp = k.request(ELECT_LEADERS, {"election_type": 0, "timeout_ms": 10000,
+                                         "topic_partitions": [{"topic": "__consumer_offsets",
+                                                               "partitions": [p]}]})
+        assert resp.replica_election_results[0].partition_result[0].error_code == 0
+    c.wait_until("the old coordinator unloaded the group",
+                 lambda: committed(old)[0] == NOT_COORDINATOR)
+    with KafkaClient(c.bootstrap) as k:
+        c.wait_until("FindCoordinator names the new leader", lambda: k.request(
+            FIND_COORDINATOR, {"key": group, "key_type": 0}, version=3).node_id == new)
+    c.wait_until("the new coordinator serves the offsets",
+                 lambda: committed(new) == (0, {0: 10, 1: 10, 2: 10}))
+
+
+def test_set_acl_protects_znodes_with_the_jaas_identity(zookeeper, cluster_factory, tmp_path,
+                                                         monkeypatch):
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    jaas = tmp_path / "zk_client_jaas.conf"
+    jaas.write_text('Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n'
+                    '  username="josef" password="zk-secret";\n};\n')
+    monkeypatch.setenv("KAFKA_OPTS", f"-Djava.security.auth.login.config={jaas}")
+    c = cluster_factory(1, props={"zookeeper.set.acl": "true",
+                                  "offsets.topic.replication.factor": "1"},
+                        zookeeper=zookeeper)
+    monkeypatch.delenv("KAFKA_OPTS")
+    c.wait_metadata_converged([])
+    with KafkaClient(c.bootstrap) as k:  # the broker writes znodes as before
+        resp = k.request(CREATE_TOPICS, {"topics": [{
+            "name": "zk-acl", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+            "configs": []}], "timeout_ms": 10000}, version=5)
+        assert resp.topics[0].error_code == 0
+    zk = c.zk()  # unauthenticated (ZooKeeper masks the digest's hash for it: "josef:x")
+    acls, _ = zk.get_acls("/brokers/topics/zk-acl")
+    assert sorted((a.id.scheme, a.id.id.split(":")[0], a.perms) for a in acls) == sorted(
+        [("digest", "josef", 31), ("world", "anyone", 1)])
+    with pytest.raises(NoAuthError):
+        zk.get("/config/brokers")  # sensitive: no world read
+    assert zk.get("/brokers/topics/zk-acl")[0]  # readable by anyone
+    with pytest.raises(NoAuthError):
+        zk.set("/brokers/topics/zk-acl", b"{}")
+    with pytest.raises(NoAuthError):
+        zk.create("/brokers/topics/zk-acl/partitions/9")
+    other = KazooClient(hosts=zookeeper.connect + c.chroot, auth_data=[
+        ("digest", "josef:zk-secret")])
+    other.start(timeout=15)
+    try:
+        acls, _ = other.get_acls("/config/brokers")
+        assert [(a.id.scheme, a.id.id.split(":")[0], a.perms) for a in acls] == [
+            ("digest", "josef", 31)]
+        other.set("/config/brokers", b"")  # the broker's identity may write
+    finally:
+        other.stop()
+        other.close()
