@@ -141,7 +141,11 @@ class BrokerConnection:
             task.cancel()
             try:
                 await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
+                    raise  # the caller itself is being cancelled: do not swallow that
+            except Exception:  # noqa: BLE001 - closing anyway
                 pass
 
     def _fail(self, error: BrokerConnectionError) -> None:

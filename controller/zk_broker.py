@@ -246,10 +246,12 @@ class ZkBroker(ZkAdminMixin, Controller):
             if request.controller_epoch < self.metadata_cache.controller_epoch:
                 return int(ErrorCode.STALE_CONTROLLER_EPOCH), {}
             await self._ensure_topic_configs(request)
+            started = time.monotonic()
             try:
                 results = await self.listener.on_leader_and_isr(request)
             except KafkaError as e:
                 return int(e.code), {}
+            _log_slow("LeaderAndIsr", request, started)
             return int(ErrorCode.NONE), dict(results or {})
 
     async def apply_update_metadata(self, request) -> int:
@@ -258,10 +260,12 @@ class ZkBroker(ZkAdminMixin, Controller):
                 log.info("Received UpdateMetadata request with broker epoch %d smaller than the "
                          "current broker epoch %d", request.broker_epoch, self._broker_epoch)
                 return int(ErrorCode.STALE_BROKER_EPOCH)
+            started = time.monotonic()
             try:
                 await self.listener.on_update_metadata(request)
             except KafkaError as e:
                 return int(e.code)
+            _log_slow("UpdateMetadata", request, started)
             for ts in request.topic_states:
                 if any(ps.leader == zd.LEADER_DURING_DELETE for ps in ts.partition_states):
                     self._topic_configs.pop(ts.topic_name, None)
@@ -332,3 +336,13 @@ class ZkBroker(ZkAdminMixin, Controller):
         log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown "
                     "attempts failed")
         return False
+
+
+SLOW_APPLY_MS = 200
+
+
+def _log_slow(kind: str, request: Any, started: float) -> None:
+    took = (time.monotonic() - started) * 1000
+    if took >= SLOW_APPLY_MS:
+        n = sum(len(ts.partition_states) for ts in request.topic_states)
+        log.info("applied %s for %d partitions in %.0f ms", kind, n, took)

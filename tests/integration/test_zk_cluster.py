@@ -15,7 +15,7 @@ import pytest
 
 from client.connection import KafkaClient
 from storage.checkpoints import read_meta_properties
-from tests.integration.harness import run_java_client
+from tests.integration.harness import REPO_ROOT, run_java_client
 
 pytestmark = [
     pytest.mark.integration,
@@ -104,6 +104,19 @@ def test_create_topic_with_confluent_admin_metadata_agrees_everywhere(zk_cluster
     firsts = [rs[0] for rs in replicas.values()]
     assert sorted(firsts.count(b) for b in (1, 2, 3)) == [2, 2, 2]
     assert c.zk_json(f"/config/topics/{topic}") == {"version": 1, "config": {}}
+    # CreatePartitions grows the topic cluster-wide; a replication factor above the live
+    # brokers is refused
+    from confluent_kafka.admin import NewPartitions
+
+    _wait_futures(admin.create_partitions([NewPartitions(topic, 8)], request_timeout=30))
+    assert sorted(c.wait_metadata_converged([topic])[topic]) == list(range(8))
+    grown = c.zk_json(f"/brokers/topics/{topic}")["partitions"]
+    assert sorted(grown) == [str(p) for p in range(8)] and all(
+        sorted(rs) == [1, 2, 3] for rs in grown.values())
+    futures = admin.create_topics([NewTopic("zk-basic-rf4", 1, 4)], request_timeout=30)
+    with pytest.raises(Exception) as e:
+        futures["zk-basic-rf4"].result(timeout=30)
+    assert e.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
 
 
 def test_create_and_describe_topic_with_java_admin(zk_cluster, java_client):
@@ -345,3 +358,52 @@ def test_set_acl_protects_znodes_with_the_jaas_identity(zookeeper, cluster_facto
     finally:
         other.stop()
         other.close()
+
+
+def _josef(*args: str, timeout: float = 60.0):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "broker.cli", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _create(c, topic: str, assignment: dict[int, list[int]]) -> None:
+    with KafkaClient(c.broker(c.controller_id()).bootstrap) as k:
+        resp = k.request(CREATE_TOPICS, {"topics": [{
+            "name": topic, "num_partitions": -1, "replication_factor": -1,
+            "assignments": [{"partition_index": p, "broker_ids": b}
+                            for p, b in assignment.items()],
+            "configs": []}], "timeout_ms": 60000}, version=5)
+    assert resp.topics[0].error_code == 0, resp
+    c.wait_metadata_converged([topic])
+
+
+def test_preferred_election_with_the_leader_election_tool(zk_cluster, tmp_path):
+    c = zk_cluster
+    topic = "zk-elect"
+    _create(c, topic, assignment={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2], 3: [1, 3, 2],
+                                  4: [2, 1, 3], 5: [3, 2, 1]})
+    # reorder partition 0's replicas: broker 2 becomes its preferred leader, broker 1 leads on
+    plan = tmp_path / "reorder.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2, 1, 3]}]}))
+    out = _josef("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute",
+                 "--reassignment-json-file", str(plan))
+    assert out.returncode == 0, out.stderr
+    c.wait_until("the new replica order", lambda: c.zk_json(
+        f"/brokers/topics/{topic}")["partitions"]["0"] == [2, 1, 3])
+    assert c.partition_state(topic, 0)["leader"] == 1  # no auto rebalance for 300 s
+    (tmp_path / "elect.json").write_text(json.dumps(
+        {"partitions": [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]}))
+    out = _josef("leader-election", "--bootstrap-server", c.bootstrap, "--election-type",
+                 "PREFERRED", "--path-to-json-file", str(tmp_path / "elect.json"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        f"Successfully completed leader election (PREFERRED) for partitions {topic}-0",
+        f"Valid replica already elected for partitions {topic}-1"]
+    assert c.partition_state(topic, 0)["leader"] == 2
+    out = _josef("leader-election", "--bootstrap-server", c.bootstrap, "--election-type",
+                 "preferred", "--all-topic-partitions")
+    assert out.returncode == 0 and out.stdout == "", (out.stdout, out.stderr)
+    c.wait_metadata_converged([topic])
