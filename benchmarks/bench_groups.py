@@ -8,6 +8,11 @@ tests/integration/harness.py and stopped by PID at the end).
    the existing members notice the rebalance, so it is reported with the result (Kafka's
    consumer default is 3000 ms; ``group.initial.rebalance.delay.ms`` only applies to Empty
    groups and is 0 here).
+   The same for 10 and 100 members with the classic protocol and with the KIP-848 consumer
+   protocol (ConsumerGroupHeartbeat members, server-side uniform assignor, incremental
+   revocation), one broker, the same heartbeat cadence: the consumer protocol needs no
+   JoinGroup/SyncGroup barrier, but a moved partition takes two heartbeats (revoke, then
+   assign).
 2. OffsetCommit requests/s: ``--connections`` connections, each sending OffsetCommit v8 (one
    partition, a "simple" group committing with generation -1) back to back; every request
    is a write to ``__consumer_offsets`` (acks=-1 on a single replica).
@@ -26,6 +31,7 @@ import struct
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,6 +125,15 @@ class Member:
         self.task = asyncio.get_running_loop().create_task(self.run())
 
 
+async def stop_members(members, conns) -> None:
+    for m in members:
+        if m.task:
+            m.task.cancel()
+    await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
+    for c in conns:
+        c.close()
+
+
 async def wait_coordinator(conn: Conn, group: str) -> None:
     for _ in range(300):
         r = await conn.call(FIND, 3, key=group, key_type=0)
@@ -158,12 +173,114 @@ async def rebalance_once(host, port, group: str, size: int, heartbeat_ms: int) -
             await asyncio.sleep(0.001)
         return (time.perf_counter() - t0) * 1000
     finally:
+        await stop_members(members, conns)
+
+
+CG_HEARTBEAT = 68
+
+
+class ConsumerMember:
+    """A minimal KIP-848 member: ConsumerGroupHeartbeat every ``heartbeat_ms`` reporting
+    what it owns (it revokes at once, as a client with nothing to commit does)."""
+
+    def __init__(self, conn: Conn, group: str, topic: str, heartbeat_ms: int) -> None:
+        self.conn, self.group, self.topic, self.heartbeat_ms = conn, group, topic, heartbeat_ms
+        self.member_id = str(uuid.uuid4())
+        self.epoch = 0
+        self.owned: dict = {}
+        self.task: asyncio.Task | None = None
+
+    async def beat(self) -> None:
+        Q = api.API_KEYS[CG_HEARTBEAT].request_cls
+        first = self.epoch == 0
+        r = await self.conn.call(
+            CG_HEARTBEAT, 1, group_id=self.group, member_id=self.member_id,
+            member_epoch=self.epoch, rebalance_timeout_ms=30000 if first else -1,
+            subscribed_topic_names=[self.topic] if first else None,
+            topic_partitions=[Q.TopicPartitions(topic_id=t, partitions=sorted(ps))
+                              for t, ps in self.owned.items()])
+        if r.error_code != 0:
+            raise RuntimeError(f"heartbeat failed: {E(r.error_code).name} {r.error_message}")
+        self.epoch = r.member_epoch
+        if r.assignment is not None:
+            self.owned = {tp.topic_id: set(tp.partitions)
+                          for tp in r.assignment.topic_partitions}
+
+    async def run(self) -> None:
+        while True:
+            await self.beat()
+            await asyncio.sleep(self.heartbeat_ms / 1000)
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.run())
+
+
+async def consumer_rebalance_once(host, port, group: str, topic: str, size: int,
+                                  heartbeat_ms: int) -> float:
+    """KIP-848: size-1 members Stable, one joins; time until every member is at the new
+    group epoch with its share of the partitions (the group is Stable again)."""
+    conns = [await Conn.open(host, port, f"c{i}") for i in range(size)]
+    await wait_coordinator(conns[0], group)
+    members = [ConsumerMember(c, group, topic, heartbeat_ms) for c in conns[:-1]]
+    try:
         for m in members:
-            if m.task:
-                m.task.cancel()
-        await asyncio.gather(*(m.task for m in members if m.task), return_exceptions=True)
-        for c in conns:
-            c.close()
+            await m.beat()  # join one by one, then let them settle
+        for m in members:
+            m.start()
+        while len({m.epoch for m in members}) != 1 or \
+                sum(len(p) for m in members for p in m.owned.values()) != size * 2:
+            await asyncio.sleep(0.005)
+        old = members[0].epoch
+        newcomer = ConsumerMember(conns[-1], group, topic, heartbeat_ms)
+        members.append(newcomer)
+        t0 = time.perf_counter()
+        newcomer.start()
+        while True:
+            epochs = {m.epoch for m in members}
+            owned = [(t, p) for m in members for t, ps in m.owned.items() for p in ps]
+            if len(epochs) == 1 and epochs.pop() > old and all(m.owned for m in members) \
+                    and len(owned) == len(set(owned)) == size * 2:
+                break
+            for m in members:
+                if m.task.done() and m.task.exception():
+                    raise m.task.exception()
+            await asyncio.sleep(0.001)
+        return (time.perf_counter() - t0) * 1000
+    finally:
+        await stop_members(members, conns)
+
+
+async def create_topic(host, port, name: str, partitions: int) -> None:
+    conn = await Conn.open(host, port)
+    C = api.API_KEYS[CREATE_TOPICS].request_cls
+    await conn.call(CREATE_TOPICS, 5, topics=[C.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1)], timeout_ms=30000)
+    conn.close()
+    await asyncio.sleep(0.5)
+
+
+def protocol_comparison(broker, rounds: int, heartbeat_ms: int) -> list[tuple[str, str]]:
+    """Rebalance latency, classic vs consumer protocol, 10 and 100 members, same broker,
+    same heartbeat cadence (the topic has 2 partitions per member for the consumer runs)."""
+    rows = []
+    for size in (10, 100):
+        topic = f"bench-cg-{size}"
+        asyncio.run(create_topic(broker.host, broker.port, topic, size * 2))
+        for name in ("classic", "consumer (KIP-848)"):
+            samples = []
+            for r in range(rounds):
+                group = f"bench-{name[:4]}-{size}-{r}"
+                if name == "classic":
+                    coro = rebalance_once(broker.host, broker.port, group, size, heartbeat_ms)
+                else:
+                    coro = consumer_rebalance_once(broker.host, broker.port, group, topic, size,
+                                                   heartbeat_ms)
+                samples.append(asyncio.run(coro))
+            rows.append((f"rebalance, {name}: {size - 1} Stable + 1 joins (heartbeat "
+                         f"{heartbeat_ms} ms)",
+                         f"median {statistics.median(samples):.1f} ms, min {min(samples):.1f},"
+                         f" max {max(samples):.1f} ({rounds} rounds)"))
+    return rows
 
 
 async def commit_rate(host, port, connections: int, seconds: float) -> float:
@@ -227,6 +344,7 @@ def main() -> int:
             rows.append((f"rebalance: 9 Stable + 1 joins -> 10 Stable (heartbeat {hb} ms)",
                          f"median {statistics.median(samples):.1f} ms, min {min(samples):.1f},"
                          f" max {max(samples):.1f} ({rounds} rounds)"))
+        rows += protocol_comparison(broker, rounds, args.heartbeat_ms)
         for n in (1, 8):
             rate = asyncio.run(commit_rate(broker.host, broker.port, n, seconds))
             rows.append((f"OffsetCommit v8, 1 partition, {n} connection(s)",
@@ -240,6 +358,12 @@ def main() -> int:
         "127.0.0.1 (offsets.topic.replication.factor=1, group.initial.rebalance.delay.ms=0).",
         "Rebalance latency is bounded below by the members' heartbeat interval: the existing",
         "members learn about the rebalance from a heartbeat answer (REBALANCE_IN_PROGRESS).",
+        "Classic vs consumer (KIP-848) protocol, same broker and heartbeat cadence: classic",
+        "members rejoin behind a JoinGroup/SyncGroup barrier (every member must join and sync",
+        "the new generation); KIP-848 members move independently, but a partition changes",
+        "owner only after its old owner acknowledged the revocation in a heartbeat, so the",
+        "newcomer's partitions arrive about two heartbeats after it joined. Time is until every",
+        "member is at the new generation / group epoch with its share of the partitions.",
         "OffsetCommit: the client is one Python asyncio process with one request in flight per",
         "connection; in a cProfile of the broker during the 1-connection run the broker spent",
         "most of its time waiting in epoll (about 0.15 ms of CPU per commit: decode, one",

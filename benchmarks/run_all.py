@@ -48,11 +48,12 @@ QUICK: dict[str, tuple[list[str], dict[str, str]]] = {
     "records": (["100", "100"], {}),
     "spark": (["--records", "20000", "--repeat", "1"], {}),
     "controller": (["--quick"], {}),
+    "metrics": (["--quick"], {}),
 }
 #: Benchmarks that measure against a running broker given as ``--bootstrap host:port``.
 NEEDS_BROKER = {"spark"}
 #: Order of sections in RESULTS.md (others follow alphabetically).
-ORDER = ["broker", "network", "storage", "purgatory", "records", "spark"]
+ORDER = ["broker", "network", "storage", "purgatory", "records", "spark", "metrics"]
 
 
 def machine_line() -> str:

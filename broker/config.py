@@ -260,7 +260,8 @@ def _parse_protocol_map(text: str) -> dict[str, str]:
 
 
 class KafkaConfig:
-    """Parsed, validated broker configuration. Immutable after construction.
+    """Parsed, validated broker configuration. Immutable after construction, except for the
+    KIP-226 dynamic layers (``apply_dynamic``) that ``broker.dynamic_config`` manages.
 
     ``KafkaConfig(props, overrides=())``: ``props`` maps Kafka key names to strings (or to
     already typed values); ``overrides`` are ``"key=value"`` strings applied on top.
@@ -287,6 +288,9 @@ class KafkaConfig:
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         self._values = {n: self._explicit.get(n, k.default) for n, k in BROKER_CONFIG_KEYS.items()}
         self._validate()
+        # KIP-226 dynamic layers (broker.dynamic_config sets them): name -> parsed value
+        self._dynamic_broker: dict[str, Any] = {}
+        self._dynamic_default: dict[str, Any] = {}
 
     def _listener_override(self, name: str, raw: Any) -> bool:
         """Record ``listener.name.<l>.<key>`` / ``listener.name.<l>.<mech>.<key>``; False if
@@ -396,6 +400,11 @@ class KafkaConfig:
         if ibl is not None and ibl.upper() not in {e.listener_name for e in self.listeners}:
             raise ConfigError("inter.broker.listener.name", ibl,
                               "one of " + ", ".join(e.listener_name for e in self.listeners))
+        qbytes = self._values["queued.max.request.bytes"]
+        if 0 < qbytes < self._values["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes", qbytes,
+                              "-1 (no bound) or at least socket.request.max.bytes ("
+                              f"{self._values['socket.request.max.bytes']})")
         if ibl is not None and "security.inter.broker.protocol" in self._explicit:
             raise ConfigError("security.inter.broker.protocol",
                               self._values["security.inter.broker.protocol"],
@@ -436,8 +445,53 @@ class KafkaConfig:
     def source(self, name: str) -> ConfigSource:
         if name not in BROKER_CONFIG_KEYS:
             raise KeyError(name)
+        if name in self._dynamic_broker:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self._dynamic_default:
+            return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         return ConfigSource.STATIC_BROKER_CONFIG if name in self._explicit \
             else ConfigSource.DEFAULT_CONFIG
+
+    def static_value(self, name: str) -> Any:
+        """The value from server.properties (or the default), ignoring dynamic layers."""
+        return self._explicit.get(name, BROKER_CONFIG_KEYS[name].default)
+
+    def dynamic_layers(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(per-broker, cluster-default) dynamic values in force (KIP-226)."""
+        return dict(self._dynamic_broker), dict(self._dynamic_default)
+
+    def apply_dynamic(self, per_broker: Mapping[str, str], default: Mapping[str, str]
+                      ) -> set[str]:
+        """Set the KIP-226 dynamic layers (string values as stored): a per-broker value wins
+        over a cluster default, which wins over server.properties and the default. Unknown
+        or read-only keys and unparsable values are skipped with a warning (a bad stored
+        value must not stop the broker). Returns the names whose effective value changed."""
+        layers: list[dict[str, Any]] = []
+        for source in (per_broker, default):
+            parsed: dict[str, Any] = {}
+            for name, raw in source.items():
+                key = BROKER_CONFIG_KEYS.get(name)
+                if key is None or key.read_only:
+                    log.warning("ignoring dynamic broker config %s: not a dynamic config", name)
+                    continue
+                try:
+                    parsed[name] = _parse_value(key, raw)
+                except ConfigError as e:
+                    log.warning("ignoring dynamic broker config %s: %s", name, e)
+            layers.append(parsed)
+        self._dynamic_broker, self._dynamic_default = layers
+        changed = set()
+        for name in set(self._values):
+            if name in self._dynamic_broker:
+                value = self._dynamic_broker[name]
+            elif name in self._dynamic_default:
+                value = self._dynamic_default[name]
+            else:
+                value = self.static_value(name)
+            if self._values[name] != value:
+                self._values[name] = value
+                changed.add(name)
+        return changed
 
     def originals(self) -> dict[str, Any]:
         """The explicitly set known keys with their parsed values."""
@@ -451,8 +505,9 @@ class KafkaConfig:
         for name in wanted:
             key = BROKER_CONFIG_KEYS[name]
             value = None if key.sensitive else _to_string(key, self._values[name])
-            out.append(ConfigEntry(name, value, key.type, self.source(name), key.read_only,
-                                   key.sensitive, name not in self._explicit))
+            source = self.source(name)
+            out.append(ConfigEntry(name, value, key.type, source, key.read_only,
+                                   key.sensitive, source is ConfigSource.DEFAULT_CONFIG))
         return out
 
     def __repr__(self) -> str:

@@ -58,6 +58,7 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7  # KIP-714 (issue 16)
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,7 @@ _KEYS = [
     _k("group.consumer.min.heartbeat.interval.ms", _T.INT, 5000, Range(1)),
     _k("group.consumer.max.heartbeat.interval.ms", _T.INT, 15000, Range(1)),
     _k("group.consumer.max.size", _T.INT, INT_MAX, Range(1)),
+    _k("telemetry.max.bytes", _T.INT, 1048576, Range(1)),
     _k("group.consumer.migration.policy", _T.STRING, "bidirectional",
        OneOf(("disabled", "downgrade", "upgrade", "bidirectional"), case_insensitive=True)),
     # --- security (issue 15): TLS, SASL, authorizer, quotas, connection limits, delegation

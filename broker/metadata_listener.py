@@ -44,6 +44,7 @@ class BrokerMetadataListener(api.BrokerMetadataListener):
         self.replica_manager = replica_manager
         self.applied = {"leader_and_isr": 0, "update_metadata": 0, "stop_replica": 0,
                         "config_change": 0}
+        self.dynamic_config: Any = None  # broker.dynamic_config.DynamicBrokerConfig
 
     async def on_leader_and_isr(self, decision: Any) -> dict | None:
         """Returns the ReplicaManager's ``{(topic, partition): error code}`` (for the
@@ -74,4 +75,10 @@ class BrokerMetadataListener(api.BrokerMetadataListener):
     async def on_topic_config_change(self, topic: str, configs: dict[str, str]) -> None:
         if self.replica_manager is not None:
             await _maybe_await(self.replica_manager.on_topic_config_change(topic, configs))
+        self.applied["config_change"] += 1
+
+    async def on_broker_config_change(self, entity: str, configs: dict[str, str]) -> None:
+        """KIP-226: ``entity`` ("<id>" or "<default>") has the overrides ``configs``."""
+        if self.dynamic_config is not None:
+            self.dynamic_config.on_change(entity, configs)
         self.applied["config_change"] += 1

@@ -22,6 +22,13 @@ Everything runs on one event loop; ``num.network.threads`` has no meaning here.
   asyncio stops listening for 1 s and retries, reporting each failed call with a full
   traceback; ``AcceptErrorLimiter`` (installed while the server runs) turns those reports
   into one WARNING per 10 s with a count, as Kafka's Acceptor logs and backs off.
+* Memory: ``queued.max.request.bytes`` (> 0) bounds the request bytes all connections hold
+  together (``broker.memory_pool.MemoryPool``, Kafka's non-strict SimpleMemoryPool; -1 = no
+  bound, Kafka's default): receive buffers grow with the bytes that arrive and a connection
+  needing memory while the pool is exhausted is muted until memory frees. One scratch receive
+  buffer is shared by all connections (each read's bytes are copied out at once).
+  ``max_unauthenticated_frame_bytes`` ({listener name: bytes}) caps frames before
+  ``Processor.authenticated()`` (Kafka's ``sasl.server.max.receive.size`` for SASL listeners).
 * Security (``security``: ``broker.security.manager.SecurityManager``): SSL and SASL_SSL
   listeners wrap each accepted connection in ``broker.security.tls_transport
   .TlsServerProtocol`` (handshake off the loop, no sendfile); the Processor gives every
@@ -43,9 +50,11 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.config import Endpoint
+from broker.memory_pool import MemoryPool
 from broker.processor import DataReceivedProcessor, Processor, ProcessorBase
 from broker.request_channel import Handler, Request, RequestChannel
 from broker.security.tls_transport import TlsServerProtocol
+from protocol.frames import new_scratch
 
 # Endpoint (broker.config) and the Processor classes (broker.processor) are re-exported for
 # callers of the network layer
@@ -184,7 +193,8 @@ class SocketServer:
                  listen_backlog: int = 50, use_sendfile: bool = True,
                  queued_max_requests: int = 500, socket_send_buffer_bytes: int = -1,
                  socket_receive_buffer_bytes: int = -1, max_connections: int = INT_MAX,
-                 max_connections_per_ip: int = INT_MAX,
+                 max_connections_per_ip: int = INT_MAX, queued_max_request_bytes: int = -1,
+                 max_unauthenticated_frame_bytes: dict[str, int] | None = None,
                  clock: Callable[[], float] = _monotonic_ms, security: Any = None) -> None:
         if max_inflight_per_connection < 1 or max_queued_requests_per_connection < 1:
             raise ValueError("per-connection request limits must be >= 1")
@@ -205,6 +215,10 @@ class SocketServer:
         self.failed_authentications = 0  # TLS handshakes and SASL exchanges that failed
         self.expired_sessions_closed = 0  # KIP-368 sessions used past their lifetime
         self.request_channel = RequestChannel(handler, num_io_threads, queued_max_requests)
+        self.memory_pool = MemoryPool(queued_max_request_bytes)
+        self.receive_scratch = new_scratch()  # shared: one event loop, reads copied out at once
+        self.max_unauthenticated_frame_bytes = {
+            name.upper(): n for name, n in (max_unauthenticated_frame_bytes or {}).items()}
         #: called as ``request_completed(request, end_ns)`` once a response left (metrics)
         self.request_completed: Callable[[Request, int], None] | None = None
         self.acceptors = [Acceptor(self, e, listen_backlog) for e in self.endpoints]

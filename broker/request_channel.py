@@ -222,6 +222,24 @@ class RequestChannel:
                                                                 name=f"io-worker-{i}")
                          for i in range(self.num_io_threads)]
 
+    def resize(self, num_io_threads: int) -> None:
+        """``num.io.threads`` changed (KIP-226): start more workers, or ask the newest ones
+        to stop after the request in hand."""
+        if num_io_threads < 1:
+            raise ValueError(f"num.io.threads must be >= 1, got {num_io_threads}")
+        self.num_io_threads = num_io_threads
+        self._workers = [w for w in self._workers if not w.done()]
+        if not self._workers:
+            return  # not started: start() uses the new count
+        loop = asyncio.get_running_loop()
+        while len(self._workers) < num_io_threads:
+            i = len(self._workers)
+            self._workers.append(loop.create_task(self._run_worker(i), name=f"io-worker-{i}"))
+        # the excess exits when it takes a stop marker (queued behind waiting requests);
+        # finished tasks are dropped from the list at the next resize
+        for _ in range(len(self._workers) - num_io_threads):
+            self._queue.put_nowait(_STOP)
+
     def send_request(self, request: Request) -> None:
         self._queue.put_nowait(request)
 

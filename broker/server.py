@@ -98,6 +98,9 @@ class BrokerServices:
     producer_id_manager: Any = None
     fetch_session_cache: Any = None
     group_coordinator: Any = None
+    dynamic_config: Any = None  # broker.dynamic_config.DynamicBrokerConfig (KIP-226)
+    client_metrics: Any = None  # broker.client_metrics.ClientMetricsManager (KIP-714)
+    log_dir_mover: Any = None  # broker.alter_log_dirs.ReplicaAlterLogDirsManager (KIP-113)
     transaction_coordinator: Any = None  # issue 14: broker.coordinator.transaction
     transaction_verifier: Any = None
     #: broker.security.manager.SecurityManager (listeners, credentials, authorizer, quotas)
@@ -242,6 +245,9 @@ class BrokerServer:
                                        security=self.security)
         from broker.coordinator.wiring import attach_group_coordinator
         attach_group_coordinator(self.services, listener)
+        from broker.dynamic_config import DynamicBrokerConfig  # issue 16: KIP-226
+        self.services.dynamic_config = listener.dynamic_config = \
+            DynamicBrokerConfig(self.services, self)
         from broker.coordinator.transaction.wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
         load_all()
@@ -251,6 +257,12 @@ class BrokerServer:
 
         self.controller = await self._open_controller(listener)
         self.services.controller = self.controller
+        from broker.alter_log_dirs import ReplicaAlterLogDirsManager  # issue 16: KIP-113
+        self.services.log_dir_mover = ReplicaAlterLogDirsManager(self.replica_manager,
+                                                                 self.log_manager)
+        from broker.client_metrics import ClientMetricsManager  # issue 16: KIP-714
+        self.services.client_metrics = ClientMetricsManager(
+            self.controller, cfg.get("telemetry.max.bytes"))
         self._make_data_path_services()
         self.metadata_cache.set_cluster_id(self.controller.cluster_id)
         await self._write_meta_properties(self.controller.cluster_id)
@@ -407,6 +419,7 @@ class BrokerServer:
             socket_receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
             max_connections=cfg.get("max.connections"),
             max_connections_per_ip=cfg.get("max.connections.per.ip"),
+            queued_max_request_bytes=cfg.get("queued.max.request.bytes"),
             security=self.security)
         try:
             await self.socket_server.start()
@@ -545,6 +558,9 @@ class BrokerServer:
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             steps.append(("group coordinator", coordinator.shutdown))
+        mover = self.services.log_dir_mover if self.services else None
+        if mover is not None:
+            steps.append(("log dir mover", mover.shutdown))
         if self.security is not None:
             steps.append(("security manager", self.security.shutdown))
         if self.replica_manager is not None:

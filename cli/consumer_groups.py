@@ -2,8 +2,9 @@
 groups, like ``kafka-consumer-groups.sh``.
 
 - ``--list``: ListGroups on every broker, one group id per line.
-- ``--describe --group g``: FindCoordinator, DescribeGroups and OffsetFetch on the
-  coordinator, ListOffsets (latest) on the leaders; Kafka's table::
+- ``--describe --group g``: FindCoordinator, ConsumerGroupDescribe (KIP-848 groups; a
+  classic group falls back to DescribeGroups) and OffsetFetch on the coordinator,
+  ListOffsets (latest) on the leaders; Kafka's table::
 
     GROUP  TOPIC  PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID  HOST  CLIENT-ID
 
@@ -38,6 +39,7 @@ from client.offsets import EARLIEST, LATEST, commit_offsets, list_offsets
 COMMAND = "consumer-groups"
 HELP = "List, describe, reset and delete consumer groups (like kafka-consumer-groups.sh)"
 OFFSET_FETCH, FIND_COORDINATOR = 9, 10
+CONSUMER_GROUP_DESCRIBE = 69
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 
 
@@ -69,19 +71,48 @@ def _table(rows: list[list[str]]) -> str:
                      for r in rows)
 
 
+class _Member:
+    def __init__(self, member_id: str, client_id: str, client_host: str) -> None:
+        self.member_id, self.client_id, self.client_host = member_id, client_id, client_host
+
+
+def _consumer_group(client, node: int, group: str):
+    """The KIP-848 consumer group ``group`` (ConsumerGroupDescribe), or None when the broker
+    does not serve that API or the group is not a consumer group."""
+    if not client.supports(CONSUMER_GROUP_DESCRIBE):
+        return None
+    r = client.request(CONSUMER_GROUP_DESCRIBE, {"group_ids": [group]}, node=node)
+    g = r.groups[0]
+    return g if g.error_code == 0 else None
+
+
+def _group_state(client, node: int, group: str) -> str:
+    cg = _consumer_group(client, node, group)
+    return cg.group_state if cg is not None else describe_group(client, node, group).group_state
+
+
 def _describe(client, args) -> int:
     for group in args.group:
         node = find_coordinator(client, group)
-        g = describe_group(client, node, group)
-        committed = committed_offsets(client, node, group)
         owners = {}
-        for m in g.members:
-            for tp in parse_assignment(m.member_assignment):
-                owners[tp] = m
+        cg = _consumer_group(client, node, group)
+        if cg is not None:  # KIP-848 group: members' current assignments by topic name
+            members = cg.members
+            for m in cg.members:
+                member = _Member(m.member_id, m.client_id, m.client_host)
+                for tp in m.assignment.topic_partitions:
+                    for p in tp.partitions:
+                        owners[(tp.topic_name, p)] = member
+        else:
+            members = describe_group(client, node, group).members
+            for m in members:
+                for tp in parse_assignment(m.member_assignment):
+                    owners[tp] = m
+        committed = committed_offsets(client, node, group)
         tps = sorted(set(committed) | set(owners))
         ends = list_offsets(client, tps, LATEST) if tps else {}
         print()
-        if not g.members:
+        if not members:
             print(f"Consumer group '{group}' has no active members.")
             print()
         rows = [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
@@ -123,10 +154,10 @@ def _reset(client, args) -> int:
                          "--shift-by")
     group = args.group[0]
     node = find_coordinator(client, group)
-    g = describe_group(client, node, group)
-    if args.execute and g.group_state not in ("Empty", "Dead", ""):
+    state = _group_state(client, node, group)
+    if args.execute and state not in ("Empty", "Dead", ""):
         raise ToolError(f"Assignments can only be reset if the group '{group}' is inactive, "
-                        f"but the current state is {g.group_state}.")
+                        f"but the current state is {state}.")
     committed = committed_offsets(client, node, group)
     tps = _reset_targets(client, args, committed)
     if not tps:

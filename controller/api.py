@@ -313,3 +313,28 @@ class Controller(abc.ABC):
     def broker_configs(self, entity: str) -> dict[str, str]:
         """The entity's dynamic broker configs ({} when none)."""
         return {}
+
+    # Feature versioning (KIP-584; ZooKeeper's ``/feature`` document): the broker validates
+    # updates against ``broker.features.SUPPORTED_FEATURES`` before calling.
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        """``(epoch, {feature: finalized max version level})``; epoch -1 when unknown."""
+        return -1, {}
+
+    async def update_features(self, levels: dict[str, int]) -> int:
+        """Set (level > 0) or remove (level 0) finalized feature levels; returns the new
+        epoch. Raises OSError when the store write fails."""
+        raise NotImplementedError("feature updates are not supported by this controller")
+
+    # KIP-714 client metrics subscriptions (config resource type CLIENT_METRICS). Default:
+    # kept in memory by this controller object (not persisted).
+    def client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        """``{subscription name: configs}``."""
+        return dict(getattr(self, "_client_metrics_mem", {}))
+
+    async def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Store a subscription's configs (validated by the broker); {} deletes it."""
+        mem = self.__dict__.setdefault("_client_metrics_mem", {})
+        if configs:
+            mem[name] = dict(configs)
+        else:
+            mem.pop(name, None)

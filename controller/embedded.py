@@ -45,6 +45,7 @@ from controller.api import (
     ElectLeadersResult,
     TopicResult,
 )
+from controller.broker_config_admin import BrokerConfigAdmin
 from controller.channel import LocalControllerChannel
 from controller.kafka_uuid import random_uuid, to_base64
 from controller.metadata_store import Create, Delete, EmbeddedMetadataStore, Op, SetData
@@ -76,7 +77,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_PARTITIONS_PER_TOPIC = 10_000
 
 
-class EmbeddedController(TopicAdmin, Controller):
+class EmbeddedController(TopicAdmin, BrokerConfigAdmin, Controller):
     """Single-node controller. ``broker`` is this broker's registration (id, advertised
     endpoints, rack). ``default_num_partitions`` / ``default_replication_factor`` answer -1
     in CreateTopics (``num.partitions``, ``default.replication.factor``)."""
@@ -152,6 +153,7 @@ class EmbeddedController(TopicAdmin, Controller):
             await self._finish_pending_deletions()
             await self._elect_on_startup()
             self._started = True
+            await self._send_broker_configs_on_startup()  # KIP-226, before topic configs
             for t in self._topics.values():
                 if t.configs:
                     await self._channel.send_topic_config_change(self._broker.id, t.name,

@@ -357,6 +357,20 @@ class LogCleaner:
             for i in range(self.config.num_threads):
                 self._tasks.append(asyncio.create_task(self._work(), name=f"log-cleaner-{i}"))
 
+    def resize(self, num_threads: int) -> None:
+        """``log.cleaner.threads`` changed (KIP-226): start or cancel workers (a cancelled
+        worker's pass in an executor thread finishes its batch)."""
+        self.config = dataclasses.replace(self.config, num_threads=num_threads)
+        if not self.config.enable or self.stopping.is_set():
+            return
+        self._tasks = [t for t in self._tasks if not t.done()]
+        while len(self._tasks) < num_threads:
+            self._tasks.append(asyncio.create_task(self._work(),
+                                                   name=f"log-cleaner-{len(self._tasks)}"))
+        for t in self._tasks[num_threads:]:
+            t.cancel()
+        del self._tasks[num_threads:]
+
     async def shutdown(self) -> None:
         """Stop the workers; a pass in an executor thread stops at its next batch."""
         self.stopping.set()

@@ -536,8 +536,9 @@ class Log(LogTransactions):
 
 
 def parse_topic_partition(name: str) -> tuple[str, int]:
-    """`my-topic-3` -> ("my-topic", 3); also accepts `<tp>.<uuid>-delete` names."""
-    base = name.rsplit(".", 1)[0] if name.endswith("-delete") else name
+    """`my-topic-3` -> ("my-topic", 3); also accepts `<tp>.<uuid>-delete` and
+    `<tp>.<uuid>-future` (a replica moving between log dirs, KIP-113) names."""
+    base = name.rsplit(".", 1)[0] if name.endswith(("-delete", "-future")) else name
     topic, _, part = base.rpartition("-")
     try:
         return topic, int(part)

@@ -120,7 +120,8 @@ class LogManager:
                 path = os.path.join(d, name)
                 if not os.path.isdir(path):
                     continue
-                if name.endswith("-delete"):
+                if name.endswith(("-delete", "-future")):
+                    # a -future replica whose move a restart interrupted is abandoned
                     shutil.rmtree(path, ignore_errors=True)
                     continue
                 try:
@@ -226,6 +227,19 @@ class LogManager:
         self._log_dir_of[tp] = d
         return log
 
+    def replace_log(self, tp: TopicPartition, new_log: Log, new_dir: str) -> None:
+        """AlterReplicaLogDirs (KIP-113): ``new_log`` (the promoted future replica, already in
+        ``new_dir`` under the partition's own name) takes the partition over; the old log
+        is retired like a deleted one (renamed ``-delete``, removed after
+        ``file.delete.delay.ms``)."""
+        tp = (tp[0], int(tp[1]))
+        old = self._logs.get(tp)
+        self._attach(new_log)
+        self._logs[tp] = new_log
+        self._log_dir_of[tp] = new_dir
+        if old is not None and old is not new_log:
+            self._retire(tp, old)
+
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove the partition: close its files, rename its dir to
         `<topic>-<n>.<uuid hex>-delete` (topic shortened to fit 255 bytes), delete it in the
@@ -236,6 +250,10 @@ class LogManager:
         if log is None or d is None:
             return False
         self.cleaner.forget(tp)
+        self._retire(tp, log)
+        return True
+
+    def _retire(self, tp: TopicPartition, log: Log) -> None:
         # Kafka's LocalLog.logDeleteDirName: the topic part is shortened so that the name
         # fits 255 bytes (a 249-character topic would otherwise fail with ENAMETOOLONG)
         suffix = f"-{tp[1]}.{uuid.uuid4().hex}-delete"
@@ -248,7 +266,6 @@ class LogManager:
             self._running_loop().call_later(delay / 1000, self._finish_delete, target)
         else:
             self._finish_delete(target)
-        return True
 
     def _finish_delete(self, target: str) -> None:
         log = self._deleting.pop(target, None)

@@ -632,6 +632,7 @@ class ConsumerGroupCoordinator:
         group = ConsumerGroup(classic.group_id, self.time_ms)
         group.offsets = classic.offsets
         group.pending_offset_commits = classic.pending_offset_commits
+        group.pending_txn_offsets = classic.pending_txn_offsets
         self.coordinator.groups.pop(classic.group_id, None)
         self.groups[classic.group_id] = group
         if classic.protocol_type is not None:
@@ -647,6 +648,7 @@ class ConsumerGroupCoordinator:
         group = ConsumerGroup(gid, self.time_ms)
         group.offsets = classic.offsets
         group.pending_offset_commits = classic.pending_offset_commits
+        group.pending_txn_offsets = classic.pending_txn_offsets
         gen = classic.generation_id
         records.append(group_tombstone(gid))
         for m in classic.members.values():
@@ -704,6 +706,7 @@ class ConsumerGroupCoordinator:
         classic = GroupMetadata(gid, GroupState.EMPTY, self.time_ms)
         classic.offsets = group.offsets
         classic.pending_offset_commits = group.pending_offset_commits
+        classic.pending_txn_offsets = group.pending_txn_offsets
         classic.protocol_type = "consumer"
         classic.generation_id = group.group_epoch
         protocols = None
@@ -860,7 +863,7 @@ class ConsumerGroupCoordinator:
 
     def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None,
                               epoch: int) -> ErrorCode:
-        if member_id is None and epoch < 0:
+        if not member_id and epoch < 0:  # admin tools and classic clients send no member
             return E.NONE
         m = group.members.get(member_id or "")
         if m is None:

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from broker.coordinator.group import OffsetAndMetadata
+from broker.coordinator.group import GroupMetadata, OffsetAndMetadata
 
 __all__ = ["Assignment", "ClassicMemberMetadata", "ConsumerGroup", "ConsumerGroupMember",
            "ConsumerGroupState", "MemberState", "reconcile"]
@@ -191,6 +191,8 @@ class ConsumerGroup:
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
+        # transactional offset commits awaiting their marker (KIP-98), by producer id
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.current_state_timestamp = self._now_ms()
         self._last_state = ConsumerGroupState.EMPTY
         self.dead = False
@@ -279,22 +281,10 @@ class ConsumerGroup:
         return out
 
     # --- offsets (the interface GroupCoordinator's commit path uses) -----------------------
-    def prepare_offset_commit(self, tps: Iterable) -> None:
-        for tp in tps:
-            self.pending_offset_commits[tp] = self.pending_offset_commits.get(tp, 0) + 1
-
-    def finish_offset_commit(self, committed: dict | None, tps: Iterable) -> None:
-        for tp in tps:
-            n = self.pending_offset_commits.get(tp, 0) - 1
-            if n > 0:
-                self.pending_offset_commits[tp] = n
-            else:
-                self.pending_offset_commits.pop(tp, None)
-        if committed:
-            self.offsets.update(committed)
-
-    def has_pending_offset_commit(self, tp: tuple[str, int]) -> bool:
-        return tp in self.pending_offset_commits
+    # the same bookkeeping as a classic group's (GroupMetadata's functions, shared)
+    prepare_offset_commit = GroupMetadata.prepare_offset_commit
+    finish_offset_commit = GroupMetadata.finish_offset_commit
+    has_pending_offset_commit = GroupMetadata.has_pending_offset_commit
 
     def expired_offsets(self, now_ms: int, retention_ms: int,
                         subscribed: set[str] | None = None) -> list[tuple[str, int]]:
@@ -306,7 +296,7 @@ class ConsumerGroup:
         topics = subscribed if subscribed is not None else self.subscribed_topic_names()
         out = []
         for tp, om in self.offsets.items():
-            if tp in self.pending_offset_commits or (not empty and tp[0] in topics):
+            if self.has_pending_offset_commit(tp) or (not empty and tp[0] in topics):
                 continue
             if om.expire_timestamp >= 0:
                 if now_ms >= om.expire_timestamp:

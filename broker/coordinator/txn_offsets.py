@@ -106,11 +106,15 @@ async def handle_txn_commit_offsets(coordinator, verifier, group_id: str,
             err = coordinator.coordinator_error(group_id)
             if err != E.NONE:
                 return all_(err)
-    group = coordinator.groups.get(group_id)
+    group = coordinator.groups.get(group_id) or coordinator.consumer_groups.get(group_id)
     if group is None:
         group = GroupMetadata(group_id, GroupState.EMPTY, coordinator.time_ms)
         coordinator.groups[group_id] = group
-    err = _validate(group, member_id, group_instance_id, generation_id)
+    if getattr(group, "is_consumer_group", False):  # KIP-848 group (issue 16)
+        err = coordinator.consumer.validate_offset_commit(group, member_id, group_instance_id,
+                                                          generation_id)
+    else:
+        err = _validate(group, member_id, group_instance_id, generation_id)
     if err != E.NONE:
         return all_(err)
     result: dict[tuple[str, int], ErrorCode] = {}
@@ -174,7 +178,7 @@ def on_transaction_completed(coordinator, producer_id: int, partitions, commit: 
     handleTxnCompletion). Returns the number of groups touched."""
     wanted = set(partitions)
     touched = 0
-    for group in list(coordinator.groups.values()):
+    for group in [*coordinator.groups.values(), *coordinator.consumer_groups.values()]:
         if coordinator.partition_for(group.group_id) not in wanted:
             continue
         pending = group.pending_txn_offsets.pop(producer_id, None)

@@ -34,6 +34,7 @@ HANDLER_MODULES = [
     "txn_offset_commit",
     "transactions_admin",
     "consumer_groups",
+    "features",
     "sasl",
     "scram_credentials",
 ]

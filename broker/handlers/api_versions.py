@@ -6,16 +6,18 @@ whose ``client_software_name`` / ``client_software_version`` is empty or not
 ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?`` gets INVALID_REQUEST (42) with an empty list,
 as Kafka's ``ApiVersionsRequest.isValid`` (KIP-511).
 
-Version notes: v0-v4 (v3+ flexible; the response header is always v0). The response carries
-NO tagged fields (no SupportedFeatures / FinalizedFeatures / ZkMigrationReady): librdkafka
-before 2.2 (Debian's kcat) misparses them. A version above 4 never reaches this handler: the
-dispatcher answers it with UNSUPPORTED_VERSION (35) and the supported ranges in a v0 body.
+Version notes: v0-v4 (v3+ flexible; the response header is always v0). v3+ carries the
+KIP-584 tagged fields SupportedFeatures, FinalizedFeaturesEpoch and FinalizedFeatures
+(``broker.handlers.features``; a Kafka 3.9 broker sends them too). A version above 4 never
+reaches this handler: the dispatcher answers it with UNSUPPORTED_VERSION (35) and the
+supported ranges in a v0 body.
 """
 
 from __future__ import annotations
 
 import re
 
+from broker.handlers.features import api_versions_features
 from broker.handlers.registry import REGISTRY, handles
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
@@ -50,4 +52,5 @@ def handle_api_versions(ctx, request):
     if ctx.api_version >= 3 and not is_valid_client_software(
             request.client_software_name, request.client_software_version):
         return ApiVersionsResponse(error_code=int(ErrorCode.INVALID_REQUEST), api_keys=[])
-    return ApiVersionsResponse(error_code=0, api_keys=supported_api_versions())
+    extra = api_versions_features(ctx) if ctx.api_version >= 3 else {}
+    return ApiVersionsResponse(error_code=0, api_keys=supported_api_versions(), **extra)

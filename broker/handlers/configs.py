@@ -4,16 +4,18 @@ Behaviour (Kafka's ``ConfigHelper`` / ``ZkAdminManager``, ZooKeeper mode; Kafka 
 Configs" and "Broker Configs"; KIP-226 for sources and synonyms, KIP-339 for incremental
 operations):
 
-- Resource types: TOPIC (2), BROKER (4). BROKER_LOGGER (8) and anything else answer
-  INVALID_REQUEST with a message (this broker has no dynamic logger levels).
+- Resource types: TOPIC (2), BROKER (4), CLIENT_METRICS (16, KIP-714 subscriptions:
+  ``broker.client_metrics``). BROKER_LOGGER (8) and anything else answer INVALID_REQUEST
+  with a message (this broker has no dynamic logger levels).
 - DescribeConfigs TOPIC: an illegal name -> INVALID_TOPIC_EXCEPTION (17), an unknown topic ->
   UNKNOWN_TOPIC_OR_PARTITION (3). Every topic config with its effective value: the topic
   override (source TOPIC_CONFIG 1), else the broker default (STATIC_BROKER_CONFIG 4 when a
   synonym is set in server.properties, else DEFAULT_CONFIG 5). Topic configs are never
   read-only or sensitive.
 - DescribeConfigs BROKER: the name must be this broker's id -> every broker config
-  (``KafkaConfig.describe``: read-only as Kafka reports it, sensitive values null); the empty
-  name (cluster-wide dynamic defaults) -> an empty list, as we hold no dynamic configs; a
+  (``KafkaConfig.describe``: read-only as Kafka reports it, sensitive values null, source
+  DYNAMIC_BROKER_CONFIG 2 / DYNAMIC_DEFAULT_BROKER_CONFIG 3 / STATIC_BROKER_CONFIG 4 /
+  DEFAULT_CONFIG 5); the empty name -> the cluster-wide dynamic defaults only (KIP-226); a
   non-integer or another broker's id -> INVALID_REQUEST.
 - ``configuration_keys`` null or empty means all (Kafka's ConfigHelper); unknown names are
   left out (no error).
@@ -29,10 +31,15 @@ operations):
   ``validate_only`` checks without applying. Changes reach the ReplicaManager through the
   controller's ``on_topic_config_change`` and apply live; they are stored with the topic, so
   they survive restarts.
-- Alter for BROKER: Kafka would update dynamic broker configs (KIP-226). Josef has none: a
-  read-only key -> INVALID_REQUEST "Cannot update these configs dynamically: ..." (Kafka's
-  message), a dynamic key -> INVALID_REQUEST naming it as not supported yet, another broker
-  id -> INVALID_REQUEST. An empty config list is accepted (nothing to change).
+- Alter for BROKER (KIP-226, ``broker.dynamic_config``): per broker (its id) or cluster-wide
+  (empty name); a read-only key -> INVALID_REQUEST "Cannot update these configs
+  dynamically: Set(...)" (Kafka's message), an unknown key or bad value -> INVALID_CONFIG, a
+  per-broker-only key (listeners, keystore passwords) at the default level or another
+  broker's id -> INVALID_REQUEST. The controller stores the entity's overrides
+  (``/config/brokers/<id>`` / ``<default>``) and hands them back to every broker, which
+  applies them live.
+- Alter for CLIENT_METRICS: ``metrics``, ``interval.ms``, ``match`` (INVALID_CONFIG for
+  anything else or a bad value); an empty name -> INVALID_REQUEST.
 
 Version notes: DescribeConfigs v0-v4 (v4 flexible): v0 ``is_default``; v1 ``config_source``,
 synonyms, ``include_synonyms``; v3 ``config_type``, documentation. AlterConfigs v0-v2 (v2
@@ -44,6 +51,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
+from broker.dynamic_config import broker_id_of
 from broker.handlers.registry import handles
 from broker.handlers.topics import TOPIC_CONFIG_SYNONYMS, topic_config_entries
 from controller.admin_validation import validate_topic_name
@@ -56,6 +64,7 @@ AlterConfigsResponse = api.API_KEYS[ALTER_CONFIGS].response_cls
 IncrementalAlterConfigsResponse = api.API_KEYS[INCREMENTAL_ALTER_CONFIGS].response_cls
 
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
+RESOURCE_CLIENT_METRICS = 16  # KIP-714
 
 
 def _str(value) -> str | None:
@@ -77,21 +86,7 @@ def topic_config_type(name: str) -> ConfigType:
     return ConfigType.STRING
 
 
-def _broker_id_of(name: str, broker_id: int) -> int | None:
-    """None for the cluster-wide default (empty name); raises INVALID_REQUEST otherwise
-    unless ``name`` is this broker's id."""
-    if name == "":
-        return None
-    try:
-        wanted = int(name)
-    except ValueError:
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Broker id must be an integer, but it is: {name}") from None
-    if wanted != broker_id:
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Unexpected broker id, expected {broker_id} or empty string, "
-                         f"but received {name}")
-    return wanted
+_broker_id_of = broker_id_of
 
 
 # ----- DescribeConfigs ------------------------------------------------------------------------
@@ -101,13 +96,20 @@ def _synonym(name, value, source):
                                                           source=int(source))
 
 
-def _broker_key_synonyms(config, key: str) -> list:
+def _broker_key_synonyms(config, key: str, levels=("broker", "default", "static")) -> list:
+    """Kafka's synonym order: per-broker dynamic, cluster-default dynamic, static, default."""
     spec = BROKER_CONFIG_KEYS.get(key)
     if spec is None:
         return []
     out = []
-    if config.is_set(key):
-        out.append(_synonym(key, None if spec.sensitive else _str(config.get(key)),
+    per_broker, default = config.dynamic_layers()
+    for level, layer, source in (("broker", per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                                 ("default", default,
+                                  ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+        if level in levels and key in layer:
+            out.append(_synonym(key, None if spec.sensitive else _str(layer[key]), source))
+    if "static" in levels and config.is_set(key):
+        out.append(_synonym(key, None if spec.sensitive else _str(config.static_value(key)),
                             ConfigSource.STATIC_BROKER_CONFIG))
     if spec.default is not None:
         out.append(_synonym(key, None if spec.sensitive else _str(spec.default),
@@ -141,7 +143,23 @@ def _describe_topic(broker, name: str, keys, version: int, synonyms: bool) -> li
 
 def _describe_broker(broker, name: str, keys, version: int, synonyms: bool) -> list:
     if _broker_id_of(name, broker.broker_id) is None:
-        return []  # no dynamic cluster-wide defaults
+        # the cluster-wide dynamic defaults only (Kafka's ConfigHelper for "<default>")
+        _, default = broker.config.dynamic_layers()
+        out = []
+        for cname in sorted(default):
+            if keys is not None and cname not in keys:
+                continue
+            spec = BROKER_CONFIG_KEYS[cname]
+            entry = DescribeConfigsResponse.DescribeConfigsResourceResult(
+                name=cname, value=None if spec.sensitive else _str(default[cname]),
+                read_only=False, is_default=False,
+                config_source=int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                is_sensitive=spec.sensitive, config_type=int(spec.type))
+            if synonyms and version >= 1:
+                entry.synonyms = _broker_key_synonyms(broker.config, cname,
+                                                      ("default", "static"))
+            out.append(entry)
+        return out
     out = []
     for e in broker.config.describe(keys):
         entry = DescribeConfigsResponse.DescribeConfigsResourceResult(
@@ -178,6 +196,13 @@ def handle_describe_configs(ctx, request):
             elif r.resource_type == RESOURCE_BROKER:
                 res.configs = _describe_broker(broker, r.resource_name, keys, version,
                                                synonyms)
+            elif r.resource_type == RESOURCE_CLIENT_METRICS and broker.client_metrics:
+                res.configs = [DescribeConfigsResponse.DescribeConfigsResourceResult(
+                    name=n, value=v, read_only=False, is_default=False,
+                    config_source=int(ConfigSource.CLIENT_METRICS_CONFIG),
+                    is_sensitive=False, config_type=int(t))
+                    for n, v, t in broker.client_metrics.describe(r.resource_name)
+                    if keys is None or n in keys]
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Unsupported resource type {r.resource_type}")
@@ -190,19 +215,34 @@ def handle_describe_configs(ctx, request):
 
 # ----- AlterConfigs / IncrementalAlterConfigs ---------------------------------------------------
 
-def _alter_broker(broker, name: str, config_names: list[str]) -> None:
-    """Validate a BROKER alteration; always raises unless there is nothing to change."""
-    _broker_id_of(name, broker.broker_id)
-    if not config_names:
-        return
-    read_only = sorted(n for n in config_names
-                       if n not in BROKER_CONFIG_KEYS or BROKER_CONFIG_KEYS[n].read_only)
-    if read_only:
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Cannot update these configs dynamically: {', '.join(read_only)}")
-    raise KafkaError(ErrorCode.INVALID_REQUEST,
-                     "Dynamic broker configs are not supported by this broker yet: "
-                     + ", ".join(sorted(config_names)))
+async def _alter_broker(broker, name: str, r, incremental: bool, validate_only: bool) -> None:
+    """KIP-226: validate with the broker's DynamicBrokerConfig, then the controller stores
+    the entity's new overrides (and delivers them back, applied live)."""
+    from controller.broker_config_admin import apply_incremental_ops
+
+    dynamic = broker.dynamic_config
+    if dynamic is None or broker.controller is None:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not available")
+    entity = dynamic.entity_of(name)
+    controller = broker.controller
+    if incremental:
+        names = Counter(c.name for c in r.configs)
+        dup = sorted(n for n, k in names.items() if k > 1)
+        if dup:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Error due to duplicate config keys: {', '.join(dup)}")
+        ops = [(c.name, c.config_operation, c.value) for c in r.configs]
+        touched = {c.name: c.value for c in r.configs if c.config_operation != 1}
+        dynamic.validate(entity, touched)
+        new = apply_incremental_ops(controller.broker_configs(entity), ops)
+        dynamic.validate(entity, new)
+        result = await controller.incremental_alter_broker_configs(entity, ops, validate_only)
+    else:
+        new = {c.name: c.value for c in r.configs if c.value is not None}
+        dynamic.validate(entity, new)
+        result = await controller.alter_broker_configs(entity, new, validate_only)
+    if result.error_code:
+        raise KafkaError(ErrorCode(result.error_code), result.error_message)
 
 
 def _duplicates(request) -> set[tuple[int, str]]:
@@ -210,7 +250,7 @@ def _duplicates(request) -> set[tuple[int, str]]:
     return {k for k, n in counts.items() if n > 1}
 
 
-async def _alter_all(ctx, request, response_cls, topic_call, config_names):
+async def _alter_all(ctx, request, response_cls, topic_call, incremental: bool):
     broker = ctx.broker
     dups = _duplicates(request)
     out = []
@@ -227,7 +267,11 @@ async def _alter_all(ctx, request, response_cls, topic_call, config_names):
                 if result.error_code:
                     raise KafkaError(ErrorCode(result.error_code), result.error_message)
             elif r.resource_type == RESOURCE_BROKER:
-                _alter_broker(broker, r.resource_name, config_names(r))
+                await _alter_broker(broker, r.resource_name, r, incremental,
+                                    bool(request.validate_only))
+            elif r.resource_type == RESOURCE_CLIENT_METRICS and broker.client_metrics:
+                await broker.client_metrics.alter(r.resource_name, r, incremental,
+                                                  bool(request.validate_only))
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Unsupported resource type {r.resource_type}")
@@ -256,8 +300,7 @@ async def handle_alter_configs(ctx, request):
         return await controller.alter_topic_configs(
             r.resource_name, {c.name: c.value for c in r.configs}, validate_only=validate_only)
 
-    return await _alter_all(ctx, request, AlterConfigsResponse, topic_call,
-                            lambda r: [c.name for c in r.configs])
+    return await _alter_all(ctx, request, AlterConfigsResponse, topic_call, False)
 
 
 @handles(INCREMENTAL_ALTER_CONFIGS, 0, 1,
@@ -276,5 +319,4 @@ async def handle_incremental_alter_configs(ctx, request):
         return await controller.incremental_alter_topic_configs(
             r.resource_name, ops, validate_only=validate_only)
 
-    return await _alter_all(ctx, request, IncrementalAlterConfigsResponse, topic_call,
-                            lambda r: [c.name for c in r.configs])
+    return await _alter_all(ctx, request, IncrementalAlterConfigsResponse, topic_call, True)

@@ -1,18 +1,24 @@
-"""DescribeLogDirs (api key 35): which log directory holds which partitions, and how big.
+"""DescribeLogDirs (35) and AlterReplicaLogDirs (34): where partitions live among log.dirs,
+and moving them (KIP-113).
 
 Behaviour (Kafka's ``ReplicaManager.describeLogDirs``, KIP-113, KIP-827 for v4 sizes):
 - One result per configured log dir (absolute path). ``topics`` null means every partition
   this broker hosts; otherwise only the requested partitions that exist here (unknown ones
   are left out, no error).
 - ``partition_size``: bytes of all segment files of the partition (``Log.size_in_bytes``).
-  ``offset_lag``: 0 (no future replicas: a partition's log never moves between dirs), and
-  ``is_future_key`` false.
+  ``offset_lag``: 0 and ``is_future_key`` false for the current replica; a partition being
+  moved (AlterReplicaLogDirs) also appears under the destination dir with
+  ``is_future_key`` true and ``offset_lag`` = current log end offset - the future's.
+- AlterReplicaLogDirs: per partition NONE (the move started, runs in the background -
+  ``broker.alter_log_dirs``; or it is already there), LOG_DIR_NOT_FOUND (57, the path is not
+  one of log.dirs), REPLICA_NOT_AVAILABLE (9, the partition is not hosted here).
 - v4 ``total_bytes`` / ``usable_bytes``: the file system's size and the bytes available to
   the broker (``statvfs``: f_blocks and f_bavail times f_frsize); a dir that cannot be
   stat'ed answers KAFKA_STORAGE_ERROR (56) with -1 sizes.
 - v3+ top-level ``error_code`` is NONE.
 
-Version notes: v0-v4 (v2+ flexible); v3 top-level error code; v4 total/usable bytes.
+Version notes: DescribeLogDirs v0-v4 (v2+ flexible; v3 top-level error code; v4
+total/usable bytes); AlterReplicaLogDirs v0-v2 (v2 flexible).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ def _disk_usage(path: str) -> tuple[int, int]:
 @handles(DESCRIBE_LOG_DIRS, 0, 4, error_response=error_response)
 def handle_describe_log_dirs(ctx, request):
     lm = ctx.broker.log_manager
+    mover = getattr(ctx.broker, "log_dir_mover", None)
     wanted = _wanted(request)
     per_dir: dict[str, dict[str, list]] = {d: {} for d in lm.log_dirs}
     for tp, log in sorted(lm.all_logs().items()):
@@ -55,6 +62,14 @@ def handle_describe_log_dirs(ctx, request):
             DescribeLogDirsResponse.DescribeLogDirsPartition(
                 partition_index=tp[1], partition_size=log.size_in_bytes, offset_lag=0,
                 is_future_key=False))
+        moving = mover.future(tp) if mover is not None else None
+        if moving is not None and moving[0] in per_dir:
+            fdir, future = moving
+            per_dir[fdir].setdefault(tp[0], []).append(
+                DescribeLogDirsResponse.DescribeLogDirsPartition(
+                    partition_index=tp[1], partition_size=future.size_in_bytes,
+                    offset_lag=max(log.log_end_offset - future.log_end_offset, 0),
+                    is_future_key=True))
     results = []
     for d, topics in per_dir.items():
         res = DescribeLogDirsResponse.DescribeLogDirsResult(
@@ -68,3 +83,36 @@ def handle_describe_log_dirs(ctx, request):
             res.topics = []
         results.append(res)
     return DescribeLogDirsResponse(results=results)
+
+
+ALTER_REPLICA_LOG_DIRS = 34
+AlterReplicaLogDirsResponse = api.API_KEYS[ALTER_REPLICA_LOG_DIRS].response_cls
+
+
+def alter_error_response(request, version: int, error):
+    R = AlterReplicaLogDirsResponse
+    by_topic: dict[str, list] = {}
+    for d in request.dirs:
+        for t in d.topics:
+            by_topic.setdefault(t.name, []).extend(
+                R.AlterReplicaLogDirPartitionResult(partition_index=p,
+                                                    error_code=int(error.code))
+                for p in t.partitions)
+    return R(results=[R.AlterReplicaLogDirTopicResult(topic_name=n, partitions=ps)
+                      for n, ps in by_topic.items()])
+
+
+@handles(ALTER_REPLICA_LOG_DIRS, 0, 2, error_response=alter_error_response)
+def handle_alter_replica_log_dirs(ctx, request):
+    mover = getattr(ctx.broker, "log_dir_mover", None)
+    R = AlterReplicaLogDirsResponse
+    results: dict[str, list] = {}
+    for d in request.dirs:
+        tps = [(t.name, p) for t in d.topics for p in t.partitions]
+        errors = mover.alter(d.path, tps) if mover is not None else \
+            dict.fromkeys(tps, ErrorCode.KAFKA_STORAGE_ERROR)
+        for (topic, p), err in errors.items():
+            results.setdefault(topic, []).append(
+                R.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=int(err)))
+    return R(results=[R.AlterReplicaLogDirTopicResult(topic_name=n, partitions=ps)
+                      for n, ps in results.items()])

@@ -23,7 +23,8 @@ Version notes: OffsetCommit v0-v9 (v8+ flexible; v1 generation, member id and pe
 timestamp, v2-v4 retention time, v6 committed leader epoch, v7 group instance id, v9
 KIP-848 member epoch: a classic group reads it as the generation). OffsetFetch v0-v9 (v6+
 flexible; v2 null topics + top-level error, v5 leader epoch, v7 require_stable, v8 groups,
-v9 member id/epoch, unused by classic groups). OffsetDelete v0.
+v9 member id/epoch (checked for KIP-848 groups: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH;
+unused by classic groups). OffsetDelete v0.
 """
 
 from __future__ import annotations
@@ -142,6 +143,15 @@ def _fetch_response_v0_7(version: int, error, topics):
         for name, rows in topics])
 
 
+def _member_epoch_error(coordinator, g):
+    """OffsetFetch v9 on a KIP-848 group: the member id and epoch, when given, must be
+    current (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; Kafka's validateOffsetFetch)."""
+    group = coordinator.consumer_groups.get(g.group_id)
+    if group is None or coordinator.consumer is None:
+        return E.NONE
+    return coordinator.consumer.validate_offset_fetch(group, g.member_id, g.member_epoch)
+
+
 @handles(OFFSET_FETCH, 0, 9, error_response=fetch_error_response)
 def handle_offset_fetch(ctx, request):
     coordinator = group_coordinator(ctx)
@@ -150,7 +160,9 @@ def handle_offset_fetch(ctx, request):
     if version >= 8:
         groups = []
         for g in request.groups:
-            error, topics = _fetch_group(coordinator, g.group_id, g.topics, require_stable)
+            error = _member_epoch_error(coordinator, g) if version >= 9 else E.NONE
+            if error == E.NONE:
+                error, topics = _fetch_group(coordinator, g.group_id, g.topics, require_stable)
             groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=int(error), topics=[] if error else [
                     OffsetFetchResponse.OffsetFetchResponseTopics(name=name, partitions=[

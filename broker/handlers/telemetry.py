@@ -1,7 +1,12 @@
-"""GetTelemetrySubscriptions (api key 71) and PushTelemetry (api key 72): KIP-714 client
-metrics, answered as a Kafka broker with no client-metrics subscriptions configured.
+"""GetTelemetrySubscriptions (71), PushTelemetry (72), ListClientMetricsResources (74):
+KIP-714 client metrics.
 
-Behaviour:
+Behaviour with subscriptions (``broker.client_metrics``, ``ctx.broker.client_metrics``):
+the subscriptions matching the client decide the requested metric prefixes, the push
+interval and the subscription id; pushed OTLP metrics are decoded and kept in the
+ClientMetricsRegistry (see that module for the errors). ListClientMetricsResources lists
+the subscription names. Without a manager (tests building handlers alone) the broker
+answers as one without subscriptions:
 - GetTelemetrySubscriptions: error NONE; the client's instance id (a new random UUID when the
   client sent the zero UUID: KIP-714 lets the broker assign it); a subscription id derived
   from that instance id (stateless, so any IO worker can check it); accepted compression
@@ -15,7 +20,7 @@ Behaviour:
   limit -> TELEMETRY_TOO_LARGE (118); otherwise NONE (there is no telemetry receiver, the
   metrics are dropped).
 
-Version notes: v0 only for both (flexible), Kafka 3.7+.
+Version notes: v0 only (flexible), Kafka 3.7+.
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ from __future__ import annotations
 import uuid
 import zlib
 
+from broker.client_metrics import client_identity
 from broker.handlers.registry import error_code_response, handles
 from protocol import api
 from protocol.errors import ErrorCode
 
-GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY = 71, 72
+GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY, LIST_CLIENT_METRICS_RESOURCES = 71, 72, 74
+ListClientMetricsResourcesResponse = api.API_KEYS[LIST_CLIENT_METRICS_RESOURCES].response_cls
 GetTelemetrySubscriptionsResponse = api.API_KEYS[GET_TELEMETRY_SUBSCRIPTIONS].response_cls
 PushTelemetryResponse = api.API_KEYS[PUSH_TELEMETRY].response_cls
 
@@ -57,18 +64,28 @@ def handle_get_telemetry_subscriptions(ctx, request):
     instance = request.client_instance_id
     if instance is None or instance == ZERO_UUID:
         instance = uuid.uuid4()
+    manager = getattr(ctx.broker, "client_metrics", None)
+    if manager is None:
+        sub_id, requested, interval = subscription_id(instance), [], DEFAULT_PUSH_INTERVAL_MS
+    else:
+        sub_id, requested, interval = manager.subscription_for(
+            client_identity(ctx, instance))
     return GetTelemetrySubscriptionsResponse(
-        error_code=0, client_instance_id=instance, subscription_id=subscription_id(instance),
+        error_code=0, client_instance_id=instance, subscription_id=sub_id,
         accepted_compression_types=list(ACCEPTED_COMPRESSION_TYPES),
-        push_interval_ms=DEFAULT_PUSH_INTERVAL_MS, telemetry_max_bytes=_max_bytes(ctx),
-        delta_temporality=True, requested_metrics=[])
+        push_interval_ms=interval, telemetry_max_bytes=_max_bytes(ctx),
+        delta_temporality=True, requested_metrics=requested)
 
 
 @handles(PUSH_TELEMETRY, 0, 0, error_response=error_code_response(PushTelemetryResponse))
 def handle_push_telemetry(ctx, request):
     instance = request.client_instance_id
+    manager = getattr(ctx.broker, "client_metrics", None)
     if instance is None or instance == ZERO_UUID:
         code = ErrorCode.INVALID_REQUEST
+    elif manager is not None:
+        code = manager.push(client_identity(ctx, instance), request.subscription_id,
+                            request.compression_type, request.metrics, request.terminating)
     elif request.subscription_id != subscription_id(instance):
         code = ErrorCode.UNKNOWN_SUBSCRIPTION_ID
     elif request.metrics is not None and len(request.metrics) > _max_bytes(ctx):
@@ -76,3 +93,13 @@ def handle_push_telemetry(ctx, request):
     else:
         code = ErrorCode.NONE
     return PushTelemetryResponse(error_code=int(code))
+
+
+@handles(LIST_CLIENT_METRICS_RESOURCES, 0, 0, error_response=error_code_response(
+    ListClientMetricsResourcesResponse))
+def handle_list_client_metrics_resources(ctx, request):
+    manager = getattr(ctx.broker, "client_metrics", None)
+    names = sorted(manager.subscriptions()) if manager is not None else []
+    R = ListClientMetricsResourcesResponse
+    return R(error_code=0, client_metrics_resources=[R.ClientMetricsResource(name=n)
+                                                     for n in names])

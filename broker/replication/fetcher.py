@@ -40,6 +40,7 @@ import struct
 import uuid
 from collections.abc import Callable
 
+from broker.metrics import TOPIC_STATS
 from client.aio_connection import BrokerConnection, BrokerConnectionError
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
@@ -569,6 +570,7 @@ class ReplicaFetcher:
             st.lag = lag
         if valid:
             self.bytes_fetched += valid
+            TOPIC_STATS.record_replication_in(valid)
             if self.quota is not None and self.quota.is_throttled(*tp):
                 self.quota.record(valid)
         self.rm.on_follower_progress(tp, hw_moved)

@@ -3,8 +3,10 @@
     python -m tests.integration.group_worker BOOTSTRAP GROUP PROTOCOL TOPIC_OR_^REGEX
 
 PROTOCOL is ``consumer`` (KIP-848) or ``classic``. Consumes with confluent-kafka from the
-earliest offset, prints ``<topic> <partition> <offset> <value>`` per record (flushed), then
-commits that record synchronously; ``assigned`` / ``revoked`` lines mark rebalances.
+earliest offset, prints ``<topic> <partition> <offset> <value>`` per record (flushed) and
+commits that record synchronously: the line is printed once the commit succeeded, or as
+``uncommitted ...`` when it failed (the record may then be read again by another member).
+``assigned`` / ``revoked`` lines mark rebalances.
 SIGTERM closes the consumer (leaving the group) and exits 0; SIGKILL is the crash case.
 """
 
@@ -42,15 +44,20 @@ def main() -> int:
         if m.error():
             print("error", m.error(), flush=True)
             continue
-        print(m.topic(), m.partition(), m.offset(), m.value().decode(), flush=True)
+        committed = False
         while not stop:
             try:
                 c.commit(message=m, asynchronous=False)
+                committed = True
                 break
             except KafkaException as e:
-                print("commit-error", e.args[0], flush=True)
                 if not e.args[0].retriable():
                     break
+        if committed:
+            print(m.topic(), m.partition(), m.offset(), m.value().decode(), flush=True)
+        else:  # another member may read it again: at-least-once, not a re-read
+            print("uncommitted", m.topic(), m.partition(), m.offset(), m.value().decode(),
+                  flush=True)
     c.close()
     print("closed", flush=True)
     return 0

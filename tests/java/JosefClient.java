@@ -71,7 +71,11 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
@@ -91,6 +95,7 @@ public final class JosefClient {
             switch (argv[0]) {
                 case "produce": rc = produce(opts); break;
                 case "consume": rc = consume(opts); break;
+                case "describe-topics": rc = describeTopics(opts); break;
                 case "txn-produce": rc = JosefTxn.produce(opts); break;
                 case "txn-fence": rc = JosefTxn.fence(opts); break;
                 case "txn-copy": rc = JosefTxn.copy(opts); break;
@@ -538,5 +543,40 @@ public final class JosefClient {
             }
         }
         System.out.println("ok " + op);
+    }
+
+    /**
+     * describe-topics --bootstrap B --topic T1[,T2...] --count LIMIT: Admin.describeTopics
+     * (DescribeTopicPartitions, KIP-966, with partitionSizeLimitPerResponse LIMIT, as Kafka
+     * 4.0's kafka-topics.sh --describe). Prints "topic <name> <id> <partitions>" then one
+     * "partition <name> <p> <leader> <isr size>" line per partition, then "described <N>".
+     */
+    private static int describeTopics(Map<String, String> o) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", o.get("bootstrap"));
+        applyProps(p, o);
+        List<String> names = new ArrayList<>();
+        for (String t : o.get("topic").split(",")) {
+            names.add(t);
+        }
+        int total = 0;
+        try (Admin admin = Admin.create(p)) {
+            DescribeTopicsOptions options = new DescribeTopicsOptions()
+                .partitionSizeLimitPerResponse(Integer.parseInt(o.get("count")));
+            Map<String, TopicDescription> all = admin.describeTopics(names, options)
+                .allTopicNames().get();
+            for (String name : names) {
+                TopicDescription d = all.get(name);
+                System.out.println("topic " + d.name() + " " + d.topicId() + " "
+                    + d.partitions().size());
+                for (TopicPartitionInfo tp : d.partitions()) {
+                    System.out.println("partition " + d.name() + " " + tp.partition() + " "
+                        + tp.leader().id() + " " + tp.isr().size());
+                    total++;
+                }
+            }
+        }
+        System.out.println("described " + total);
+        return 0;
     }
 }

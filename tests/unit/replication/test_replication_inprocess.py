@@ -69,6 +69,13 @@ async def test_followers_copy_batches_unchanged_and_acks_all(cluster):
 
 
 async def test_isr_expands_through_alter_partition_and_shrinks_on_lag(cluster):
+    from broker.metrics import REGISTRY
+
+    shrinks = REGISTRY.meter("kafka.server:type=ReplicaManager,name=IsrShrinksPerSec")
+    expands = REGISTRY.meter("kafka.server:type=ReplicaManager,name=IsrExpandsPerSec")
+    replicated = REGISTRY.meter("kafka.server:type=BrokerTopicMetrics,"
+                                "name=ReplicationBytesInPerSec")
+    before = (shrinks.count, expands.count, replicated.count)
     ctrl = cluster.controller
     cluster.controller.state.clear()
     await cluster.create("t", [1, 2, 3])
@@ -85,6 +92,9 @@ async def test_isr_expands_through_alter_partition_and_shrinks_on_lag(cluster):
     await wait_for(lambda: in_sync(cluster, isr=(1, 2)), timeout=10, what="ISR {1,2}")
     r = await produce(cluster, 1, batch(1))
     assert r.error == ErrorCode.NONE
+    # the metrics (issue 17): expansions, one shrink, bytes the followers appended
+    assert expands.count - before[1] >= 1 and shrinks.count - before[0] >= 1
+    assert replicated.count > before[2]
 
 
 async def test_min_insync_replicas(cluster):

@@ -1,0 +1,96 @@
+"""``josef log-dirs``: describe log directories (like ``kafka-log-dirs.sh``) and move a
+partition between them.
+
+``--describe [--topic-list a,b]`` prints Kafka's three lines: ``Querying brokers for log
+directories information``, ``Received log directory information from brokers <ids>`` and
+one JSON document ``{"version":1,"brokers":[{"broker":id,"logDirs":[{"logDir":..,
+"error":null,"partitions":[{"partition":"t-0","size":n,"offsetLag":n,"isFuture":b}]}]}]}``.
+``--move --topic t --partition p --dir D`` sends AlterReplicaLogDirs to the partition's
+leader (Kafka does this through ``kafka-reassign-partitions.sh`` with ``log_dirs``);
+``--wait`` polls DescribeLogDirs until the move finished.
+APIs: Metadata, DescribeLogDirs, AlterReplicaLogDirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from cli._common import UsageError, add_bootstrap, connect, tool_main
+from client.connection import error_name
+
+COMMAND = "log-dirs"
+HELP = "Describe log directories and move partitions between them (like kafka-log-dirs.sh)"
+DESCRIBE_LOG_DIRS, ALTER_REPLICA_LOG_DIRS = 35, 34
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_bootstrap(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--describe", action="store_true")
+    g.add_argument("--move", action="store_true")
+    p.add_argument("--topic-list", help="comma-separated topics (describe)")
+    p.add_argument("--topic")
+    p.add_argument("--partition", type=int)
+    p.add_argument("--dir", help="destination log directory (absolute path)")
+    p.add_argument("--wait", action="store_true", help="wait until the move finished")
+
+
+def _describe(client, topics: list[str] | None, node: int | None = None):
+    body = {"topics": None if topics is None else [
+        {"topic": t, "partitions": list(range(n))} for t, n in topics]}
+    return client.request(DESCRIBE_LOG_DIRS, body, node=node)
+
+
+@tool_main(COMMAND)
+def run(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        md = client.metadata(None)
+        counts = {t.name: len(t.partitions) for t in md.topics if not t.error_code}
+        if args.describe:
+            topics = None
+            if args.topic_list:
+                topics = [(t, counts.get(t, 0)) for t in args.topic_list.split(",") if t]
+            print("Querying brokers for log directories information")
+            brokers = []
+            for b in sorted(md.brokers, key=lambda b: b.node_id):
+                r = _describe(client, topics, node=b.node_id)
+                dirs = []
+                for res in r.results:
+                    dirs.append({"logDir": res.log_dir,
+                                 "error": error_name(res.error_code) if res.error_code
+                                 else None,
+                                 "partitions": [{"partition": f"{t.name}-{p.partition_index}",
+                                                 "size": p.partition_size,
+                                                 "offsetLag": p.offset_lag,
+                                                 "isFuture": p.is_future_key}
+                                                for t in res.topics for p in t.partitions]})
+                brokers.append({"broker": b.node_id, "logDirs": dirs})
+            print("Received log directory information from brokers "
+                  + ",".join(str(b["broker"]) for b in brokers))
+            print(json.dumps({"version": 1, "brokers": brokers}, separators=(",", ":")))
+            return 0
+        if not (args.topic and args.partition is not None and args.dir):
+            raise UsageError("--move needs --topic, --partition and --dir")
+        leader = next((p.leader_id for t in md.topics if t.name == args.topic
+                       for p in t.partitions if p.partition_index == args.partition), None)
+        if leader is None:
+            raise UsageError(f"unknown partition {args.topic}-{args.partition}")
+        r = client.request(ALTER_REPLICA_LOG_DIRS, {"dirs": [{"path": args.dir, "topics": [
+            {"name": args.topic, "partitions": [args.partition]}]}]}, node=leader)
+        code = r.results[0].partitions[0].error_code
+        if code:
+            print(f"Error moving {args.topic}-{args.partition}: {error_name(code)}")
+            return 1
+        print(f"Moving {args.topic}-{args.partition} to {args.dir}.")
+        deadline = time.monotonic() + 300
+        while args.wait and time.monotonic() < deadline:
+            r = _describe(client, [(args.topic, counts.get(args.topic, 0))], node=leader)
+            where = [(res.log_dir, p.is_future_key) for res in r.results for t in res.topics
+                     for p in t.partitions if p.partition_index == args.partition]
+            if where == [(args.dir, False)]:
+                print("Done.")
+                return 0
+            time.sleep(0.5)
+        return 0 if not args.wait else 1

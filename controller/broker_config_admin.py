@@ -1,0 +1,185 @@
+"""Dynamic broker configs, finalized features and client-metrics subscriptions of the
+embedded controller (a mixin of :class:`controller.embedded.EmbeddedController`).
+
+Stored as Kafka's ZooKeeper documents in the embedded metadata store:
+
+- ``/config/brokers/<id>`` and ``/config/brokers/<default>``: ``{"version":1,"config":{..}}``
+  (KIP-226; Kafka's ZooKeeper layout), delivered to the broker through
+  ``BrokerMetadataListener.on_broker_config_change`` at startup and on every change;
+- ``/feature``: ``{"version":2,"status":1,"features":{"<name>":{"max_version_level":N}}}``
+  (Kafka's FeatureZNode v2; the finalized features epoch is the document's version);
+- ``/config/client-metrics/<name>``: ``{"version":1,"config":{..}}`` (KIP-714
+  subscriptions; Kafka keeps them in KRaft metadata, this is their ZooKeeper-style home).
+
+Validation of keys and values is the broker's (``broker.dynamic_config``,
+``broker.features``, ``broker.client_metrics``); the controller stores what it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from controller.api import TopicResult
+from controller.metadata_store import Create, Delete, SetData
+from controller.zk_data import ConfigEntityZNode
+from protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["BrokerConfigAdmin", "FeatureZNode", "apply_incremental_ops"]
+
+log = logging.getLogger(__name__)
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+class FeatureZNode:
+    """``/feature`` (Kafka's FeatureZNode, version 2: only max levels)."""
+
+    path = "/feature"
+
+    @staticmethod
+    def encode(features: dict[str, int], enabled: bool = True) -> bytes:
+        return json.dumps({"version": 2, "status": 1 if enabled else 0, "features": {
+            name: {"max_version_level": level} for name, level in sorted(features.items())}},
+            separators=(",", ":")).encode()
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[str, int]:
+        if not data:
+            return {}
+        doc = json.loads(data)
+        out = {}
+        for name, levels in (doc.get("features") or {}).items():
+            if isinstance(levels, dict) and isinstance(levels.get("max_version_level"), int):
+                out[name] = levels["max_version_level"]
+        return out
+
+
+def apply_incremental_ops(current: dict[str, str], ops) -> dict[str, str]:
+    """IncrementalAlterConfigs ops (key, op, value) on string configs: SET, DELETE, APPEND /
+    SUBTRACT (comma-separated lists). An unknown op -> INVALID_REQUEST."""
+    out = dict(current)
+    for key, op, value in ops:
+        if op == OP_SET:
+            out[key] = value
+        elif op == OP_DELETE:
+            out.pop(key, None)
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            items = [v for v in (out.get(key) or "").split(",") if v]
+            given = [v.strip() for v in (value or "").split(",") if v.strip()]
+            if op == OP_APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            out[key] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+class BrokerConfigAdmin:
+    """The mixin (uses ``_store``, ``_lock``, ``_channel``, ``_broker``)."""
+
+    _BROKERS = "brokers"
+    _CLIENT_METRICS = "client-metrics"
+
+    # --- KIP-226 ----------------------------------------------------------------------------
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        try:
+            return ConfigEntityZNode.decode(
+                self._store.get_data(ConfigEntityZNode.path(self._BROKERS, entity)))
+        except Exception as e:  # noqa: BLE001 - bad stored data is logged and skipped
+            log.error("unreadable %s: %s", ConfigEntityZNode.path(self._BROKERS, entity), e)
+            return {}
+
+    async def alter_broker_configs(self, entity: str, configs, validate_only: bool = False
+                                   ) -> TopicResult:
+        new = {k: v for k, v in configs.items() if v is not None}
+        return await self._set_broker_configs(entity, lambda _cur: new, validate_only)
+
+    async def incremental_alter_broker_configs(self, entity: str, ops,
+                                               validate_only: bool = False) -> TopicResult:
+        return await self._set_broker_configs(
+            entity, lambda cur: apply_incremental_ops(cur, ops), validate_only)
+
+    async def _set_broker_configs(self, entity: str, compute, validate_only: bool
+                                  ) -> TopicResult:
+        async with self._lock:
+            try:
+                new = compute(self.broker_configs(entity))
+            except KafkaError as e:
+                return TopicResult(entity, int(e.code), e.message)
+            if not validate_only and new != self.broker_configs(entity):
+                await self._write_entity(self._BROKERS, entity, new)
+                await self._deliver_broker_config(entity, new)
+            return TopicResult(entity, int(ErrorCode.NONE))
+
+    async def _write_entity(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        path = ConfigEntityZNode.path(entity_type, name)
+        exists = self._store.exists(path) is not None
+        if not configs and entity_type == self._CLIENT_METRICS:
+            if exists:
+                await self._store.multi([Delete(path)])
+            return
+        data = ConfigEntityZNode.encode(configs)
+        op = SetData(path, data) if exists else Create(path, data, make_parents=True)
+        await self._store.multi([op])
+
+    async def _deliver_broker_config(self, entity: str, configs: dict[str, str]) -> None:
+        listener = getattr(self._channel, "listener", None)
+        hook = getattr(listener, "on_broker_config_change", None)
+        if hook is None:
+            return
+        try:
+            await hook(entity, dict(configs))
+        except Exception:  # noqa: BLE001 - the broker's failure is its own (logged)
+            log.exception("applying dynamic broker configs of %s failed", entity)
+
+    async def _send_broker_configs_on_startup(self) -> None:
+        for entity in ("<default>", str(self._broker.id)):
+            configs = self.broker_configs(entity)
+            if configs:
+                await self._deliver_broker_config(entity, configs)
+
+    # --- KIP-584 features ---------------------------------------------------------------------
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        stat = self._store.exists(FeatureZNode.path)
+        if stat is None:
+            return -1, {}
+        try:
+            return stat.version, FeatureZNode.decode(self._store.get_data(FeatureZNode.path))
+        except (ValueError, AttributeError) as e:
+            log.error("unreadable %s: %s", FeatureZNode.path, e)
+            return -1, {}
+
+    async def update_features(self, levels: dict[str, int]) -> int:
+        async with self._lock:
+            _, current = self.finalized_features()
+            new = dict(current)
+            for name, level in levels.items():
+                if level > 0:
+                    new[name] = level
+                else:
+                    new.pop(name, None)
+            data = FeatureZNode.encode(new)
+            exists = self._store.exists(FeatureZNode.path) is not None
+            await self._store.multi([SetData(FeatureZNode.path, data) if exists
+                                     else Create(FeatureZNode.path, data)])
+            return self.finalized_features()[0]
+
+    # --- KIP-714 client metrics ---------------------------------------------------------------
+    def client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        base = ConfigEntityZNode.path(self._CLIENT_METRICS, "")[:-1]
+        out = {}
+        if self._store.exists(base) is None:
+            return out
+        for name in self._store.get_children(base):
+            try:
+                out[name] = ConfigEntityZNode.decode(
+                    self._store.get_data(ConfigEntityZNode.path(self._CLIENT_METRICS, name)))
+            except Exception as e:  # noqa: BLE001 - bad stored data is logged and skipped
+                log.error("unreadable client metrics subscription %s: %s", name, e)
+        return out
+
+    async def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
+        async with self._lock:
+            await self._write_entity(self._CLIENT_METRICS, name, dict(configs))
