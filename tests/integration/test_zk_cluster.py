@@ -407,3 +407,26 @@ def test_preferred_election_with_the_leader_election_tool(zk_cluster, tmp_path):
                  "preferred", "--all-topic-partitions")
     assert out.returncode == 0 and out.stdout == "", (out.stdout, out.stderr)
     c.wait_metadata_converged([topic])
+
+
+def test_dynamic_broker_configs_reach_every_broker(zk_cluster):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    c = zk_cluster
+    other = next(i for i in c.ids if i != c.controller_id())
+    out = _josef("configs", "--bootstrap-server", c.broker(other).bootstrap, "--alter",
+                 "--entity-type", "brokers", "--entity-default", "--add-config",
+                 "log.retention.ms=7777777")
+    assert out.returncode == 0, out.stderr
+    assert c.zk_json("/config/brokers/<default>") == {
+        "version": 1, "config": {"log.retention.ms": "7777777"}}
+    assert {"version": 2, "entity_path": "brokers/<default>"} in [
+        c.zk_json(f"/config/changes/{n}") for n in c.zk_children("/config/changes")]
+    for i in c.ids:
+        one = AdminClient({"bootstrap.servers": c.broker(i).bootstrap})
+
+        def applied(i=i, one=one):
+            res = ConfigResource("broker", str(i))
+            entries = list(one.describe_configs([res]).values())[0].result(timeout=15)
+            return entries["log.retention.ms"].value == "7777777"
+        c.wait_until(f"broker {i} applied the default", applied)
