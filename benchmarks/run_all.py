@@ -48,6 +48,7 @@ QUICK: dict[str, tuple[list[str], dict[str, str]]] = {
     "records": (["100", "100"], {}),
     "spark": (["--records", "20000", "--repeat", "1"], {}),
     "controller": (["--quick"], {}),
+    "transactions": (["--quick"], {}),
     "metrics": (["--quick"], {}),
 }
 #: Benchmarks that measure against a running broker given as ``--bootstrap host:port``.

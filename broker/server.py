@@ -220,7 +220,10 @@ class BrokerServer:
                 cfg.get("log.flush.start.offset.checkpoint.interval.ms")),
             replication_checkpoint_interval_ms=_interval(
                 cfg.get("replica.high.watermark.checkpoint.interval.ms")),
-            cleaner_config=CleanerConfig.from_kafka_config(cfg.get))
+            cleaner_config=CleanerConfig.from_kafka_config(cfg.get),
+            producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"),
+            producer_id_expiration_check_interval_ms=_interval(
+                cfg.get("producer.id.expiration.check.interval.ms")))
         try:
             await self.log_manager.startup()
             self._log_manager_started = True

@@ -14,9 +14,9 @@ Behaviour:
 - EndTxn: commit (`committed` true) or abort; NONE once PrepareCommit/PrepareAbort is
   written (the markers follow asynchronously), INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS,
   PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, coordinator errors.
-Authorization: `authorize_transactional_id(ctx, txn_id, operation)` is the hook where
-"Security" (issue 15) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without an authorizer
-everything is allowed.
+Authorization: `authorize_transactional_id(ctx, txn_id, operation)` answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED when the broker's ACL authorizer denies WRITE (or
+DESCRIBE) on the transactional id; without an authorizer everything is allowed.
 
 Version notes: AddPartitionsToTxn v0-v5 (v3+ flexible; v2 adds PRODUCER_FENCED, older
 versions get INVALID_PRODUCER_EPOCH; v4 batches transactions + top-level error_code; v5
@@ -51,11 +51,16 @@ _R = AddPartitionsToTxnResponse
 
 
 def authorize_transactional_id(ctx, transactional_id: str, operation: str) -> ErrorCode | None:
-    """None when allowed, else the error to answer (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
-    Issue 15 ("Security") provides `ctx.broker.authorize_transactional_id(ctx, id, op) ->
-    bool`; until then every request is allowed."""
-    check = getattr(ctx.broker, "authorize_transactional_id", None)
-    if check is None or check(ctx, transactional_id, operation):
+    """None when allowed, else the error to answer (TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+    `operation` ("WRITE" or "DESCRIBE") on the TRANSACTIONAL_ID resource, through the
+    broker's authorizer (broker.handlers.authz; everything is allowed without one). The
+    group, topic and cluster checks Kafka adds to these APIs (READ on the group for
+    AddOffsetsToTxn/TxnOffsetCommit, WRITE on topics for AddPartitionsToTxn v0-v3,
+    CLUSTER_ACTION for WriteTxnMarkers and AddPartitionsToTxn v4+) belong to "Security"."""
+    from broker.handlers.authz import AclOperation, ResourceType, authorize
+    op = AclOperation.WRITE if operation == "WRITE" else AclOperation.DESCRIBE
+    if authorize(ctx, op, ResourceType.TRANSACTIONAL_ID, transactional_id,
+                 log_if_denied=operation == "WRITE"):
         return None
     return E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 

@@ -290,3 +290,29 @@ def test_dump_log_decodes_txnindex_and_snapshot_files(make_log, tmp_path):
     snap.write_bytes(snap.read_bytes()[:-1] + b"\x01")
     rc, out, err = _dump([snap])
     assert rc == 1 and "CRC mismatch" in err
+
+
+async def test_idle_producers_expire_but_open_transactions_stay(tmp_path, clock):
+    from storage.log_manager import LogManager
+
+    def at(ts, pid, transactional):
+        b = RecordBatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=0,
+                               is_transactional=transactional)
+        b.append(ts, b"k", b"v")
+        return bytearray(b.build())
+
+    lm = LogManager([str(tmp_path / "d")], LogConfig(), time_ms=clock,
+                    producer_id_expiration_ms=60_000)
+    await lm.startup(background=False)
+    try:
+        lg = lm.get_or_create_log(("t", 0))
+        lg.append_as_leader(at(clock(), 1, False), 0)
+        lg.append_as_leader(at(clock(), 2, True), 0)  # an open transaction
+        clock.advance(30_000)
+        assert await lm.remove_expired_producers() == 0
+        clock.advance(31_000)
+        assert await lm.remove_expired_producers() == 1
+        assert lg.producer_state.last_entry(1) is None
+        assert lg.producer_state.last_entry(2) is not None  # kept while its txn is open
+    finally:
+        await lm.shutdown()
