@@ -355,13 +355,22 @@ class BrokerServer:
 
     async def _connect_zookeeper(self) -> None:
         """ZooKeeper mode, before the logs load: session, cluster id, generated broker id."""
+        from controller.zk_auth import ZkAuthError, zookeeper_auth_data
         from controller.zk_broker import (
             InconsistentClusterIdError,
             ZkBroker,
             ZkConnectionTimeoutError,
         )
 
-        zk = ZkBroker(self.config, None, None)
+        try:
+            auth = zookeeper_auth_data(os.environ)
+        except ZkAuthError as e:
+            raise FatalStartupError(str(e)) from None
+        if self.config.get("zookeeper.set.acl") and auth is None:
+            raise FatalStartupError(
+                "zookeeper.set.acl is true, but the verification of the JAAS login file failed "
+                "(no java.security.auth.login.config in KAFKA_OPTS with a Client section)")
+        zk = ZkBroker(self.config, None, None, auth_data=auth)
         self.zk_broker = zk
         try:
             await zk.connect()
