@@ -36,6 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PARTITIONS = 3
+NOTE = ("Transactions of 100 records are bound by per-transaction round trips "
+        "(AddPartitionsToTxn writes the Ongoing record, the records wait linger.ms, EndTxn "
+        "writes PrepareCommit); in librdkafka's debug log about one AddPartitionsToTxn in five "
+        "meets the previous transaction's markers still being written and is retried after "
+        "20 ms (CONCURRENT_TRANSACTIONS, as against Kafka).")
 
 
 def producer(bootstrap: str, **extra):
@@ -167,6 +172,8 @@ def main() -> int:
         f"(load average {os.getloadavg()[0]:.1f}). Commit latency: each commit_transaction() "
         f"call once the records are flushed ({statistics.fmean(commit_ms['t100']):.1f} ms "
         "mean for 100-record transactions); each transaction spans the 3 partitions.",
+        "",
+        NOTE,
         "",
         *rows,
         "",
