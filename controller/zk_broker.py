@@ -226,7 +226,9 @@ class ZkBroker(ZkAdminMixin, Controller):
             fresh = any(ps.is_new for ps in ts.partition_states)
             if ts.topic_name not in self._topic_configs or fresh:
                 configs = await self.kzk.get_entity_configs("topics", ts.topic_name)
-                if configs != self._topic_configs.get(ts.topic_name) or \
+                # a new topic's configs always reach the ReplicaManager: the broker that
+                # handled CreateTopics already cached them, but its partitions are new
+                if fresh or configs != self._topic_configs.get(ts.topic_name) or \
                         ts.topic_name not in self._topic_configs:
                     self._topic_configs[ts.topic_name] = configs
                     await self.listener.on_topic_config_change(ts.topic_name, dict(configs))

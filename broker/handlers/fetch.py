@@ -15,12 +15,15 @@
 #   top-level: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
 #   FETCH_SESSION_TOPIC_ID_ERROR. A follower sending last_fetched_epoch (v12+) whose epoch
 #   history diverges from the leader's gets diverging_epoch and no records (KIP-595); a
-#   follower's fetch may be throttled (KIP-73, empty records).
+#   follower's fetch may be throttled (KIP-73, empty records). KIP-392: with
+#   replica.selector.class set, a leader may answer a v11+ consumer (rack_id = client.rack)
+#   with preferred_read_replica and no records; v11+ consumers may fetch from a follower,
+#   which serves records below its own high watermark.
 # Version notes: v0-v3 clients read magic 0/1 only: batches are down-converted (v0-v1 to
 #   magic 0, v2-v3 to magic 1; protocol.legacy_records.convert_from_v2) and copied; v0-v2
 #   have no max_bytes and a hard partition limit (no KIP-74 first-batch exception); v4+
 #   isolation_level, last_stable_offset, aborted_transactions; v5+ log_start_offset; v7+
-#   sessions and top-level error_code; v9+ current_leader_epoch; v11+ rack_id (ignored) and
+#   sessions and top-level error_code; v9+ current_leader_epoch; v11+ rack_id (KIP-392) and
 #   preferred_read_replica; v12+ flexible, last_fetched_epoch; v13+ topic ids instead of
 #   names; v15+ replica_id moves into the tagged replica_state; v16-v17 add tagged node
 #   endpoints / replica directory id (left default).
@@ -155,7 +158,9 @@ def handle_fetch(ctx, req: FetchRequest):
                          isolation_level=isolation, hard_max_bytes_limit=version <= 2,
                          replica_epoch=req.replica_state.replica_epoch
                          if version >= 15 and req.replica_state is not None else -1,
-                         rack_id=(req.rack_id or "") if version >= 11 else "")
+                         rack_id=(req.rack_id or "") if version >= 11 else "",
+                         # KIP-392: v11+ consumers may read from a follower (to its HW)
+                         fetch_only_from_leader=replica_id >= 0 or version < 11)
     use_ids = version >= TOPIC_ID_VERSION
     fetch_data = []
     unknown_ids = []

@@ -155,13 +155,12 @@ class ReplicaFetcher:
 
     async def shutdown(self) -> None:
         self._stopping = True
+        self._wakeup.set()
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            while not task.done():  # see AlterPartitionManager.shutdown
+                task.cancel()
+                await asyncio.wait({task}, timeout=1)
         await self._close()
 
     async def _close(self) -> None:
@@ -408,6 +407,8 @@ class ReplicaFetcher:
         sent = {tp: (fetch offset, leader epoch)}."""
         cfg = self.config
         conn = self._conn
+        if conn is None:
+            return None
         version = conn.version_for(FETCH, max_version=None if self.truncate_on_fetch else 11)
         now = asyncio.get_running_loop().time()
         use_ids = version >= 13

@@ -110,9 +110,11 @@ class LeaderIsrMixin:
     def _on_isr_change_answer(self, pending: PendingIsrChange, fut) -> None:
         """Kafka's submitAlterPartition completion: apply the controller's answer unless the
         partition state moved on meanwhile (a LeaderAndIsr replaced it)."""
-        if self.pending_isr is not pending or fut.cancelled() or self.deleted:
+        if fut.cancelled():
             return
-        exc = fut.exception()
+        exc = fut.exception()  # retrieved even when the answer is ignored
+        if self.pending_isr is not pending or self.deleted:
+            return
         if exc is None:
             result: LeaderAndIsr = fut.result()
             if result.leader_epoch != self.leader_epoch or \

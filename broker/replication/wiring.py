@@ -3,7 +3,8 @@ AlterPartitionManager, configured from the replica.* keys.
 
 Brokers reach each other on the inter-broker listener (`inter.broker.listener.name`, else
 the listener named like `security.inter.broker.protocol`), looked up in the metadata cache
-(UpdateMetadata's live brokers) at connect time. AlterPartition goes to the controller the
+(UpdateMetadata's live brokers) at connect time; TLS / SASL listeners connect through
+`broker.security.inter_broker.inter_broker_connect`. AlterPartition goes to the controller the
 metadata cache names.
 """
 
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from broker.replication.alter_partition_manager import AlterPartitionManager
 from broker.replication.fetcher import FetcherConfig
 from broker.replication.fetcher_manager import ReplicaFetcherManager
+from broker.replication.replica_selector import selector_for
+from client.aio_connection import BrokerConnection
 
 __all__ = ["attach_replication", "inter_broker_listener", "truncation_on_fetch_supported"]
 
@@ -22,10 +25,22 @@ log = logging.getLogger(__name__)
 
 
 def inter_broker_listener(config) -> str:
-    name = config.get("inter.broker.listener.name")
-    if name:
-        return name.upper()
-    return (config.get("security.inter.broker.protocol") or "PLAINTEXT").upper()
+    return config.inter_broker_listener_name
+
+
+def _opener(config, client_id: str):
+    """`(host, port) -> opener` for TLS / SASL inter-broker listeners (through the security
+    package); None for plain TCP (the connection sets its receive buffer itself)."""
+    if getattr(config, "inter_broker_security_protocol", "PLAINTEXT") == "PLAINTEXT":
+        return None
+    from broker.security.inter_broker import inter_broker_connect
+
+    timeout = config.get("replica.socket.timeout.ms") / 1000
+
+    def opener_for(host: str, port: int):
+        return lambda: inter_broker_connect(config, host, port, timeout=timeout,
+                                            client_id=client_id)
+    return opener_for
 
 
 def truncation_on_fetch_supported(ibp: str | None) -> bool:
@@ -42,6 +57,13 @@ def attach_replication(replica_manager, config, metadata_cache,
     """Give `replica_manager` (before its startup) a fetcher manager and an
     AlterPartitionManager. `config` is the broker's KafkaConfig."""
     listener = inter_broker_listener(config)
+    try:
+        replica_manager.replica_selector = selector_for(config.get("replica.selector.class"))
+    except ValueError as e:
+        from broker.config import ConfigError
+        raise ConfigError("replica.selector.class", config.get("replica.selector.class"),
+                          "org.apache.kafka.common.replica.RackAwareReplicaSelector or "
+                          "LeaderSelector", str(e)) from None
 
     def endpoint_of(broker_id: int) -> tuple[str, int] | None:
         node = metadata_cache.alive_broker_node(broker_id, listener)
@@ -68,9 +90,24 @@ def attach_replication(replica_manager, config, metadata_cache,
         rack=config.get("broker.rack") or "")
     replica_manager.truncate_on_fetch = fc.truncate_on_fetch
     replica_manager.broker_epoch_supplier = broker_epoch
+    bid = replica_manager.broker_id
+    opener = _opener(config, f"broker-{bid}-fetcher")
+    fetch_conn = None
+    if opener is not None:
+        def fetch_conn(host: str, port: int) -> BrokerConnection:
+            return BrokerConnection(
+                host, port, f"broker-{bid}-fetcher", timeout_s=fc.socket_timeout_ms / 1000,
+                max_response_bytes=max(fc.fetch_response_max_bytes, fc.fetch_max_bytes)
+                + (1 << 20), opener=opener(host, port))
     replica_manager.fetcher_manager = ReplicaFetcherManager(
         replica_manager, fc, config.get("num.replica.fetchers"), endpoint_of,
-        replica_manager.follower_quota)
+        replica_manager.follower_quota, fetch_conn)
+    ap_timeout = config.get("controller.socket.timeout.ms") / 1000
+    ap_opener = _opener(config, f"broker-{bid}-alter-partition")
     replica_manager.alter_partition_manager = AlterPartitionManager(
-        replica_manager.broker_id, controller_endpoint, broker_epoch,
-        request_timeout_ms=config.get("controller.socket.timeout.ms"))
+        bid, controller_endpoint, broker_epoch,
+        request_timeout_ms=config.get("controller.socket.timeout.ms"),
+        connection_factory=None if ap_opener is None else (
+            lambda host, port: BrokerConnection(host, port, f"broker-{bid}-alter-partition",
+                                                timeout_s=ap_timeout,
+                                                opener=ap_opener(host, port))))
