@@ -251,6 +251,10 @@ class BrokerServer:
         from broker.dynamic_config import DynamicBrokerConfig  # issue 16: KIP-226
         self.services.dynamic_config = listener.dynamic_config = \
             DynamicBrokerConfig(self.services, self)
+        if self.replica_manager is not None:  # issue 12: live throttles / fetcher count
+            from broker.replication.wiring import replication_reconfigurable
+            self.services.dynamic_config.listeners.append(
+                replication_reconfigurable(self.replica_manager, cfg))
         from broker.coordinator.transaction.wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
         load_all()
@@ -351,13 +355,22 @@ class BrokerServer:
 
     async def _connect_zookeeper(self) -> None:
         """ZooKeeper mode, before the logs load: session, cluster id, generated broker id."""
+        from controller.zk_auth import ZkAuthError, zookeeper_auth_data
         from controller.zk_broker import (
             InconsistentClusterIdError,
             ZkBroker,
             ZkConnectionTimeoutError,
         )
 
-        zk = ZkBroker(self.config, None, None)
+        try:
+            auth = zookeeper_auth_data(os.environ)
+        except ZkAuthError as e:
+            raise FatalStartupError(str(e)) from None
+        if self.config.get("zookeeper.set.acl") and auth is None:
+            raise FatalStartupError(
+                "zookeeper.set.acl is true, but the verification of the JAAS login file failed "
+                "(no java.security.auth.login.config in KAFKA_OPTS with a Client section)")
+        zk = ZkBroker(self.config, None, None, auth_data=auth)
         self.zk_broker = zk
         try:
             await zk.connect()

@@ -203,7 +203,7 @@ class Log(LogTransactions):
         MESSAGE_TOO_LARGE as for the leader, and UNKNOWN_SERVER_ERROR when the first offset
         is below the log end offset or offsets go backwards (Kafka's
         OffsetsOutOfOrderException / UnexpectedAppendOffsetException)."""
-        buf = records if isinstance(records, bytearray | bytes) else bytes(records)
+        buf = records if isinstance(records, bytearray | bytes | memoryview) else bytes(records)
         batches = self._analyze(buf, check_size=False)
         expected = self.log_end_offset
         for b in batches:

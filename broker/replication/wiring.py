@@ -111,3 +111,22 @@ def attach_replication(replica_manager, config, metadata_cache,
             lambda host, port: BrokerConnection(host, port, f"broker-{bid}-alter-partition",
                                                 timeout_s=ap_timeout,
                                                 opener=ap_opener(host, port))))
+
+
+def replication_reconfigurable(replica_manager, config):
+    """A KIP-226 reconfigure hook (DynamicBrokerConfig.listeners): the replication throttles
+    (`leader|follower.replication.throttled.rate`, dynamic only in Kafka) and
+    `num.replica.fetchers` take effect live."""
+    import asyncio
+
+    def apply(changed: set[str]) -> None:
+        if "leader.replication.throttled.rate" in changed:
+            replica_manager.leader_quota.update_quota(
+                config.get("leader.replication.throttled.rate"))
+        if "follower.replication.throttled.rate" in changed:
+            replica_manager.follower_quota.update_quota(
+                config.get("follower.replication.throttled.rate"))
+        manager = replica_manager.fetcher_manager
+        if manager is not None and "num.replica.fetchers" in changed:
+            asyncio.ensure_future(manager.resize(config.get("num.replica.fetchers")))
+    return apply

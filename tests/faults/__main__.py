@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--consumers", type=int, default=2,
                      help="alternating confluent-kafka and kafka-python, one group")
     run.add_argument("--rate", type=float, default=50.0, help="sends/s per producer")
+    run.add_argument("--txn-producers", type=int, default=1,
+                     help="transactional producers (with one read_committed consumer); 0: none")
+    run.add_argument("--txn-rate", type=float, default=5.0, help="transactions/s per producer")
     run.add_argument("--replication-factor", type=int, default=None)
     run.add_argument("--min-insync-replicas", type=int, default=None)
     run.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE")

@@ -20,7 +20,10 @@ What it checks, against the final read of every partition after the cluster heal
   whose send failed definitely (``fail``) but that are in the log.
 
 ``valid`` is True when every count above is 0, the final read covered every partition, and
-something was acknowledged. Lists of examples are capped at ``EXAMPLES`` entries.
+something was acknowledged; with the transactional workload in the history, also every count
+of ``check_transactions`` (committed transactions lost, aborted or partial transactions
+visible to read_committed readers, duplicates). Lists of examples are capped at
+``EXAMPLES`` entries.
 """
 
 from __future__ import annotations
@@ -122,7 +125,9 @@ def check(events: Iterable[dict[str, Any]], partitions: Iterable[int] | None = N
     mismatch = []
     for v, e in acked.items():
         places = where.get(v)
-        if places and (e["partition"], e["offset"]) not in places:
+        # an offset of None: acknowledged implicitly (librdkafka: a later batch of the same
+        # idempotent producer succeeded, so this one was written, where is not reported)
+        if places and e.get("offset") is not None and (e["partition"], e["offset"]) not in places:
             mismatch.append({"value": v, "acked": [e["partition"], e["offset"]],
                              "found": places})
     duplicated = {v: places for v, places in where.items() if len(places) > 1}
@@ -218,6 +223,94 @@ def check(events: Iterable[dict[str, Any]], partitions: Iterable[int] | None = N
             problems.append(f"{key}: {results[key]}")
     if not acked:
         problems.append("nothing was acknowledged (no progress)")
+    if any(e.get("type") == "txn_begin" for e in events):
+        txn = check_transactions(events, partitions)
+        problems.extend(txn.pop("problems"))
+        results["examples"].update(txn.pop("examples"))
+        results.update(txn)
     results["problems"] = problems
     results["valid"] = not problems
     return results
+
+
+#: counts of the transactional checks that make a run invalid when above 0
+TXN_PROBLEM_KEYS = ("txn_lost", "txn_aborted_visible", "txn_partial", "txn_dirty_reads",
+                    "txn_duplicated")
+
+
+def check_transactions(events: Iterable[dict[str, Any]], partitions: Iterable[int] | None = None
+                       ) -> dict[str, Any]:
+    """The transactional workload's checks, against its read_committed final read:
+
+    * **txn_lost**: committed transactions (commit confirmed) whose values are not all there;
+    * **txn_aborted_visible**: aborted transactions with any value there;
+    * **txn_partial**: transactions with some but not all values there (whatever their
+      outcome, also unknown ones: all or nothing);
+    * **txn_dirty_reads**: values a read_committed consumer was given from a transaction that
+      is not wholly in the final read (aborted, or partial);
+    * **txn_duplicated**: a value stored twice.
+    """
+    values: dict[str, list[str]] = {}
+    outcome: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    polls: list[dict[str, Any]] = []
+    final: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    ends: set[int] = set()
+    for e in events:
+        kind = e.get("type")
+        if kind == "txn_begin":
+            values[e["txn"]] = list(e["values"])
+            for v in e["values"]:
+                owner[v] = e["txn"]
+        elif kind in ("txn_committed", "txn_aborted", "txn_unknown"):
+            outcome[e["txn"]] = kind[4:]
+        elif kind == "txn_poll":
+            polls.append(e)
+        elif kind == "txn_final":
+            final[e["value"]].append((e["partition"], e["offset"]))
+        elif kind == "txn_final_end":
+            ends.add(e["partition"])
+    problems = []
+    wanted = set(partitions) if partitions is not None else set()
+    if wanted - ends:
+        problems.append(f"transactional final read incomplete for {sorted(wanted - ends)}")
+    lost, aborted_visible, partial, whole = [], [], [], set()
+    for txn, vals in values.items():
+        present = [v for v in vals if v in final]
+        state = outcome.get(txn, "unknown")
+        if len(present) == len(vals):
+            whole.add(txn)
+        elif present:
+            partial.append({"txn": txn, "present": present, "missing":
+                            [v for v in vals if v not in final], "outcome": state})
+        if state == "committed" and len(present) < len(vals):
+            lost.append(txn)
+        if state == "aborted" and present:
+            aborted_visible.append(txn)
+    dirty = [{"member": e["member"], "value": e["value"], "txn": owner.get(e["value"]),
+              "outcome": outcome.get(owner.get(e["value"], ""), "unknown")}
+             for e in polls if owner.get(e["value"]) not in whole]
+    duplicated = {v: places for v, places in final.items() if len(places) > 1}
+    out: dict[str, Any] = {
+        "txn_transactions": len(values),
+        "txn_committed": sum(1 for o in outcome.values() if o == "committed"),
+        "txn_aborted": sum(1 for o in outcome.values() if o == "aborted"),
+        "txn_unknown": len(values) - sum(1 for o in outcome.values() if o != "unknown"),
+        "txn_polled": len(polls),
+        "txn_lost": len(lost),
+        "txn_aborted_visible": len(aborted_visible),
+        "txn_partial": len(partial),
+        "txn_dirty_reads": len(dirty),
+        "txn_duplicated": len(duplicated),
+        "examples": {"txn_lost": lost[:EXAMPLES],
+                     "txn_aborted_visible": aborted_visible[:EXAMPLES],
+                     "txn_partial": partial[:EXAMPLES], "txn_dirty_reads": dirty[:EXAMPLES],
+                     "txn_duplicated": dict(list(duplicated.items())[:EXAMPLES])},
+    }
+    for key in TXN_PROBLEM_KEYS:
+        if out[key]:
+            problems.append(f"{key}: {out[key]}")
+    if not out["txn_committed"]:
+        problems.append("no transaction was committed (no progress)")
+    out["problems"] = problems
+    return out

@@ -31,7 +31,6 @@ import secrets
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from tests.faults.attacks import close_all, declared_size_attack
@@ -39,7 +38,7 @@ from tests.faults.fuzzgen import SAFE_MUTATIONS, FrameGenerator
 from tests.faults.net import LoopbackNetwork
 from tests.faults.nodes import BrokerNode
 from tests.faults.procfs import cpu_seconds, peak_rss_bytes, reset_peak_rss, rss_bytes
-from tests.faults.runner import _kv
+from tests.faults.runner import _kv, create_topic_named, start_run_dir
 from tests.faults.state import RunState, sweep
 from tests.integration.harness import api_versions_probe
 
@@ -250,12 +249,7 @@ def _settled_rss(pid: int) -> int:
 
 
 def fuzz(args: Any) -> int:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(out / "fuzzer.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
-    logging.getLogger().setLevel(logging.INFO)
+    out = start_run_dir(args.out, "fuzzer.log")
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     sweep()
     state = RunState(secrets.token_hex(3))
@@ -273,7 +267,6 @@ def fuzz(args: Any) -> int:
     started = time.monotonic()
     try:
         broker.start()
-        from tests.faults.runner import create_topic_named
         for topic, parts in (("fuzz-a", 2), ("fuzz-b", 1), (GOOD_TOPIC, 1)):
             create_topic_named(broker.bootstrap, topic, parts, 1, {})
         idle = _settled_rss(broker.pid)

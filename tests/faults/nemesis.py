@@ -181,7 +181,7 @@ class NemesisRunner(threading.Thread):
                 undo = self.cluster.apply(fault, self.rng)
             except Exception as e:
                 log.exception("nemesis %s/%s failed to start", fault.kind, fault.variant)
-                self.errors.append(f"{fault.kind}/{fault.variant} start: {e!r}")
+                self.errors.append(f"{fault.kind}/{fault.variant} start: {_first_line(e)}")
                 self.history.add("nemesis", kind=fault.kind, phase="error",
                                  variant=fault.variant, error=repr(e))
                 continue
@@ -193,5 +193,11 @@ class NemesisRunner(threading.Thread):
                 undo()
             except Exception as e:
                 log.exception("nemesis %s/%s failed to end", fault.kind, fault.variant)
-                self.errors.append(f"{fault.kind}/{fault.variant} end: {e!r}")
+                self.errors.append(f"{fault.kind}/{fault.variant} end: {_first_line(e)}")
             self.history.add("nemesis", kind=fault.kind, phase="end", variant=fault.variant)
+
+
+def _first_line(e: Exception) -> str:
+    """``type: first line`` of an exception (a broker's start failure carries its log)."""
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text[:300]}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +25,23 @@ BROKER_PORT = 9092
 ZK_PORT = 2181
 
 
-class BrokerNode(BrokerProcess):
+class _Tracked:
+    """Records a node's process in the run's state file and with the network when spawned
+    (``name``, ``network`` and ``state`` are set by the node classes)."""
+
+    name: str
+    network: Network
+    state: RunState
+    proc: subprocess.Popen | None
+
+    def _spawn(self) -> None:
+        super()._spawn()  # type: ignore[misc]
+        assert self.proc is not None
+        self.state.add_pid(self.proc.pid)
+        self.network.node_started(self.name, self.proc.pid)
+
+
+class BrokerNode(_Tracked, BrokerProcess):
     """Broker ``broker_id`` as node ``name`` of ``network``."""
 
     def __init__(self, directory: Path, name: str, network: Network, state: RunState,
@@ -44,12 +61,6 @@ class BrokerNode(BrokerProcess):
         self.props.setdefault("listeners", f"PLAINTEXT://{self.host}:{listen}")
         self.props.setdefault("advertised.listeners", f"PLAINTEXT://{self.host}:{self.port}")
         super().write_properties()
-
-    def _spawn(self) -> None:
-        super()._spawn()
-        assert self.proc is not None
-        self.state.add_pid(self.proc.pid)
-        self.network.node_started(self.name, self.proc.pid)
 
     def _signal(self, sig: int, timeout: float) -> int | None:
         if self.paused and self.proc is not None and self.proc.poll() is None:
@@ -72,7 +83,7 @@ class BrokerNode(BrokerProcess):
         self.paused = False
 
 
-class ZooKeeperNode(ZooKeeperServer):
+class ZooKeeperNode(_Tracked, ZooKeeperServer):
     """The integration tests' ZooKeeper (Debian's package) as node ``name`` of ``network``:
     its own address and port, started under the network's command prefix, PID recorded in the
     run's state file; data kept across restarts."""
@@ -85,12 +96,6 @@ class ZooKeeperNode(ZooKeeperServer):
         self.listen_port = network.listen_port(name, ZK_PORT)
         self.command_prefix = network.command_prefix(name)
         self.paused = False
-
-    def _spawn(self) -> None:
-        super()._spawn()
-        assert self.proc is not None
-        self.state.add_pid(self.proc.pid)
-        self.network.node_started(self.name, self.proc.pid)
 
     def _signal(self, sig: int, timeout: float) -> int | None:
         pid = self.pid

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 def _status_kib(pid: int, field: str) -> int | None:
     try:
@@ -36,13 +38,20 @@ def reset_peak_rss(pid: int) -> bool:
         return False
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of ``pid`` so far, in seconds."""
-    import os
+def stat_fields(pid: int) -> list[bytes] | None:
+    """Fields 3.. of /proc/PID/stat (after the command name, which may hold spaces and
+    parentheses), or None if ``pid`` is gone; ``[0]`` is the state, ``[19]`` the start time."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
     except OSError:
         return None
-    fields = data[data.rfind(b")") + 2:].split()
+    return data[data.rfind(b")") + 2:].split()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of ``pid`` so far, in seconds."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -38,7 +38,9 @@ from tests.faults.net import (
 )
 from tests.faults.nodes import ZK_PORT, BrokerNode, ZooKeeperNode
 from tests.faults.state import RunState, sweep
+from tests.faults.txn_workload import TXN_TOPIC, TxnConsumerWorker, TxnProducerWorker
 from tests.faults.workload import ConsumerWorker, ProducerWorker, final_read
+from tests.integration.harness import BrokerStartError
 
 log = logging.getLogger("tests.faults")
 
@@ -126,11 +128,23 @@ class FaultCluster:
                     self.crashes.append(msg)
                     self.down.add(i)
 
-    def restart(self, i: int) -> None:
+    def restart(self, i: int, timeout: float = 60.0) -> None:
+        """Start broker ``i`` again, retrying while it exits during startup: a broker restarted
+        within the ZooKeeper session timeout finds its previous session's ephemeral
+        ``/brokers/ids/<id>`` and stops, as Kafka's does, until that session expires."""
         b = self.brokers[i]
         if b.is_running():
             b.kill()
-        b.start()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                b.start()
+                break
+            except BrokerStartError as e:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("broker %d did not start (%s); retrying", i, str(e).splitlines()[0])
+                time.sleep(2.0)
         self.down.discard(i)
 
     def heal(self) -> None:
@@ -348,15 +362,25 @@ def create_topic_named(bootstrap: str, topic: str, partitions: int, rf: int,
     raise RuntimeError(f"could not create topic {topic}: {last!r}")
 
 
-def run(args: Any) -> int:
-    out = Path(args.out)
+def start_run_dir(out_arg: str, log_name: str) -> Path:
+    """Create the run's directory and send the log (INFO and up; librdkafka's idempotence
+    debug lines too, kafka-python's only from WARNING) to ``log_name`` there."""
+    out = Path(out_arg)
     out.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(out / "harness.log")
+    handler = logging.FileHandler(out / log_name)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.INFO)
     logging.getLogger("kafka").setLevel(logging.WARNING)  # kafka-python's chatter
+    # but its offset resets and truncation detection (a consumer moving backwards) stay
+    logging.getLogger("kafka.consumer.fetcher").setLevel(logging.INFO)
+    logging.getLogger("kafka.consumer.subscription_state").setLevel(logging.INFO)
     logging.getLogger("librdkafka").setLevel(logging.DEBUG)
+    return out
+
+
+def run(args: Any) -> int:
+    out = start_run_dir(args.out, "harness.log")
     kinds = [k for k in args.nemesis.split(",") if k] if args.nemesis else []
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     n = args.brokers
@@ -397,6 +421,9 @@ def run(args: Any) -> int:
                  kinds, network.kind)
         cluster.start()
         create_topic(cluster.bootstrap, partitions, rf, topic_config)
+        if args.txn_producers:
+            create_topic_named(cluster.bootstrap, TXN_TOPIC, partitions, rf,
+                               {"min.insync.replicas": str(min_isr)})
         if not cluster.wait_healthy(60):
             problems.append("cluster not healthy before the workload started")
 
@@ -412,6 +439,11 @@ def run(args: Any) -> int:
             workers.append(ConsumerWorker(history, bootstrap, TOPIC, GROUP,
                                           f"{'cc' if client == 'confluent' else 'kc'}{k}",
                                           client, stop_consumers))
+        for k in range(args.txn_producers):
+            workers.append(TxnProducerWorker(history, bootstrap, partitions, k, seed,
+                                             args.txn_rate, stop_producers))
+        if args.txn_producers:
+            workers.append(TxnConsumerWorker(history, bootstrap, "tc0", stop_consumers))
         faults = nem.plan(kinds, args.time_limit, seed, n, partitions, n > 1)
         results["planned_faults"] = len(faults)
         t0 = time.monotonic()
@@ -436,11 +468,14 @@ def run(args: Any) -> int:
         producers = [w for w in workers if isinstance(w, ProducerWorker)]
         for w in producers:
             w.join(30)
+        for w in workers:
+            if isinstance(w, TxnProducerWorker):
+                w.join(120)  # finishes (commits or aborts) the transaction in hand
         for w in producers:
             left = w.flush(45)
             if left:
                 log.warning("producer %s: %d sends unresolved", w.process, left)
-        consumers = [w for w in workers if isinstance(w, ConsumerWorker)]
+        consumers = [w for w in workers if isinstance(w, ConsumerWorker | TxnConsumerWorker)]
         _let_consumers_catch_up(history, consumers, 20)
         stop_consumers.set()
         for w in consumers:
@@ -449,6 +484,10 @@ def run(args: Any) -> int:
             w.close()
         if not final_read(history, cluster.bootstrap, TOPIC, partitions):
             problems.append("final read incomplete")
+        if args.txn_producers and not final_read(history, cluster.bootstrap, TXN_TOPIC,
+                                                 partitions, isolation="read_committed",
+                                                 prefix="txn_"):
+            problems.append("transactional final read incomplete")
         cluster.check_alive()
     except SystemExit:
         raise

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.faults.procfs import stat_fields
+
 log = logging.getLogger(__name__)
 
 STATE_DIR = Path(os.environ.get("JOSEF_FAULTS_STATE_DIR", "/tmp/josef-faults-state"))
@@ -31,15 +33,9 @@ STATE_DIR = Path(os.environ.get("JOSEF_FAULTS_STATE_DIR", "/tmp/josef-faults-sta
 
 def process_start_time(pid: int) -> int | None:
     """Start time of ``pid`` in clock ticks since boot (/proc/PID/stat field 22), or None."""
+    fields = stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    # the command name (field 2) may contain spaces and parentheses: split after the last ')'
-    rest = data[data.rfind(b")") + 2:].split()
-    try:
-        return int(rest[19])
+        return None if fields is None else int(fields[19])
     except (IndexError, ValueError):
         return None
 

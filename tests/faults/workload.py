@@ -260,7 +260,8 @@ class ConsumerWorker(threading.Thread):
             "client.id": self.member, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 60000,
-            "enable.partition.eof": False, "logger": _NullLogger(),
+            "enable.partition.eof": False,
+            "logger": logging.getLogger(f"librdkafka.{self.member}"),
         })
 
         def on_assign(consumer, partitions):
@@ -354,13 +355,17 @@ class ConsumerWorker(threading.Thread):
 
 
 def final_read(history: History, bootstrap: str, topic: str, partitions: int,
-               timeout: float = 90.0) -> bool:
-    """Read every partition from its log start to its high watermark; True when complete."""
+               timeout: float = 90.0, *, isolation: str = "read_uncommitted",
+               prefix: str = "") -> bool:
+    """Read every partition from its log start to its high watermark (``{prefix}final`` and
+    ``{prefix}final_end`` events); True when complete. With ``read_committed`` only
+    committed records are returned, and completion is the consumer's position (it moves past
+    aborted records and transaction markers) reaching the high watermark."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
     c = Consumer({**CONFLUENT_COMMON, "bootstrap.servers": bootstrap,
                   "group.id": f"final-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
                   "enable.partition.eof": False, "check.crcs": True,
-                  "logger": _NullLogger()})
+                  "isolation.level": isolation, "logger": _NullLogger()})
     deadline = time.monotonic() + timeout
     try:
         marks: dict[int, tuple[int, int]] = {}
@@ -376,7 +381,8 @@ def final_read(history: History, bootstrap: str, topic: str, partitions: int,
                 time.sleep(0.5)
         if len(marks) < partitions:
             return False
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+        c.assign(tps)
         position = {p: marks[p][0] for p in range(partitions)}
         seen: dict[int, set[int]] = {p: set() for p in range(partitions)}
         while any(position[p] < marks[p][1] for p in range(partitions)) \
@@ -389,13 +395,17 @@ def final_read(history: History, bootstrap: str, topic: str, partitions: int,
                 if o >= marks[p][1] or o in seen[p]:
                     continue
                 seen[p].add(o)
-                history.add("final", partition=p, offset=o,
+                history.add(f"{prefix}final", partition=p, offset=o,
                             value=(m.value() or b"").decode(errors="replace"))
                 position[p] = max(position[p], o + 1)
+            if isolation == "read_committed":
+                for tp in c.position(tps):
+                    if tp.offset >= 0:
+                        position[tp.partition] = max(position[tp.partition], tp.offset)
         complete = True
         for p in range(partitions):
             if position[p] >= marks[p][1]:
-                history.add("final_end", partition=p, log_start=marks[p][0],
+                history.add(f"{prefix}final_end", partition=p, log_start=marks[p][0],
                             high_watermark=marks[p][1])
             else:
                 complete = False

@@ -135,6 +135,17 @@ def _fast_cluster(cluster_factory, **props) -> Cluster:
     return cluster_factory(3, props=base)
 
 
+def _two_replicas(cluster, topic: str):
+    """A (leader) and B: the two brokers that are not the controller (so freezing or killing
+    them never stalls the controller), a topic on [A, B] allowing unclean elections, and an
+    acks=all producer. Returns (A, B, producer)."""
+    ctrl = cluster.wait_for_controller()
+    a, b = [i for i in cluster.ids if i != ctrl]
+    create_topic(cluster, topic, {0: [a, b]}, {
+        "min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
+    return a, b, kafka_python_producer(cluster.bootstrap, retries=0, request_timeout_ms=20000)
+
+
 def test_kip101_follower_restarting_with_stale_hw_keeps_acknowledged_records(cluster_factory):
     """KIP-101 scenario 1. Follower B has every acknowledged record but a stale high
     watermark (its fetch long-polls for 30 s, its HW checkpoint is never written): killed and
@@ -146,11 +157,7 @@ def test_kip101_follower_restarting_with_stale_hw_keeps_acknowledged_records(clu
         "replica.high.watermark.checkpoint.interval.ms": "3600000",
         "replica.lag.time.max.ms": "60000"})
     try:
-        ctrl = cluster.wait_for_controller()
-        a, b = [i for i in cluster.ids if i != ctrl]
-        create_topic(cluster, "kip101", {0: [a, b]}, {
-            "min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
-        producer = kafka_python_producer(cluster.bootstrap, retries=0, request_timeout_ms=20000)
+        a, b, producer = _two_replicas(cluster, "kip101")
         acked = [b"m%d" % i for i in range(10)]
         for v in acked:  # each acknowledged by A and B (acks=all, ISR {A, B})
             _send(producer, "kip101", v)
@@ -181,7 +188,10 @@ def test_kip101_follower_restarting_with_stale_hw_keeps_acknowledged_records(clu
         assert st["leader_epoch"] >= 1
 
         start_after_kill(cluster, a)
-        wait_isr(cluster, "kip101", 0, [a, b], timeout=90)
+        st = wait_isr(cluster, "kip101", 0, [a, b], timeout=90)
+        # B grew the ISR with AlterPartition saying RECOVERED (KIP-704), whether or not the
+        # controller marked its election RECOVERING (unclean)
+        assert st.get("leader_recovery_state", 0) == 0
     finally:
         cluster.stop()
         collect_client_garbage()
@@ -197,11 +207,7 @@ def test_kip279_replicas_crashing_together_with_different_tails_converge(cluster
     never keep its own m1 (replica divergence) and never lose B's acknowledged m2."""
     cluster = _fast_cluster(cluster_factory, **{"replica.lag.time.max.ms": "60000"})
     try:
-        ctrl = cluster.wait_for_controller()
-        a, b = [i for i in cluster.ids if i != ctrl]
-        create_topic(cluster, "kip279", {0: [a, b]}, {
-            "min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
-        producer = kafka_python_producer(cluster.bootstrap, retries=0, request_timeout_ms=20000)
+        a, b, producer = _two_replicas(cluster, "kip279")
         for i in range(5):
             _send(producer, "kip279", b"m0-%d" % i)  # acks=all: A and B
         producer.close()

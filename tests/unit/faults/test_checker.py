@@ -227,3 +227,102 @@ def test_loss_count_is_exact(n):
                                         and e["offset"] > min(o for _, o in gone))]
     r = check(events)
     assert only_problems(r) == {"lost": n}
+
+
+# ---- the transactional workload ------------------------------------------------------------
+def txn_history(outcomes=("committed", "aborted", "committed", "unknown")) -> list[dict]:
+    """Transactions of 3 values on 2 partitions; the final read_committed read holds the
+    committed ones (and, for unknown outcomes, the whole transaction); a read_committed
+    consumer read exactly those."""
+    h = History(clock=iter(range(10**6)).__next__)
+    for e in clean_history():  # the queue workload runs beside it
+        h.add(e["type"], **{k: v for k, v in e.items() if k not in ("t", "type")})
+    offsets = {0: 0, 1: 0}
+    stored = []
+    for n, outcome in enumerate(outcomes):
+        txn = f"t0.0-{n}"
+        vals = [f"{txn}-{i}" for i in range(3)]
+        h.add("txn_begin", txn=txn, values=vals)
+        h.add(f"txn_{outcome}", txn=txn)
+        if outcome in ("committed", "unknown"):
+            for i, v in enumerate(vals):
+                stored.append((i % 2, offsets[i % 2], v))
+                offsets[i % 2] += 1
+    for p, o, v in stored:
+        h.add("txn_poll", member="tc0", partition=p, offset=o, value=v)
+    for p, o, v in stored:
+        h.add("txn_final", partition=p, offset=o, value=v)
+    for p in (0, 1, 2):
+        h.add("txn_final_end", partition=p, log_start=0,
+              high_watermark=offsets.get(p, 0) + 4)
+    return h.events
+
+
+def txn_problems(r) -> dict:
+    from tests.faults.checker import TXN_PROBLEM_KEYS
+    return {k: r[k] for k in TXN_PROBLEM_KEYS if r[k]}
+
+
+def test_clean_transactional_history_is_valid():
+    r = check(txn_history(), partitions=range(3))
+    assert r["valid"], r["problems"]
+    assert (r["txn_committed"], r["txn_aborted"], r["txn_unknown"]) == (2, 1, 1)
+    assert r["txn_polled"] == 9
+
+
+def test_planted_aborted_transaction_visible_and_dirty_read():
+    events = txn_history()
+    t = events[-1]["t"]
+    events.append({"t": t + 1, "type": "txn_final", "partition": 0, "offset": 50,
+                   "value": "t0.0-1-0"})
+    events.append({"t": t + 2, "type": "txn_poll", "member": "tc0", "partition": 0,
+                   "offset": 50, "value": "t0.0-1-0"})
+    r = check(events, partitions=range(3))
+    assert txn_problems(r) == {"txn_aborted_visible": 1, "txn_partial": 1,
+                               "txn_dirty_reads": 1}
+    assert not r["valid"]
+
+
+def test_planted_committed_transaction_lost_partially():
+    events = [e for e in txn_history() if not (e["type"] == "txn_final"
+                                               and e["value"] == "t0.0-2-1")]
+    r = check(events, partitions=range(3))
+    # lost, partial, and the consumer's reads of its other values are now dirty
+    assert txn_problems(r) == {"txn_lost": 1, "txn_partial": 1, "txn_dirty_reads": 3}
+
+
+def test_unknown_outcome_must_be_all_or_nothing():
+    events = [e for e in txn_history() if e.get("value") not in ("t0.0-3-0", "t0.0-3-1",
+                                                                 "t0.0-3-2")]
+    assert check(events, partitions=range(3))["valid"]  # none of it: fine
+    events = [e for e in txn_history() if e.get("value") != "t0.0-3-2"]
+    assert txn_problems(check(events, partitions=range(3))) == {"txn_partial": 1,
+                                                               "txn_dirty_reads": 2}
+
+
+def test_planted_transactional_duplicate_and_missing_final_end():
+    events = txn_history()
+    t = events[-1]["t"]
+    events.append({"t": t + 1, "type": "txn_final", "partition": 1, "offset": 40,
+                   "value": "t0.0-0-1"})
+    r = check(events, partitions=range(3))
+    assert txn_problems(r) == {"txn_duplicated": 1}
+    events = [e for e in txn_history() if not (e["type"] == "txn_final_end"
+                                               and e["partition"] == 1)]
+    r = check(events, partitions=range(2))
+    assert any("transactional final read incomplete" in p for p in r["problems"])
+
+
+def test_implicitly_acknowledged_value_has_no_offset_but_must_not_be_lost():
+    """librdkafka acknowledges messages of a failed request implicitly when a later batch of
+    the same idempotent producer succeeds; their offset is unknown (None)."""
+    events = clean_history()
+    ok = next(e for e in events if e["type"] == "ok" and e["value"] == "kp0-7")
+    ok["offset"] = None
+    assert check(events)["valid"]
+    events = [e for e in events if not (e["type"] in ("final", "poll", "commit")
+                                        and e["partition"] == 1 and e["offset"] >= 4)]
+    last = next(e for e in events if e["type"] == "final_end" and e["partition"] == 1)
+    last["high_watermark"] = 4
+    r = check(events)
+    assert r["lost"] >= 1 and "kp0-7" in r["examples"]["lost"]

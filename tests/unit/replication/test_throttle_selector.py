@@ -166,3 +166,27 @@ async def test_follower_leaves_throttled_lagging_partitions_out_of_its_fetches(c
     rm3.follower_quota.update_quota(10 ** 12)
     assert fetcher.build_fetch() is not None
     assert cluster.rm(2).follower_quota.is_throttled(*TP) is False  # "0:3" names broker 3
+
+
+async def test_dynamic_throttle_rates_and_fetcher_count_apply_live(cluster):
+    """KIP-226: the throttle rates (dynamic-only keys in Kafka) and num.replica.fetchers
+    change at run time; partitions are re-hashed onto the new fetchers and keep fetching."""
+    await cluster.create("t", [1, 2, 3], partitions=4)
+    server = cluster.brokers[2]
+    server.services.dynamic_config.on_change("2", {
+        "leader.replication.throttled.rate": "1000",
+        "follower.replication.throttled.rate": "2000", "num.replica.fetchers": "3"})
+    rm = cluster.rm(2)
+    assert rm.leader_quota.bound == 1000 and rm.follower_quota.bound == 2000
+    await wait_for(lambda: rm.fetcher_manager.num_fetchers == 3, what="resize")
+    await wait_for(lambda: len(rm.fetcher_manager.fetchers) > 1, what="several fetchers")
+    assert sum(len(f.partitions) for f in rm.fetcher_manager.fetchers.values()) == 4
+    for p in range(4):
+        assert (await produce_to(cluster, 1, p)).error == ErrorCode.NONE
+
+
+async def produce_to(cluster, broker, partition):
+    res = cluster.rm(broker).append_records(10000, -1, {("t", partition): batch(1)})
+    if isinstance(res, asyncio.Future):
+        res = await res
+    return res[("t", partition)]
