@@ -206,17 +206,18 @@ def produce_input(bootstrap: str, topic: str, n: int) -> None:
 
 
 def read_output(bootstrap: str, topic, expected: int, timeout: float = 90.0,
-                assign: bool = False, quiet_s: float = 2.0) -> list[bytes]:
+                partitions: int | None = None, quiet_s: float = 2.0) -> list[bytes]:
     """The committed values of `topic` (a name or a list), once `expected` arrived and
-    nothing more comes for `quiet_s`. `assign`: read partition 0 of each topic without a
-    consumer group."""
+    nothing more comes for `quiet_s`. `partitions` N: read partitions 0..N-1 of each topic
+    without a consumer group (no group coordinator involved)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     topics = [topic] if isinstance(topic, str) else list(topic)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
                   "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                   "enable.auto.commit": False})
-    if assign:
-        c.assign([TopicPartition(t, 0, OFFSET_BEGINNING) for t in topics])
+    if partitions:
+        c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in topics
+                  for p in range(partitions)])
     else:
         c.subscribe(topics)
     got: list[bytes] = []

@@ -66,7 +66,7 @@ def test_exactly_once_while_coordinator_and_leader_die(cluster_factory):
                                  ).values():
         f.result(30)
     c.wait_for_leaders("ceos-out", 3)
-    feeder = InputFeeder(bs, "ceos-in", rate=100)
+    feeder = InputFeeder(bs, "ceos-in", rate=50)
     w = SupervisedWorker(bs, "ceos-group", "ceos-tx", "ceos-in", "ceos-out", batch=10)
     try:
         w.wait_total(60)
@@ -83,7 +83,8 @@ def test_exactly_once_while_coordinator_and_leader_die(cluster_factory):
             c.kill(c.wait_for_leaders("ceos-out", 3)[0])
             w.wait_total(w.total + 60, timeout=120)
         n = feeder.stop()
-        check_exactly_once(read_output(c.bootstrap, "ceos-out", n, timeout=180), n)
+        check_exactly_once(read_output(c.bootstrap, "ceos-out", n, timeout=180, partitions=3),
+                           n)
     finally:
         feeder.stop()
         w.stop()

@@ -92,7 +92,7 @@ async def test_markers_and_verification_over_the_network(cluster):
     await run(lambda: txn([b"c1", b"c2"], True))
     await run(lambda: txn([b"a1"], False))
     await run(lambda: txn([b"c3"], True))
-    got = await run(lambda: read_output(bs, ["t", "u"], 6, timeout=30, assign=True, quiet_s=1.0))
+    got = await run(lambda: read_output(bs, ["t", "u"], 6, timeout=30, partitions=1, quiet_s=1.0))
     assert sorted(got) == sorted([b"c1", b"c2", b"c3"] * 2)
     coordinator_channel = cluster.brokers[1].services.transaction_coordinator.markers
     assert coordinator_channel.requests_sent >= 3  # WriteTxnMarkers to brokers 2 and 3
@@ -134,5 +134,5 @@ async def test_coordinator_and_leader_failover_mid_transaction(cluster):
     await wait_for(lambda: coordinator.handle_describe("fo-tx")[1] is not None and
                    str(coordinator.handle_describe("fo-tx")[1].state) == "CompleteCommit",
                    what="the new coordinator completed the transaction")
-    got = await run(lambda: read_output(bs, ["t", "u"], 4, timeout=30, assign=True, quiet_s=1.0))
+    got = await run(lambda: read_output(bs, ["t", "u"], 4, timeout=30, partitions=1, quiet_s=1.0))
     assert sorted(got) == sorted([b"x1", b"x2"] * 2)

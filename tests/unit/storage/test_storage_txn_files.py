@@ -234,6 +234,14 @@ def test_kip890_verification_guards(make_log):
     with pytest.raises(KafkaError) as e:  # a stale guard never starts a new transaction
         log.append_as_leader(txn(4), 0, verification_guard=guard)
     assert e.value.code == ErrorCode.INVALID_TXN_STATE
+    # KIP-890's ABA case: a verification starts, the coordinator aborts that transaction
+    # (its marker reaches this partition first): the verification is spent
+    stale = log.maybe_start_transaction_verification(7, 4, 0)
+    assert stale is not None
+    coord(log, marker("abort"))
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(txn(4), 0, verification_guard=stale)
+    assert e.value.code == ErrorCode.INVALID_TXN_STATE
     fresh = log.maybe_start_transaction_verification(7, 4, 0)
     assert fresh is not guard
     log.append_as_leader(txn(4), 0, verification_guard=fresh)
