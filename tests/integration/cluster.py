@@ -355,8 +355,7 @@ class Cluster:
         return self.brokers[broker_id].stop(timeout)
 
     def kill(self, broker_id: int) -> int | None:
-        """kill -9."""
-        self.resume(broker_id)
+        """kill -9 (a paused broker dies without running again: SIGKILL needs no SIGCONT)."""
         return self.brokers[broker_id].kill()
 
     def restart(self, broker_id: int, *, hard: bool = False) -> BrokerProcess:
