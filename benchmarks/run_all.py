@@ -47,11 +47,16 @@ QUICK: dict[str, tuple[list[str], dict[str, str]]] = {
     "purgatory": (["--sizes", "10000,100000", "--repeat", "1"], {}),
     "records": (["100", "100"], {}),
     "spark": (["--records", "20000", "--repeat", "1"], {}),
+    "controller": (["--quick"], {}),
+    "transactions": (["--quick"], {}),
+    "metrics": (["--quick"], {}),
+    "security": (["--quick"], {}),
+    "replication": (["--quick"], {}),
 }
 #: Benchmarks that measure against a running broker given as ``--bootstrap host:port``.
 NEEDS_BROKER = {"spark"}
 #: Order of sections in RESULTS.md (others follow alphabetically).
-ORDER = ["broker", "network", "storage", "purgatory", "records", "spark"]
+ORDER = ["broker", "network", "storage", "purgatory", "records", "spark", "metrics", "security"]
 
 
 def machine_line() -> str:

@@ -59,6 +59,7 @@ __all__ = [
     "ConfigEntry",
     "Endpoint",
     "KafkaConfig",
+    "listener_key",
     "parse_override",
     "parse_listeners",
 ]
@@ -243,6 +244,24 @@ def parse_listeners(
     return endpoints
 
 
+def listener_key(name: str) -> tuple[str, str, ConfigKey] | None:
+    """``listener.name.<l>.<key>`` -> (LISTENER, key, ConfigKey of key);
+    ``listener.name.<l>.<mechanism>.<key>`` -> (LISTENER, "<mechanism>.<key>", ConfigKey);
+    None for any other name (Kafka's ``ListenerName.configPrefix``)."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, rest = name[len(LISTENER_PREFIX):].partition(".")
+    if not listener or not rest:
+        return None
+    key = BROKER_CONFIG_KEYS.get(rest)
+    if key is not None and (rest.startswith(LISTENER_KEY_PREFIXES) or rest in LISTENER_KEYS):
+        return listener.upper(), rest, key
+    mechanism, _, base = rest.partition(".")
+    if base not in MECHANISM_KEYS or not mechanism:
+        return None
+    return listener.upper(), f"{mechanism.lower()}.{base}", BROKER_CONFIG_KEYS[base]
+
+
 def _parse_protocol_map(text: str) -> dict[str, str]:
     key = "listener.security.protocol.map"
     allowed = "NAME:PROTOCOL[,NAME:PROTOCOL...] with PROTOCOL one of " \
@@ -277,6 +296,8 @@ class KafkaConfig:
         self.unknown_keys: list[str] = []
         #: listener name (upper case) -> {key or "<mechanism>.<key>": parsed value}
         self.listener_overrides: dict[str, dict[str, Any]] = {}
+        #: the same from KIP-226 dynamic configs (per broker), winning over the static ones
+        self._dynamic_listener: dict[str, dict[str, Any]] = {}
         for name, raw in merged.items():
             key = BROKER_CONFIG_KEYS.get(name)
             if key is None:
@@ -295,37 +316,29 @@ class KafkaConfig:
     def _listener_override(self, name: str, raw: Any) -> bool:
         """Record ``listener.name.<l>.<key>`` / ``listener.name.<l>.<mech>.<key>``; False if
         ``name`` is not of that shape (an unknown key)."""
-        if not name.startswith(LISTENER_PREFIX):
+        parsed = listener_key(name)
+        if parsed is None:
             return False
-        listener, _, rest = name[len(LISTENER_PREFIX):].partition(".")
-        if not listener or not rest:
-            return False
-        key = BROKER_CONFIG_KEYS.get(rest)
-        if key is not None and (rest.startswith(LISTENER_KEY_PREFIXES) or rest in LISTENER_KEYS):
-            stored = rest
-        else:
-            mechanism, _, base = rest.partition(".")
-            if base not in MECHANISM_KEYS or not mechanism:
-                return False
-            key = BROKER_CONFIG_KEYS[base]
-            stored = f"{mechanism.lower()}.{base}"
+        listener, stored, key = parsed
         try:
             value = _parse_value(key, raw)
         except ConfigError as e:
             raise ConfigError(name, raw, e.allowed) from None
-        self.listener_overrides.setdefault(listener.upper(), {})[stored] = value
+        self.listener_overrides.setdefault(listener, {})[stored] = value
         return True
 
     def listener_get(self, listener: str, name: str, mechanism: str | None = None) -> Any:
         """The value of ``name`` for one listener: ``listener.name.<l>.<mechanism>.<name>``
         (when ``mechanism`` is given), then ``listener.name.<l>.<name>``, then ``name``."""
-        overrides = self.listener_overrides.get(listener.upper(), {})
-        if mechanism is not None:
-            mkey = f"{mechanism.lower()}.{name}"
-            if mkey in overrides:
-                return overrides[mkey]
-        if name in overrides:
-            return overrides[name]
+        listener = listener.upper()
+        for overrides in (self._dynamic_listener.get(listener, {}),
+                          self.listener_overrides.get(listener, {})):
+            if mechanism is not None:
+                mkey = f"{mechanism.lower()}.{name}"
+                if mkey in overrides:
+                    return overrides[mkey]
+            if name in overrides:
+                return overrides[name]
         return self._values[name]
 
     def listener_is_set(self, listener: str, name: str, mechanism: str | None = None) -> bool:
@@ -400,6 +413,11 @@ class KafkaConfig:
         if ibl is not None and ibl.upper() not in {e.listener_name for e in self.listeners}:
             raise ConfigError("inter.broker.listener.name", ibl,
                               "one of " + ", ".join(e.listener_name for e in self.listeners))
+        qbytes = self._values["queued.max.request.bytes"]
+        if 0 < qbytes < self._values["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes", qbytes,
+                              "-1 (no bound) or at least socket.request.max.bytes ("
+                              f"{self._values['socket.request.max.bytes']})")
         if ibl is not None and "security.inter.broker.protocol" in self._explicit:
             raise ConfigError("security.inter.broker.protocol",
                               self._values["security.inter.broker.protocol"],
@@ -462,9 +480,27 @@ class KafkaConfig:
         or read-only keys and unparsable values are skipped with a warning (a bad stored
         value must not stop the broker). Returns the names whose effective value changed."""
         layers: list[dict[str, Any]] = []
+        dynamic_listener: dict[str, dict[str, Any]] = {}
+        for name, raw in per_broker.items():  # listener.name.* keys are per broker only
+            lk = listener_key(name)
+            if lk is None:
+                continue
+            try:
+                dynamic_listener.setdefault(lk[0], {})[lk[1]] = _parse_value(lk[2], raw)
+            except ConfigError as e:
+                log.warning("ignoring dynamic broker config %s: %s", name, e)
+        changed_listener = {f"{LISTENER_PREFIX}{lst.lower()}.{k}"
+                            for lst in set(dynamic_listener) | set(self._dynamic_listener)
+                            for k in set(dynamic_listener.get(lst, {}))
+                            | set(self._dynamic_listener.get(lst, {}))
+                            if dynamic_listener.get(lst, {}).get(k)
+                            != self._dynamic_listener.get(lst, {}).get(k)}
+        self._dynamic_listener = dynamic_listener
         for source in (per_broker, default):
             parsed: dict[str, Any] = {}
             for name, raw in source.items():
+                if listener_key(name) is not None:
+                    continue
                 key = BROKER_CONFIG_KEYS.get(name)
                 if key is None or key.read_only:
                     log.warning("ignoring dynamic broker config %s: not a dynamic config", name)
@@ -486,7 +522,7 @@ class KafkaConfig:
             if self._values[name] != value:
                 self._values[name] = value
                 changed.add(name)
-        return changed
+        return changed | changed_listener
 
     def originals(self) -> dict[str, Any]:
         """The explicitly set known keys with their parsed values."""

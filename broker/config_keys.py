@@ -274,6 +274,7 @@ _KEYS = [
     # --- issue 14 (transactions): the rest of Kafka's transaction keys ---
     _k("transaction.state.log.load.buffer.size", _T.INT, 5242880, Range(1)),
     _k("transaction.partition.verification.enable", _T.BOOLEAN, True, dynamic=True),
+    _k("producer.id.expiration.check.interval.ms", _T.INT, 600000, Range(1)),
     _k("request.timeout.ms", _T.INT, 30000, Range(0)),
     # --- issue 16 (the rest of the API table): KIP-966, KIP-848 consumer groups ---
     _k("max.request.partition.size.limit", _T.INT, 2000, Range(1)),
@@ -329,6 +330,7 @@ _KEYS = [
     _k("sasl.login.callback.handler.class", _T.CLASS, None),
     _k("sasl.kerberos.service.name", _T.STRING, None, dynamic=True),
     _k("connections.max.reauth.ms", _T.LONG, 0),
+    _k("sasl.server.max.receive.size", _T.INT, 524288),
     _k("connection.failed.authentication.delay.ms", _T.INT, 100, Range(0)),
     _k("principal.builder.class", _T.CLASS,
        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,8 @@ class RequestContext:
     session: Any = None
     #: the connection's Processor (None for requests made up in tests)
     processor: Any = None
+    #: bytes of the request frame (produce quotas)
+    request_size: int = 0
 
     @property
     def client_id(self) -> str | None:
@@ -113,11 +116,15 @@ class ApiDispatcher:
         processor = request.processor
         ctx = RequestContext(header, version, request.connection_id, request.client_address,
                              request.listener, request.received_ns, self.broker,
-                             getattr(processor, "session", None), processor)
+                             getattr(processor, "session", None), processor, frame.nbytes)
+        quotas = self._quotas
+        started = time.perf_counter() if quotas is not None and quotas.request.enabled else 0.0
         try:
             result = handler.fn(ctx, body)
         except Exception as e:  # noqa: BLE001 - every failure becomes an error response
             return self._error(request, handler, body, version, e)
+        if started:
+            self._request_quota(ctx, result, time.perf_counter() - started)
         if isinstance(result, Message):  # the common case: a response to encode now
             return self._encode(request, result)
         if isinstance(result, asyncio.Future):
@@ -125,6 +132,24 @@ class ApiDispatcher:
         if inspect.isawaitable(result):
             return self._finish_async(request, handler, body, version, result)
         return self._encode(request, result)
+
+    @property
+    def _quotas(self):
+        security = getattr(self.broker, "security", None)
+        return security.quotas if security is not None else None
+
+    @staticmethod
+    def _request_quota(ctx: RequestContext, result, seconds: float) -> None:
+        """``request_percentage`` (KIP-124): record the handler's time; when over the quota
+        the response gets the throttle time and the connection is muted (KIP-219)."""
+        from broker.handlers import throttling
+
+        ms = throttling.request_time(ctx, seconds)
+        if ms <= 0:
+            return
+        if isinstance(result, Message) and hasattr(result, "throttle_time_ms"):
+            result.throttle_time_ms = max(result.throttle_time_ms or 0, ms)
+        throttling.throttle(ctx, ms)
 
     async def _finish_async(self, request: Request, handler, body, version: int,
                             awaitable: Awaitable) -> Response | None | asyncio.Future:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from broker.config import ConfigError, _parse_value
+from broker.config import ConfigError, _parse_value, listener_key
 from broker.config_keys import BROKER_CONFIG_KEYS
 from protocol.errors import ErrorCode, KafkaError
 
@@ -75,6 +75,9 @@ class DynamicBrokerConfig:
         self.broker_id = services.broker_id
         self.entities: dict[str, dict[str, str]] = {}  # entity -> stored overrides
         self.listeners: list[Callable[[set[str]], None]] = []  # extra reconfigurables
+        #: extra checks of a new set of overrides: ``fn(entity, configs)`` raising KafkaError
+        #: (issue 15: a listener's new keystore must load and keep its DN/SANs)
+        self.validators: list[Callable[[str, dict[str, str | None]], None]] = []
 
     # --- validation (AlterConfigs on BROKER) --------------------------------------------
     def entity_of(self, resource_name: str) -> str:
@@ -85,17 +88,21 @@ class DynamicBrokerConfig:
 
     def validate(self, entity: str, configs: dict[str, str | None]) -> None:
         """Raise KafkaError if ``configs`` (the new full set of overrides) cannot be set."""
+        listener_keys = {n: listener_key(n) for n in configs if listener_key(n) is not None}
         read_only = sorted(n for n in configs
-                           if n in BROKER_CONFIG_KEYS and BROKER_CONFIG_KEYS[n].read_only)
+                           if n in BROKER_CONFIG_KEYS and BROKER_CONFIG_KEYS[n].read_only
+                           or n in listener_keys and listener_keys[n][2].read_only)
         if read_only:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: Set({', '.join(read_only)})")
-        unknown = sorted(n for n in configs if n not in BROKER_CONFIG_KEYS)
+        unknown = sorted(n for n in configs if n not in BROKER_CONFIG_KEYS
+                         and n not in listener_keys)
         if unknown:
             raise KafkaError(ErrorCode.INVALID_CONFIG,
                              f"Unknown broker configs: {', '.join(unknown)}")
         if entity == DEFAULT_ENTITY:
-            per_broker = sorted(n for n in configs if n in PER_BROKER_ONLY)
+            per_broker = sorted(n for n in configs if n in PER_BROKER_ONLY
+                                or n in listener_keys)
             if per_broker:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Cannot update these configs at default cluster level, "
@@ -104,11 +111,14 @@ class DynamicBrokerConfig:
             if raw is None:
                 continue
             try:
-                _parse_value(BROKER_CONFIG_KEYS[name], raw)
+                _parse_value(listener_keys[name][2] if name in listener_keys
+                             else BROKER_CONFIG_KEYS[name], raw)
             except ConfigError as e:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
             if name == "num.io.threads" and int(raw) < 1:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, "num.io.threads must be >= 1")
+        for check in self.validators:
+            check(entity, configs)
 
     # --- applying (BrokerMetadataListener.on_broker_config_change) ------------------------
     def on_change(self, entity: str, configs: dict[str, str]) -> set[str]:

@@ -108,7 +108,7 @@ class CachedPartition:
             must = True
             if update:
                 self.last_stable_offset = data.last_stable_offset
-        if data.preferred_read_replica >= 0:
+        if data.preferred_read_replica >= 0 or data.diverging_epoch is not None:
             must = True
         if data.error != ErrorCode.NONE:
             must = True

@@ -22,6 +22,13 @@ Everything runs on one event loop; ``num.network.threads`` has no meaning here.
   asyncio stops listening for 1 s and retries, reporting each failed call with a full
   traceback; ``AcceptErrorLimiter`` (installed while the server runs) turns those reports
   into one WARNING per 10 s with a count, as Kafka's Acceptor logs and backs off.
+* Memory: ``queued.max.request.bytes`` (> 0) bounds the request bytes all connections hold
+  together (``broker.memory_pool.MemoryPool``, Kafka's non-strict SimpleMemoryPool; -1 = no
+  bound, Kafka's default): receive buffers grow with the bytes that arrive and a connection
+  needing memory while the pool is exhausted is muted until memory frees. One scratch receive
+  buffer is shared by all connections (each read's bytes are copied out at once).
+  ``max_unauthenticated_frame_bytes`` ({listener name: bytes}) caps frames before
+  ``Processor.authenticated()`` (Kafka's ``sasl.server.max.receive.size`` for SASL listeners).
 * Security (``security``: ``broker.security.manager.SecurityManager``): SSL and SASL_SSL
   listeners wrap each accepted connection in ``broker.security.tls_transport
   .TlsServerProtocol`` (handshake off the loop, no sendfile); the Processor gives every
@@ -43,9 +50,11 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.config import Endpoint
+from broker.memory_pool import MemoryPool
 from broker.processor import DataReceivedProcessor, Processor, ProcessorBase
 from broker.request_channel import Handler, Request, RequestChannel
 from broker.security.tls_transport import TlsServerProtocol
+from protocol.frames import new_scratch
 
 # Endpoint (broker.config) and the Processor classes (broker.processor) are re-exported for
 # callers of the network layer
@@ -184,7 +193,8 @@ class SocketServer:
                  listen_backlog: int = 50, use_sendfile: bool = True,
                  queued_max_requests: int = 500, socket_send_buffer_bytes: int = -1,
                  socket_receive_buffer_bytes: int = -1, max_connections: int = INT_MAX,
-                 max_connections_per_ip: int = INT_MAX,
+                 max_connections_per_ip: int = INT_MAX, queued_max_request_bytes: int = -1,
+                 max_unauthenticated_frame_bytes: dict[str, int] | None = None,
                  clock: Callable[[], float] = _monotonic_ms, security: Any = None) -> None:
         if max_inflight_per_connection < 1 or max_queued_requests_per_connection < 1:
             raise ValueError("per-connection request limits must be >= 1")
@@ -204,12 +214,19 @@ class SocketServer:
         self.security = security
         self.failed_authentications = 0  # TLS handshakes and SASL exchanges that failed
         self.expired_sessions_closed = 0  # KIP-368 sessions used past their lifetime
+        self.throttled_total = 0  # times a connection was muted for a quota (KIP-219)
         self.request_channel = RequestChannel(handler, num_io_threads, queued_max_requests)
+        self.memory_pool = MemoryPool(queued_max_request_bytes)
+        self.receive_scratch = new_scratch()  # shared: one event loop, reads copied out at once
+        self.max_unauthenticated_frame_bytes = {
+            name.upper(): n for name, n in (max_unauthenticated_frame_bytes or {}).items()}
         #: called as ``request_completed(request, end_ns)`` once a response left (metrics)
         self.request_completed: Callable[[Request, int], None] | None = None
         self.acceptors = [Acceptor(self, e, listen_backlog) for e in self.endpoints]
         self.connections: dict[str, ProcessorBase] = {}
         self._per_ip: dict[str, int] = {}  # open connections by client IP
+        self._per_listener: dict[str, int] = {}  # open connections by listener
+        self._broker_counted = 0  # open connections counting against max.connections
         self.accepted_total = 0
         self.limit_closed = 0  # closed at accept by max.connections / max.connections.per.ip
         self.malformed_closed = 0
@@ -229,27 +246,63 @@ class SocketServer:
 
     def register(self, processor: ProcessorBase) -> None:
         """Admit a new connection (called from ``connection_made``) or close it at once when
-        the server is stopping or a connection limit is reached."""
+        the server is stopping or a connection limit is reached (with ``security``'s
+        ``connection_quotas``: per-IP overrides, per-listener limits and creation rates,
+        KIP-612)."""
         if self._stopped:
             processor.close()
             return
         ip = _client_ip(processor.client_address)
-        if self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+        listener = processor.listener
+        cq = self.security.connection_quotas if self.security is not None else None
+        per_ip = cq.max_for_ip(ip) if cq is not None else self.max_connections_per_ip
+        if self._per_ip.get(ip, 0) >= per_ip:
             log.info("closing %s: %s already has max.connections.per.ip=%d connections",
-                     processor.connection_id, ip, self.max_connections_per_ip)
+                     processor.connection_id, ip, per_ip)
             self.limit_closed += 1
             processor.close()
             return
-        if len(self.connections) >= self.max_connections:
+        counted = cq is None or cq.counts_for_broker(listener)
+        total = len(self.connections) if cq is None else self._broker_counted
+        if counted and total >= self.max_connections:
             log.info("closing %s: the broker has max.connections=%d connections",
                      processor.connection_id, self.max_connections)
+            self.limit_closed += 1
+            processor.close()
+            return
+        if cq is not None and self._per_listener.get(listener, 0) >= \
+                cq.max_for_listener(listener):
+            log.info("closing %s: listener %s has listener.name.%s.max.connections=%d "
+                     "connections", processor.connection_id, listener, listener.lower(),
+                     cq.max_for_listener(listener))
             self.limit_closed += 1
             processor.close()
             return
         self._set_buffer_sizes(processor)
         self.connections[processor.connection_id] = processor
         self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        self._per_listener[listener] = self._per_listener.get(listener, 0) + 1
+        if counted:
+            self._broker_counted += 1
         self.accepted_total += 1
+        if cq is not None:
+            self._creation_quotas(cq, processor, ip, listener)
+
+    def _creation_quotas(self, cq, processor: ProcessorBase, ip: str, listener: str) -> None:
+        """KIP-612 creation rates: hold a connection over the listener/broker rate for the
+        throttle time; close one over its IP's rate after it."""
+        loop = asyncio.get_running_loop()
+        close_after = cq.ip_throttle_ms(ip)
+        if close_after:
+            log.info("closing %s after %d ms: %s is over its connection_creation_rate quota",
+                     processor.connection_id, close_after, ip)
+            self.limit_closed += 1
+            processor.throttle(close_after)
+            loop.call_later(close_after / 1000.0, processor.close)
+            return
+        delay = cq.creation_delay_ms(listener)
+        if delay:
+            processor.throttle(delay)
 
     def tls_handshake_failed(self, processor: ProcessorBase, reason: str) -> None:
         """A TLS handshake failed: one log line as Kafka's Selector writes it."""
@@ -267,6 +320,11 @@ class SocketServer:
             self._per_ip[ip] = left
         else:
             del self._per_ip[ip]
+        listener = processor.listener
+        self._per_listener[listener] = self._per_listener.get(listener, 1) - 1
+        cq = self.security.connection_quotas if self.security is not None else None
+        if cq is None or cq.counts_for_broker(listener):
+            self._broker_counted -= 1
 
     def connections_from(self, ip: str) -> int:
         """Open connections whose client is ``ip``."""

@@ -16,6 +16,15 @@
   (client not reading), or while a request of it waits for room on a full ``RequestChannel``
   (``queued.max.requests``; the request stays here until ``channel_has_room``); it resumes
   when those drain.
+* Memory (``queued.max.request.bytes``, ``broker.memory_pool``): receive buffers grow with the
+  bytes that arrive (``protocol.frames``), not with the declared frame size; the buffers of
+  frames in progress and complete request frames (until their handler returned) are charged
+  to the server's ``MemoryPool``. A connection that needs memory while the pool is out of it
+  reads nothing more (at most the rest of a size prefix) and is muted until memory frees,
+  like Kafka's Selector muting channels under memory pressure.
+* Before authentication a listener may allow only smaller frames
+  (``max_unauthenticated_frame_bytes``, Kafka's ``sasl.server.max.receive.size``, 524288):
+  a larger size prefix closes the connection; ``authenticated()`` lifts the limit.
 * Malformed input closes that connection only: a size prefix < 0 or > socket.request.max.bytes
   (before buffering it), or a frame too short for a request header (< 8 bytes).
 * Security (issue 15, ``broker.security``): each connection gets a ``Session`` (its
@@ -82,7 +91,14 @@ class ProcessorBase:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.last_active_ms = server.clock()
-        self._decoder = FrameDecoder(server.socket_request_max_bytes)
+        self._decoder = FrameDecoder(server.socket_request_max_bytes,
+                                     scratch=server.receive_scratch)
+        self._pool = server.memory_pool
+        self._frame_charge = 0  # pool bytes charged for the frame in progress (its capacity)
+        self._request_charge = 0  # pool bytes charged for complete frames not yet handled
+        self._memory_muted = False  # waiting for the pool (queued.max.request.bytes)
+        self._max_unauth: int | None = None
+        self._authenticated = False
         self._next_seq = 0  # sequence of the next request received
         self._next_send = 0  # sequence of the next response to send
         self._pending: deque[Request] = deque()  # received, not yet given to the handler
@@ -103,6 +119,7 @@ class ProcessorBase:
         self._send_task: asyncio.Task[None] | None = None
         self._writable: asyncio.Future[None] | None = None
         self.session: Any = None  # broker.security.listeners.Session
+        self._throttled_until = 0.0  # KIP-219: muted (not read, not dispatched) until then
         self._auth_queue: deque[memoryview] | None = None  # frames before authentication
         self._auth_busy = False
 
@@ -119,14 +136,39 @@ class ProcessorBase:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if sock is not None and transport.get_extra_info("sslcontext") is None:
             self._sock_fd = sock.fileno()  # plain socket: os.sendfile may write to it
+        limit = self.server.max_unauthenticated_frame_bytes.get(self.listener)
+        if limit is not None:
+            self.max_unauthenticated_frame_bytes = limit
         self.server.register(self)
         security = self.server.security
         if security is not None and not self.closed:
             self.session = security.new_session(self.listener, peer)
             if self.session is not None and self.session.authenticator is not None:
                 self._auth_queue = deque()
-                self._decoder.max_size = min(self._decoder.max_size,
-                                             security.sasl_max_receive_size)
+                self.max_unauthenticated_frame_bytes = security.sasl_max_receive_size(
+                    self.listener)
+
+    # ---- authentication hook (issue 15's SASL authenticator switches it on) ----------------
+    @property
+    def max_unauthenticated_frame_bytes(self) -> int | None:
+        """Largest frame body accepted before ``authenticated()`` (None: no extra limit)."""
+        return self._max_unauth
+
+    @max_unauthenticated_frame_bytes.setter
+    def max_unauthenticated_frame_bytes(self, limit: int | None) -> None:
+        self._max_unauth = limit
+        if self._authenticated:
+            return
+        if limit is None:
+            self._decoder.set_max_size(self.server.socket_request_max_bytes)
+        else:
+            self._decoder.set_max_size(min(limit, self.server.socket_request_max_bytes),
+                                       "sasl.server.max.receive.size")
+
+    def authenticated(self) -> None:
+        """Authentication completed: frames up to ``socket.request.max.bytes`` from now on."""
+        self._authenticated = True
+        self._decoder.set_max_size(self.server.socket_request_max_bytes)
 
     def _decode_failed(self, e: ProtocolError) -> None:
         log.info("closing %s: %s", self.connection_id, e)
@@ -135,6 +177,7 @@ class ProcessorBase:
 
     def _frames_received(self, frames: list[memoryview]) -> None:
         self.last_active_ms = self.server.clock()
+        self._account_memory(frames)
         if self._auth_queue is not None:  # SASL authentication not complete yet
             self._auth_queue.extend(frames)
             self._auth_pump()
@@ -145,6 +188,67 @@ class ProcessorBase:
         self._dispatch()
         self._update_reading()
 
+    # ---- memory pool (queued.max.request.bytes) --------------------------------------------
+    def _account_memory(self, frames: list[memoryview]) -> None:
+        """Charge what the last read allocated; reserve the next read's growth or mute."""
+        pool = self._pool
+        decoder = self._decoder
+        done = 0
+        for frame in frames:
+            done += frame.nbytes
+        capacity = decoder.capacity
+        delta = capacity + done - self._frame_charge
+        if delta > 0:
+            pool.allocate(delta)
+        elif delta < 0:
+            pool.release(-delta)
+        self._frame_charge = capacity
+        if done:
+            self._request_charge += done
+            pool.to_requests(done)
+            if pool.privileged is self:
+                pool.frame_completed(self)
+        self._reserve_next_read()
+
+    def _reserve_next_read(self) -> bool:
+        """Charge the growth the next ``get_buffer`` makes, or mute while the pool is out of
+        memory and the next read needs memory. Returns False when muted."""
+        pool = self._pool
+        growth = self._decoder.growth_needed()
+        if growth:
+            if pool.try_allocate(growth, self):
+                self._frame_charge += growth
+                return True
+        elif not pool.out_of_memory or self._decoder.room or pool.privileged is self:
+            return True
+        if not self._memory_muted:
+            self._memory_muted = True
+            pool.wait(self)
+        return False
+
+    def memory_available(self) -> None:
+        """Called by the MemoryPool when memory frees (or this connection may finish its frame)."""
+        if self.closed or not self._memory_muted:
+            return
+        self._memory_muted = False
+        if self._reserve_next_read():
+            self._update_reading()
+
+    def _release_request(self, nbytes: int) -> None:
+        """A complete frame of ``nbytes`` is no longer held (handled or consumed)."""
+        self._request_charge -= nbytes
+        self._pool.release_requests(nbytes)
+
+    def _release_memory(self) -> None:
+        pool = self._pool
+        if self._frame_charge:
+            pool.release(self._frame_charge)
+            self._frame_charge = 0
+        if self._request_charge:
+            pool.release_requests(self._request_charge)
+            self._request_charge = 0
+        self._memory_muted = False
+        pool.forget(self)
     # ---- SASL authentication (broker.security.authenticator) ----------------------------------
     def _auth_pump(self) -> None:
         security = self.server.security
@@ -155,6 +259,7 @@ class ProcessorBase:
                 asyncio.get_running_loop().create_task(self._auth_after(security.ready.wait()))
                 return
             frame = queue.popleft()
+            self._release_request(frame.nbytes)  # consumed here, never reaches a handler
             step = self.session.authenticator.receive(frame)
             if step.api_versions:
                 api_key, version, correlation_id = peek_request_header(frame)
@@ -220,7 +325,7 @@ class ProcessorBase:
     def _auth_complete(self) -> None:
         auth = self.session.authenticator
         self.session.principal = auth.principal
-        self._decoder.max_size = self.server.socket_request_max_bytes
+        self.authenticated()
         queue, self._auth_queue = self._auth_queue, None
         log.debug("Successfully authenticated %s as %s", self.connection_id, auth.principal)
         for frame in queue or ():
@@ -239,6 +344,7 @@ class ProcessorBase:
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._release_memory()
         self._pending.clear()
         self._ready.clear()
         self._wake_drained()
@@ -301,7 +407,33 @@ class ProcessorBase:
             self.server.expired_sessions_closed += 1
             self.close()
 
+    def throttle(self, ms: float) -> None:
+        """KIP-219: a quota was exceeded; read and dispatch nothing more from this connection
+        for ``ms`` (responses already due still go out), as Kafka mutes the channel."""
+        if ms <= 0 or self.closed:
+            return
+        until = self.server.clock() + ms
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        self.server.throttled_total += 1
+        asyncio.get_running_loop().call_later(ms / 1000.0, self._unthrottle)
+        self._update_reading()
+
+    def _unthrottle(self) -> None:
+        if self.closed or self.server.clock() < self._throttled_until - 1:
+            return
+        self._throttled_until = 0.0
+        self._dispatch()
+        self._update_reading()
+
+    @property
+    def throttled(self) -> bool:
+        return self._throttled_until > 0.0
+
     def _dispatch(self) -> None:
+        if self._throttled_until:
+            return
         limit = self.server.max_inflight_per_connection
         channel = self.server.request_channel
         while self._pending and self._in_handler < limit:
@@ -331,8 +463,9 @@ class ProcessorBase:
         if self.closed:
             return None
         self._in_handler -= 1
+        self._release_request(request.frame.nbytes)
         following = None
-        if self._pending:
+        if self._pending and not self._throttled_until:
             following = self._pending.popleft()
             self._held_bytes -= len(following.frame)
             self._in_handler += 1
@@ -576,7 +709,8 @@ class ProcessorBase:
         if self.closed or self._sending or self.transport is None:
             return  # re-applied when the file send is over
         server = self.server
-        pause = (self._writing_paused or self._waiting_for_channel
+        pause = (self._writing_paused or self._waiting_for_channel or self._memory_muted
+                 or self._throttled_until > 0
                  or self.unanswered >= server.max_queued_requests_per_connection
                  or self._held_bytes > server.max_buffered_bytes_per_connection)
         if pause and self._reading:
@@ -602,6 +736,7 @@ class ProcessorBase:
         if self._out and self.transport is not None:
             self._write_out()  # responses due before a close-connection response
         self.closed = True
+        self._release_memory()
         self._pending.clear()
         self._ready.clear()
         self._wake_drained()
@@ -618,7 +753,9 @@ class Processor(ProcessorBase, asyncio.BufferedProtocol):
     """
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._decoder.get_buffer()
+        pool = self._pool
+        return self._decoder.get_buffer(pool.bounded and pool.used >= pool.capacity
+                                        and pool.privileged is not self)
 
     def buffer_updated(self, nbytes: int) -> None:
         try:

@@ -136,6 +136,7 @@ class ReplicaManager:
             int(_config_value(config, "follower.replication.throttled.rate", LONG_MAX)),
             window_num, window_s)
         self._isr_task: asyncio.Task | None = None
+        self.replica_selector = None  # KIP-392 (broker.replication.replica_selector)
         # bound once: every parked fetch gets the same callable (one allocation fewer per
         # DelayedFetch, so the cyclic GC runs less often under many parked fetches)
         self._delayed_fetch_read = self._read_for_delayed_fetch
@@ -153,12 +154,9 @@ class ReplicaManager:
         server); the LogManager closes the logs."""
         self._shutdown = True
         task, self._isr_task = self._isr_task, None
-        if task is not None:
+        while task is not None and not task.done():
             task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait({task}, timeout=1)
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
         if self.alter_partition_manager is not None:
@@ -168,7 +166,7 @@ class ReplicaManager:
 
     async def _isr_expiration(self) -> None:
         interval = max(self.replica_lag_time_max_ms / 2, 10) / 1000
-        while True:
+        while not self._shutdown:
             await asyncio.sleep(interval)
             try:
                 self.maybe_shrink_isr()
@@ -386,6 +384,8 @@ class ReplicaManager:
             self._wake(tuple(tp))
 
     def _remove_partition(self, tp: TopicPartition, delete: bool) -> None:
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_fetcher_for_partitions([tp])
         part = self.partitions.pop(tp, None)
         if part is not None:
             part.deleted = True
@@ -545,6 +545,15 @@ class ReplicaManager:
                     elif read.records and self.leader_quota.is_throttled(*tp):
                         self.leader_quota.record(len(read.records))
                 else:
+                    if params.rack_id and self.replica_selector is not None and \
+                            part.is_leader and part.followers:
+                        preferred = self._preferred_read_replica(part, info.fetch_offset,
+                                                                 params.rack_id)
+                        if preferred is not None:
+                            out[tp] = FetchPartitionData(
+                                ErrorCode.NONE, part.high_watermark, part.last_stable_offset,
+                                part.log_start_offset, b"", preferred_read_replica=preferred)
+                            continue
                     read = part.read_records(
                         info.fetch_offset, min(info.max_bytes, limit),
                         current_leader_epoch=info.current_leader_epoch,
@@ -569,6 +578,27 @@ class ReplicaManager:
         for tp in hw_moved:
             self._wake(tp)
         return out
+
+    def _preferred_read_replica(self, part: Partition, fetch_offset: int, rack: str
+                                ) -> int | None:
+        """KIP-392: the replica the selector prefers for a consumer in `rack`, if it is not
+        this leader (Kafka's findPreferredReadReplica: ISR followers holding the offset)."""
+        from broker.replication.replica_selector import ReplicaView
+
+        cache = self.metadata_cache
+        racks = {b.id: b.rack for b in cache.alive_brokers()} \
+            if hasattr(cache, "alive_brokers") else {}
+        now = self.time_ms()
+        leader = ReplicaView(self.broker_id, racks.get(self.broker_id), part.log_end_offset, 0)
+        candidates = [leader] + [
+            ReplicaView(f.broker_id, racks.get(f.broker_id), f.log_end_offset,
+                        now - f.last_caught_up_ms)
+            for f in part.followers.values()
+            if f.broker_id in part.isr and f.broker_id in racks
+            and f.log_start_offset <= fetch_offset <= f.log_end_offset]
+        chosen = self.replica_selector.select(rack, leader, candidates)
+        return None if chosen is None or chosen.broker_id == self.broker_id \
+            else chosen.broker_id
 
     def _leader_throttled(self, part: Partition, replica_id: int) -> bool:
         """KIP-73 on the leader: a throttled partition's out-of-sync follower gets no data
@@ -601,7 +631,7 @@ class ReplicaManager:
             return results
         total = 0
         for r in results.values():
-            if r.error != ErrorCode.NONE:
+            if r.error != ErrorCode.NONE or r.preferred_read_replica >= 0:
                 return results
             total += len(r.records)
         if total >= params.min_bytes:

@@ -220,7 +220,10 @@ class BrokerServer:
                 cfg.get("log.flush.start.offset.checkpoint.interval.ms")),
             replication_checkpoint_interval_ms=_interval(
                 cfg.get("replica.high.watermark.checkpoint.interval.ms")),
-            cleaner_config=CleanerConfig.from_kafka_config(cfg.get))
+            cleaner_config=CleanerConfig.from_kafka_config(cfg.get),
+            producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"),
+            producer_id_expiration_check_interval_ms=_interval(
+                cfg.get("producer.id.expiration.check.interval.ms")))
         try:
             await self.log_manager.startup()
             self._log_manager_started = True
@@ -248,6 +251,11 @@ class BrokerServer:
         from broker.dynamic_config import DynamicBrokerConfig  # issue 16: KIP-226
         self.services.dynamic_config = listener.dynamic_config = \
             DynamicBrokerConfig(self.services, self)
+        self.security.attach_dynamic_config(self.services.dynamic_config)  # listener TLS stores
+        if self.replica_manager is not None:  # issue 12: live throttles / fetcher count
+            from broker.replication.wiring import replication_reconfigurable
+            self.services.dynamic_config.listeners.append(
+                replication_reconfigurable(self.replica_manager, cfg))
         from broker.coordinator.transaction.wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
         load_all()
@@ -348,13 +356,22 @@ class BrokerServer:
 
     async def _connect_zookeeper(self) -> None:
         """ZooKeeper mode, before the logs load: session, cluster id, generated broker id."""
+        from controller.zk_auth import ZkAuthError, zookeeper_auth_data
         from controller.zk_broker import (
             InconsistentClusterIdError,
             ZkBroker,
             ZkConnectionTimeoutError,
         )
 
-        zk = ZkBroker(self.config, None, None)
+        try:
+            auth = zookeeper_auth_data(os.environ)
+        except ZkAuthError as e:
+            raise FatalStartupError(str(e)) from None
+        if self.config.get("zookeeper.set.acl") and auth is None:
+            raise FatalStartupError(
+                "zookeeper.set.acl is true, but the verification of the JAAS login file failed "
+                "(no java.security.auth.login.config in KAFKA_OPTS with a Client section)")
+        zk = ZkBroker(self.config, None, None, auth_data=auth)
         self.zk_broker = zk
         try:
             await zk.connect()
@@ -410,6 +427,7 @@ class BrokerServer:
             socket_receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
             max_connections=cfg.get("max.connections"),
             max_connections_per_ip=cfg.get("max.connections.per.ip"),
+            queued_max_request_bytes=cfg.get("queued.max.request.bytes"),
             security=self.security)
         try:
             await self.socket_server.start()
@@ -471,7 +489,7 @@ class BrokerServer:
         zk.listener = listener
         zk.metadata_cache = self.metadata_cache
         zk.inter_broker_opener = self._inter_broker_opener()
-        for entity_type in ("users", "clients"):  # SCRAM credentials, quotas (issue 15)
+        for entity_type in ("users", "clients", "ips"):  # SCRAM, quotas (issue 15)
             zk.config_manager.register(entity_type, self.security.entity_handler(entity_type))
         zk.broker_info = BrokerInfo(self.broker_id, tuple(self.advertised),
                                     rack=self.config.broker_rack,

@@ -12,7 +12,10 @@ Works on files only (no broker). Layouts (Kafka's, see DESIGN.md "On disk"):
     magic: 2 compresscodec: none crcValid: true
 
   (on one line) and, with ``--deep-iteration`` or ``--print-data-log``, one ``| offset: ...``
-  line per record (``key:``/``payload:`` only with ``--print-data-log``). A torn tail is
+  line per record (``key:``/``payload:`` only with ``--print-data-log``; with
+  ``--transaction-log-decoder`` they are `__transaction_state` records decoded as Kafka's
+  ``transaction_metadata::transactionalId=<id>`` / ``producerId:..,producerEpoch:..,state=..,
+  partitions=[..],txnLastUpdateTimestamp=..,txnTimeoutMs=..`` or ``<DELETE>``). A torn tail is
   reported as "Found N invalid bytes at the end of ...". CRC failures and offsets going
   backwards are listed at the end; any problem makes the exit code 1. Gaps in the offsets
   (left by compaction) are printed as "Non-consecutive offsets" notes, not problems.
@@ -56,6 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deep-iteration", action="store_true", help="print every record")
     p.add_argument("--print-data-log", action="store_true",
                    help="print keys and values (implies --deep-iteration)")
+    p.add_argument("--transaction-log-decoder", action="store_true",
+                   help="decode __transaction_state records (implies --deep-iteration)")
     p.add_argument("--max-bytes", type=int, default=None, metavar="BYTES",
                    help="read at most this many bytes of each .log file")
     p.add_argument("--progress", action="store_true",
@@ -113,7 +118,7 @@ def _batches(view, limit: int):
 
 def dump_log_file(path: str, args, out) -> list[str]:
     problems: list[str] = []
-    deep = args.deep_iteration or args.print_data_log
+    deep = args.deep_iteration or args.print_data_log or args.transaction_log_decoder
     out.write(f"Dumping {path}\n")
     out.write(f"Log starting offset: {_base_offset(path)}\n")
     m = _Mapped(path)
@@ -192,7 +197,11 @@ def _dump_records(b, args, out, problems, path) -> None:
                 f"keySize: {-1 if r.key is None else len(r.key)} "
                 f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq} "
                 f"headerKeys: [{','.join(k for k, _ in (r.headers or []))}]")
-        if args.print_data_log:
+        if args.transaction_log_decoder:  # __transaction_state records, as Kafka prints them
+            from broker.coordinator.transaction.log_records import format_record
+            key_text, value_text = format_record(r.key, r.value)
+            line += f" key: {key_text} payload: {value_text}"
+        elif args.print_data_log:
             if r.key is not None:
                 line += f" key: {_text(r.key)}"
             line += f" payload: {_text(r.value)}"

@@ -8,7 +8,13 @@ expression for --list/--describe/--alter/--delete, as in Kafka. Internal topics
 itself, like Kafka's, would accept the DeleteTopics request.
 
 APIs: Metadata, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs (for the
-``Configs:`` column: topic overrides only).
+``Configs:`` column: topic overrides only; min.insync.replicas for the ISR filters).
+
+``--describe`` filters, as kafka-topics.sh: ``--under-replicated-partitions`` (ISR smaller
+than the replica list), ``--unavailable-partitions`` (no leader, or a leader that is not a
+live broker), ``--under-min-isr-partitions`` / ``--at-min-isr-partitions`` (ISR size below /
+equal to the topic's min.insync.replicas). With a filter only the matching partition lines
+are printed (no topic lines); several filters show the union.
 """
 
 from __future__ import annotations
@@ -51,6 +57,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--alter/--delete/--describe: do nothing if no topic matches")
     p.add_argument("--exclude-internal", action="store_true",
                    help="leave internal topics out of --list/--describe")
+    # --describe filters (kafka-topics.sh): only the matching partition lines are printed
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="--describe: only partitions whose ISR is smaller than their replicas")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="--describe: only partitions without a live leader")
+    p.add_argument("--under-min-isr-partitions", action="store_true",
+                   help="--describe: only partitions whose ISR is below min.insync.replicas")
+    p.add_argument("--at-min-isr-partitions", action="store_true",
+                   help="--describe: only partitions whose ISR equals min.insync.replicas")
 
 
 def _matching(client, args, require: bool = True) -> list[str]:
@@ -112,23 +127,63 @@ def _overrides(client, names: list[str]) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
+def _min_isr(client, names: list[str]) -> dict[str, int]:
+    """min.insync.replicas of each topic (its override, else the broker default)."""
+    if not names or not client.supports(DESCRIBE_CONFIGS):
+        return {}
+    resp = client.request(DESCRIBE_CONFIGS, {
+        "resources": [{"resource_type": 2, "resource_name": n,
+                       "configuration_keys": ["min.insync.replicas"]} for n in names]})
+    out = {}
+    for r in resp.results:
+        for c in r.configs:
+            if c.name == "min.insync.replicas" and c.value is not None:
+                out[r.resource_name] = int(c.value)
+    return out
+
+
+def _partition_filter(client, args, names: list[str], live: set[int]):
+    """The --describe partition filter (Kafka's TopicCommand.PartitionDescription), or None
+    when every partition is shown."""
+    wanted = []
+    if args.under_replicated_partitions:
+        wanted.append(lambda t, p: len(p.isr_nodes) < len(p.replica_nodes))
+    if args.unavailable_partitions:
+        wanted.append(lambda t, p: p.leader_id < 0 or p.leader_id not in live)
+    if args.under_min_isr_partitions or args.at_min_isr_partitions:
+        min_isr = _min_isr(client, names)
+        if args.under_min_isr_partitions:
+            wanted.append(lambda t, p: len(p.isr_nodes) < min_isr.get(t, 1))
+        if args.at_min_isr_partitions:
+            wanted.append(lambda t, p: len(p.isr_nodes) == min_isr.get(t, 1))
+    if not wanted:
+        return None
+    return lambda t, p: any(w(t, p) for w in wanted)
+
+
 def _describe(client, args) -> int:
     names = _matching(client, args)
     if not names:
         return 0
     md = client.metadata(names)
-    configs = _overrides(client, names)
+    live = {b.node_id for b in md.brokers}
+    show = _partition_filter(client, args, names, live)
+    configs = _overrides(client, names) if show is None else {}
     for t in sorted(md.topics, key=lambda t: t.name):
         if t.error_code:
-            print(f"Topic: {t.name}\tError: {error_name(t.error_code)}")
+            if show is None:
+                print(f"Topic: {t.name}\tError: {error_name(t.error_code)}")
             continue
         parts = sorted(t.partitions, key=lambda p: p.partition_index)
         rf = len(parts[0].replica_nodes) if parts else 0
         tid = getattr(t, "topic_id", None)
         cfg = ",".join(f"{k}={v}" for k, v in configs.get(t.name, []))
-        print(f"Topic: {t.name}\tTopicId: {tid if tid is not None else 'none'}\t"
-              f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {cfg}")
+        if show is None:  # Kafka prints the topic line only without partition filters
+            print(f"Topic: {t.name}\tTopicId: {tid if tid is not None else 'none'}\t"
+                  f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {cfg}")
         for p in parts:
+            if show is not None and not show(t.name, p):
+                continue
             line = (f"\tTopic: {t.name}\tPartition: {p.partition_index}\t"
                     f"Leader: {p.leader_id if p.leader_id >= 0 else 'none'}\t"
                     f"Replicas: {','.join(map(str, p.replica_nodes))}\t"

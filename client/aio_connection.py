@@ -139,10 +139,9 @@ class BrokerConnection:
         task, self._reader_task = self._reader_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
-                pass
+            # asyncio.wait: the reader's own end is not raised here, while a cancellation
+            # of the caller still is (a swallowed one left shutdowns waiting forever)
+            await asyncio.wait({task})
 
     def _fail(self, error: BrokerConnectionError) -> None:
         if self._error is None:
@@ -154,6 +153,7 @@ class BrokerConnection:
             fut = self._pending.popleft()[3]
             if not fut.done():
                 fut.set_exception(error)
+                fut.exception()  # retrieved: a caller that gave up must not log it
 
     # --- versions -------------------------------------------------------------------------
     async def _api_versions(self) -> dict[int, tuple[int, int]]:
@@ -209,8 +209,7 @@ class BrokerConnection:
         self._pending.append((cid, api_key, version, fut))
         self._writer.write(_SIZE.pack(len(payload)) + payload)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut),
-                                          self.timeout_s if timeout_s is None else timeout_s)
+            return await asyncio.wait_for(fut, self.timeout_s if timeout_s is None else timeout_s)
         except TimeoutError:
             self._fail(RequestTimeout(f"{self.address}: request {api_key} v{version} timed "
                                       f"out"))

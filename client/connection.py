@@ -205,8 +205,12 @@ class KafkaClient:
             break
         else:
             raise ToolError("; ".join(errors) or "no bootstrap server reachable")
-        self.versions = self._api_versions(self._conns[None])
-        self._authenticate(self._conns[None])
+        try:
+            self.versions = self._api_versions(self._conns[None])
+            self._authenticate(self._conns[None])
+        except BaseException:
+            self.close()
+            raise
 
     def _authenticate(self, conn: _Connection) -> None:
         """SASL: SaslHandshake v1, then SaslAuthenticate until the mechanism is done."""

@@ -46,6 +46,7 @@ class _BrokerState:
         self.queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
         self.task: asyncio.Task | None = None
         self.conn: BrokerConnection | None = None
+        self.removed = False
 
 
 class ControllerChannelManager:
@@ -86,12 +87,14 @@ class ControllerChannelManager:
         state = self._brokers.pop(broker_id, None)
         if state is None:
             return
+        state.removed = True
         if state.task is not None:
             state.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await state.task
+            # never wait long: the controller's event queue is blocked meanwhile
+            await asyncio.wait({state.task}, timeout=1.0)
         if state.conn is not None:
-            await state.conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(state.conn.close(), 1.0)
 
     def send_request(self, broker_id: int, api_key: int, version: int, request: Any,
                      callback: Callable[[Any], None] | None = None) -> None:
@@ -113,13 +116,13 @@ class ControllerChannelManager:
         broker = state.broker
         endpoint = self._endpoint(broker)
         warned = False
-        while True:
+        while not state.removed:
             item = await state.queue.get()
             if endpoint is None:
                 log.error("Broker %d has no endpoint for listener %s; dropping %s", broker.id,
                           self.listener_name, API_NAMES.get(item.api_key, item.api_key))
                 continue
-            while True:
+            while not state.removed:
                 try:
                     if state.conn is None or not state.conn.connected:
                         state.conn = BrokerConnection(
@@ -147,6 +150,8 @@ class ControllerChannelManager:
                         await state.conn.close()
                         state.conn = None
                     await asyncio.sleep(BACKOFF_S)
+            else:
+                return  # removed while retrying
             if item.callback is not None:
                 try:
                     item.callback(response)

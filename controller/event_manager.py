@@ -8,7 +8,8 @@ two pieces of controller work ever interleave, even across the awaits of ZooKeep
 ``clear_and_put(event)`` drops everything queued (each dropped event's ``preempt()`` answers
 its waiting caller, e.g. NOT_CONTROLLER) and queues ``event`` (session expiry: resign first).
 ``QueuedEvent.processing_started`` is set when the event is taken. ``state`` names the event
-being processed ("Idle" otherwise); ``queue_time_ms`` keeps the last queueing delays.
+being processed ("Idle" otherwise); ``queue_time_ms`` and ``process_time_ms`` keep the last
+queueing delays and processing times; an event slower than ``SLOW_EVENT_MS`` is logged.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from collections.abc import Awaitable, Callable
 __all__ = ["ControllerEvent", "ControllerEventManager", "QueuedEvent"]
 
 log = logging.getLogger(__name__)
+
+#: events taking longer are logged at INFO with their processing time
+SLOW_EVENT_MS = 200
 
 
 class ControllerEvent:
@@ -57,6 +61,9 @@ class ControllerEventManager:
         self._closed = False
         self.state = "Idle"
         self.queue_time_ms: collections.deque[float] = collections.deque(maxlen=1000)
+        #: (event name, processing time in ms) of the last events (Kafka's per-state timers)
+        self.process_time_ms: collections.deque[tuple[str, float]] = \
+            collections.deque(maxlen=1000)
         self.processed = 0
 
     def start(self) -> None:
@@ -113,6 +120,7 @@ class ControllerEventManager:
             q.processing_started.set()
             self.queue_time_ms.append(time.monotonic() * 1000 - q.enqueue_ms)
             self.state = getattr(q.event, "state", type(q.event).__name__)
+            started = time.monotonic()
             try:
                 await self.processor(q.event)
             except asyncio.CancelledError:
@@ -120,5 +128,9 @@ class ControllerEventManager:
             except Exception:
                 log.exception("Uncaught error processing event %r", q.event)
             finally:
+                took_ms = (time.monotonic() - started) * 1000
+                self.process_time_ms.append((type(q.event).__name__, took_ms))
+                if took_ms >= SLOW_EVENT_MS:
+                    log.info("processed %s in %.0f ms", type(q.event).__name__, took_ms)
                 self.state = "Idle"
                 self.processed += 1

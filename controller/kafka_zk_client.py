@@ -5,10 +5,12 @@ znode data is logged with the path and skipped (the znode is treated as absent),
 to the caller.
 
 Controller writes are fenced (Kafka's ``wrapRequestWithControllerEpochCheck``): each write is
-sent as its own ZooKeeper ``multi`` of ``check(/controller_epoch, epochZkVersion)`` + the
-write. If the check fails, another controller has been elected since and
+sent in a ZooKeeper ``multi`` that starts with ``check(/controller_epoch, epochZkVersion)``.
+If the check fails, another controller has been elected since and
 :class:`ControllerMovedError` is raised, so a deposed controller (paused, then resumed) can
-write nothing. Methods taking ``ezv`` (the controller epoch znode version) are fenced that
+write nothing. Many partition-state writes go as multis of up to :data:`BATCH` writes behind
+one check (one round trip instead of one per partition); a multi that fails on one write is
+replayed one write per multi to find which (Kafka sends one multi per write). Methods taking ``ezv`` (the controller epoch znode version) are fenced that
 way; ``ezv = -1`` means unfenced (admin writes from any broker, as Kafka's AdminZkClient).
 """
 
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 State = zd.LeaderIsrAndControllerEpoch
+#: writes per fenced multi when many partitions change at once
+BATCH = 200
 
 
 class ControllerMovedError(Exception):
@@ -96,6 +100,26 @@ class KafkaZkClient:
             if isinstance(r, BaseException) and not isinstance(r, Exception):
                 raise r
         return list(results)
+
+    async def _fenced_batched(self, ops: list[ZkOp], ezv: int) -> list[Any]:
+        """``_fenced_many`` with up to BATCH ops per multi (all-or-nothing per multi; a
+        failed multi is replayed op by op so each op gets its own outcome)."""
+        if len(ops) <= 1:
+            return await self._fenced_many(ops, ezv)
+
+        async def run(chunk: list[ZkOp]) -> list[Any]:
+            prefix: list[ZkOp] = [CheckOp(zd.ControllerEpochZNode.path, ezv)] if ezv >= 0 else []
+            results = await self.zk.multi(prefix + chunk)
+            if prefix and isinstance(results[0], Exception) and \
+                    not isinstance(results[0], RolledBackError):
+                raise ControllerMovedError(
+                    f"Controller epoch zkVersion check fails. Expected zkVersion = {ezv}")
+            body = results[len(prefix):]
+            if not any(isinstance(r, Exception) for r in body):
+                return body
+            return await self._fenced_many(chunk, ezv)
+        parts = await asyncio.gather(*(run(ops[i:i + BATCH]) for i in range(0, len(ops), BATCH)))
+        return [r for part in parts for r in part]
 
     # ------------------------------------------------------------------ paths and cluster id
 
@@ -317,14 +341,14 @@ class KafkaZkClient:
         await self._create_ignoring_existing(
             [CreateOp(zd.TopicPartitionZNode.path(*tp)) for tp in states], ezv)
         items = list(states.items())
-        results = await self._fenced_many(
+        results = await self._fenced_batched(
             [CreateOp(zd.TopicPartitionStateZNode.path(*tp), zd.TopicPartitionStateZNode.encode(s))
              for tp, s in items], ezv)
         return {tp: (r if isinstance(r, Exception) else None)
                 for (tp, _), r in zip(items, results, strict=True)}
 
     async def _create_ignoring_existing(self, ops: list[CreateOp], ezv: int) -> None:
-        for r in await self._fenced_many(ops, ezv):
+        for r in await self._fenced_batched(ops, ezv):
             if isinstance(r, Exception) and not isinstance(r, NodeExistsError):
                 raise r
 
@@ -335,7 +359,7 @@ class KafkaZkClient:
         the new version as its partition epoch; BADVERSION goes to ``retry``."""
         out = UpdateLeaderAndIsrResult()
         items = list(states.items())
-        results = await self._fenced_many(
+        results = await self._fenced_batched(
             [SetDataOp(zd.TopicPartitionStateZNode.path(*tp), zd.TopicPartitionStateZNode.encode(s),
                        s.partition_epoch) for tp, s in items], ezv)
         for (tp, s), r in zip(items, results, strict=True):

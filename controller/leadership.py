@@ -36,6 +36,7 @@ from controller.context import PartitionState, ReplicaState, TopicPartition
 from controller.partition_state_machine import (
     CONTROLLED_SHUTDOWN,
     PREFERRED,
+    ChangeLog,
     OfflineStrategy,
     StateChangeFailedError,
 )
@@ -340,6 +341,9 @@ class LeadershipMixin:
                                                      p.leader_recovery_state, p.partition_epoch)
         adjusted: dict[TopicPartition, State] = {}
         live = ctx.live_broker_ids
+        rejected = ChangeLog(logging.INFO, f"Rejecting AlterPartition request from node "
+                             f"{req.broker_id} because it specified ineligible replicas in the "
+                             "new ISR")
         for tp, (leader_epoch, isr, recovery, partition_epoch) in wanted.items():
             cur = ctx.leadership.get(tp)
             if cur is None:
@@ -365,27 +369,29 @@ class LeadershipMixin:
             else:
                 ineligible = sorted(set(isr) - live)
                 if ineligible:
-                    log.info("Rejecting AlterPartition request from node %d for %s-%d because "
-                             "it specified ineligible replicas %s in the new ISR %s",
-                             req.broker_id, *tp, ineligible, isr)
+                    rejected.add(f"{tp[0]}-{tp[1]}: ineligible {ineligible} in {isr}")
                     responses[tp] = ErrorCode.INELIGIBLE_REPLICA if version > 1 \
                         else ErrorCode.OPERATION_NOT_ATTEMPTED
                 else:
                     adjusted[tp] = State(req.broker_id, leader_epoch, tuple(isr), ctx.epoch,
                                          partition_epoch, recovery)
+        rejected.emit()
         result = await self.zk.update_leader_and_isr(adjusted, ctx.epoch_zk_version)
         succeeded = []
+        failed = ChangeLog(logging.ERROR, "Failed to update ISR")
         for tp, r in result.finished.items():
             if isinstance(r, Exception):
-                log.error("Failed to update ISR for partition %s-%d: %s", *tp, r)
+                failed.add(f"{tp[0]}-{tp[1]}: {r!r}")
                 responses[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
             else:
                 responses[tp] = r
                 succeeded.append(tp)
+        failed.emit()
+        stale = ChangeLog(logging.INFO, "Failed to update ISR, bad ZK version")
         for tp in result.retry:
-            log.info("Failed to update ISR to %s for partition %s-%d, bad ZK version.",
-                     list(adjusted[tp].isr), *tp)
+            stale.add(f"{tp[0]}-{tp[1]} to {list(adjusted[tp].isr)}")
             responses[tp] = ErrorCode.INVALID_UPDATE_VERSION
+        stale.emit()
         if succeeded:
             ctx.leadership.update(await self.zk.get_partition_states(succeeded))
         if wanted:

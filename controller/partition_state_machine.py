@@ -142,11 +142,12 @@ class PartitionStateMachine:
         for tp in tps:
             ctx.partition_states.setdefault(tp, PartitionState.NON_EXISTENT)
         valid, invalid = ctx.check_valid_partition_state_change(tps, target)
+        bad = ChangeLog(logging.ERROR, f"Controller {self.controller_id} epoch {ctx.epoch} "
+                        f"failed to change partitions to {target}: they should be in one of "
+                        + "/".join(sorted(str(s) for s in VALID_PREVIOUS_PARTITION_STATES[target])))
         for tp in invalid:
-            log.error("Controller %d epoch %d failed to change state for partition %s-%d from "
-                      "%s to %s: it should be in one of %s", self.controller_id, ctx.epoch, *tp,
-                      ctx.partition_state(tp), target, "/".join(sorted(
-                          str(s) for s in VALID_PREVIOUS_PARTITION_STATES[target])))
+            bad.add(f"{tp[0]}-{tp[1]} in {ctx.partition_state(tp)}")
+        bad.emit()
         if target == PartitionState.ONLINE:
             uninitialized = [tp for tp in valid if ctx.partition_state(tp) == PartitionState.NEW]
             to_elect = [tp for tp in valid if ctx.partition_state(tp) in
@@ -159,72 +160,89 @@ class PartitionStateMachine:
                 if strategy is None:
                     raise ValueError("an election strategy is required to go Online")
                 results = await self._elect_leaders(to_elect, strategy)
+                changes = ChangeLog(logging.INFO, f"Changed partitions to {target} by {strategy}")
                 for tp, r in results.items():
                     if not isinstance(r, Exception):
-                        log.info("Changed partition %s-%d from %s to %s with state %s", *tp,
-                                 ctx.partition_state(tp), target, _fmt(r))
+                        changes.add(f"{tp[0]}-{tp[1]} from {ctx.partition_state(tp)} {_fmt(r)}")
                         ctx.partition_states[tp] = PartitionState.ONLINE
+                changes.emit()
             return results
+        changes = ChangeLog(logging.INFO, f"Changed partitions to {target}")
         for tp in valid:
             if target == PartitionState.NEW:
-                log.info("Changed partition %s-%d state from %s to %s with assigned replicas %s",
-                         *tp, ctx.partition_state(tp), target,
-                         ",".join(map(str, ctx.partition_replica_assignment(tp))))
+                changes.add(f"{tp[0]}-{tp[1]} from {ctx.partition_state(tp)} with assigned "
+                            f"replicas {','.join(map(str, ctx.partition_replica_assignment(tp)))}")
             ctx.partition_states[tp] = target
+        changes.emit()
         return {}
 
     async def _initialize_leader_and_isr(self, tps: list[TopicPartition]) -> list[TopicPartition]:
         ctx = self.context
         states: dict[TopicPartition, State] = {}
+        dead = ChangeLog(logging.ERROR, f"Controller {self.controller_id} epoch {ctx.epoch} "
+                         "encountered error during state change from New to Online, live brokers "
+                         f"are [{','.join(map(str, sorted(ctx.live_broker_ids)))}]. No assigned "
+                         "replica is alive")
         for tp in tps:
             replicas = ctx.partition_replica_assignment(tp)
             live = [r for r in replicas if ctx.is_replica_online(r, tp)]
             if not live:
-                log.error("Controller %d epoch %d encountered error during state change of "
-                          "partition %s-%d from New to Online, assigned replicas are [%s], live "
-                          "brokers are [%s]. No assigned replica is alive.", self.controller_id,
-                          ctx.epoch, *tp, ",".join(map(str, replicas)),
-                          ",".join(map(str, sorted(ctx.live_broker_ids))))
+                dead.add(f"{tp[0]}-{tp[1]} assigned replicas [{','.join(map(str, replicas))}]")
                 continue
             states[tp] = State(live[0], 0, tuple(live), ctx.epoch, 0)
+        dead.emit()
         if not states:
             return []
         outcome = await self.zk.create_partition_states(states, ctx.epoch_zk_version)
         done = []
+        failed = ChangeLog(logging.ERROR, f"Controller {self.controller_id} epoch {ctx.epoch} "
+                           "failed to change state from New to Online")
+        changes = ChangeLog(logging.INFO, "Changed partitions from New to Online")
         for tp, err in outcome.items():
             if err is not None:
-                log.error("Controller %d epoch %d failed to change state for partition %s-%d "
-                          "from New to Online: %r", self.controller_id, ctx.epoch, *tp, err)
+                failed.add(f"{tp[0]}-{tp[1]}: {err!r}")
                 continue
             state = states[tp]
             ctx.leadership[tp] = state
             self.batch.add_leader_and_isr(state.isr, tp, state,
                                           ctx.partition_full_replica_assignment(tp), is_new=True)
-            log.info("Changed partition %s-%d from New to Online with state %s", *tp, _fmt(state))
+            changes.add(f"{tp[0]}-{tp[1]} {_fmt(state)}")
             done.append(tp)
+        failed.emit()
+        changes.emit()
         return done
 
     async def _elect_leaders(self, tps: list[TopicPartition], strategy
                              ) -> dict[TopicPartition, State | Exception]:
         remaining = list(tps)
         finished: dict[TopicPartition, State | Exception] = {}
+        cached = True
         while remaining:
-            done, remaining = await self._do_elect_leaders(remaining, strategy)
+            done, remaining = await self._do_elect_leaders(remaining, strategy, cached)
+            cached = False
+            failed = ChangeLog(logging.ERROR, f"Controller {self.controller_id} epoch "
+                               f"{self.context.epoch} failed to change state to OnlinePartition")
             for tp, r in done.items():
                 if isinstance(r, Exception):
-                    log.error("Controller %d epoch %d failed to change state for partition "
-                              "%s-%d from %s to OnlinePartition: %s", self.controller_id,
-                              self.context.epoch, *tp, self.context.partition_state(tp), r)
+                    failed.add(f"{tp[0]}-{tp[1]} from {self.context.partition_state(tp)}: {r}")
+            failed.emit()
             finished.update(done)
             if remaining:
-                log.info("Retrying leader election with strategy %s for partitions %s",
-                         strategy, remaining)
+                log.info("Retrying leader election with strategy %s for %d partitions",
+                         strategy, len(remaining))
         return finished
 
-    async def _do_elect_leaders(self, tps: list[TopicPartition], strategy):
+    async def _do_elect_leaders(self, tps: list[TopicPartition], strategy, cached: bool = False):
+        """One round: the states come from the controller's cache on the first round (every
+        state write goes through this controller, and a stale one fails the conditional
+        write), from ZooKeeper on retries (Kafka reads ZooKeeper every round)."""
         ctx = self.context
         finished: dict[TopicPartition, State | Exception] = {}
-        current = await self.zk.get_partition_states(tps)
+        current = {tp: ctx.leadership[tp] for tp in tps if tp in ctx.leadership} if cached \
+            else {}
+        missing = [tp for tp in tps if tp not in current]
+        if missing:
+            current.update(await self.zk.get_partition_states(missing))
         valid: list[tuple[TopicPartition, State]] = []
         for tp in tps:
             state = current.get(tp)
@@ -305,6 +323,31 @@ class PartitionStateMachine:
             isr = [r for r in state.isr if r not in shutting]
             return new_leader_and_isr(state, leader, isr, epoch), live
         raise ValueError(f"unknown election strategy {strategy!r}")
+
+
+class ChangeLog:
+    """State changes of one batch, logged as one INFO line (count and the first few) with
+    every partition at DEBUG: Kafka logs each partition, which costs seconds in Python for
+    thousands of partitions."""
+
+    SHOWN = 5
+
+    def __init__(self, level: int, head: str) -> None:
+        self.level, self.head = level, head
+        self.items: list[str] = []
+
+    def add(self, text: str) -> None:
+        self.items.append(text)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: %s", self.head, text)
+
+    def emit(self) -> None:
+        n = len(self.items)
+        if not n or not log.isEnabledFor(self.level):
+            return
+        more = f" (and {n - self.SHOWN} more)" if n > self.SHOWN else ""
+        log.log(self.level, "%s (%d partition%s): %s%s", self.head, n, "" if n == 1 else "s",
+                "; ".join(self.items[:self.SHOWN]), more)
 
 
 def _fmt(s: State) -> str:

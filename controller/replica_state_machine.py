@@ -30,6 +30,7 @@ from controller.context import (
 )
 from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from controller.partition_state_machine import (
+    ChangeLog,
     StateChangeFailedError,
     _fmt,
     new_leader_and_isr,
@@ -85,11 +86,13 @@ class ReplicaStateMachine:
         for r in replicas:
             ctx.replica_states.setdefault(r, ReplicaState.NON_EXISTENT)
         valid, invalid = ctx.check_valid_replica_state_change(replicas, target)
+        bad = ChangeLog(logging.ERROR, f"Controller {self.controller_id} epoch {ctx.epoch} "
+                        f"initiated state change of replica {replica_id} to {target} failed: it "
+                        "should be in one of " + "/".join(
+                            sorted(str(s) for s in VALID_PREVIOUS_REPLICA_STATES[target])))
         for r in invalid:
-            log.error("Controller %d epoch %d initiated state change of replica %d for partition "
-                      "%s-%d from %s to %s failed: it should be in one of %s", self.controller_id,
-                      ctx.epoch, r[1], *r[0], ctx.replica_state(r), target,
-                      "/".join(sorted(str(s) for s in VALID_PREVIOUS_REPLICA_STATES[target])))
+            bad.add(f"{r[0][0]}-{r[0][1]} in {ctx.replica_state(r)}")
+        bad.emit()
         if target == ReplicaState.NEW:
             for r in valid:
                 tp = r[0]
@@ -127,10 +130,11 @@ class ReplicaStateMachine:
             with_leadership = [r[0] for r in valid if r[0] in ctx.leadership]
             without = [r for r in valid if r[0] not in ctx.leadership]
             updated = await self._remove_replicas_from_isr(replica_id, with_leadership)
+            changes = ChangeLog(logging.INFO, f"Partition states changed after removing replica "
+                                f"{replica_id} from the ISR as part of transition to "
+                                "OfflineReplica")
             for tp, state in updated.items():
-                log.info("Partition %s-%d state changed to %s after removing replica %d from the "
-                         "ISR as part of transition to OfflineReplica", *tp, _fmt(state),
-                         replica_id)
+                changes.add(f"{tp[0]}-{tp[1]} {_fmt(state)}")
                 if not ctx.is_topic_queued_up_for_deletion(tp[0]):
                     recipients = [b for b in ctx.partition_replica_assignment(tp)
                                   if b != replica_id]
@@ -138,6 +142,7 @@ class ReplicaStateMachine:
                                                   ctx.partition_full_replica_assignment(tp),
                                                   is_new=False)
                 ctx.replica_states[(tp, replica_id)] = ReplicaState.OFFLINE
+            changes.emit()
             for r in without:
                 self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [r[0]])
                 ctx.replica_states[r] = ReplicaState.OFFLINE
@@ -159,20 +164,32 @@ class ReplicaStateMachine:
                                         ) -> dict[TopicPartition, State]:
         results: dict[TopicPartition, State] = {}
         remaining = tps
+        cached = True
         while remaining:
-            done, remaining = await self._do_remove_replicas_from_isr(replica_id, remaining)
+            done, remaining = await self._do_remove_replicas_from_isr(replica_id, remaining,
+                                                                      cached)
+            cached = False
+            failed = ChangeLog(logging.ERROR, f"Controller {self.controller_id} epoch "
+                               f"{self.context.epoch} initiated state change of replica "
+                               f"{replica_id} to OfflineReplica failed")
             for tp, r in done.items():
                 if isinstance(r, Exception):
-                    log.error("Controller %d epoch %d initiated state change of replica %d for "
-                              "partition %s-%d to OfflineReplica failed: %s", self.controller_id,
-                              self.context.epoch, replica_id, *tp, r)
+                    failed.add(f"{tp[0]}-{tp[1]}: {r}")
                 else:
                     results[tp] = r
+            failed.emit()
         return results
 
-    async def _do_remove_replicas_from_isr(self, replica_id: int, tps: list[TopicPartition]):
+    async def _do_remove_replicas_from_isr(self, replica_id: int, tps: list[TopicPartition],
+                                           cached: bool = False):
+        """First round from the controller's cache, retries from ZooKeeper (see
+        PartitionStateMachine._do_elect_leaders)."""
         ctx = self.context
-        current = await self.zk.get_partition_states(tps)
+        current = {tp: ctx.leadership[tp] for tp in tps if tp in ctx.leadership} if cached \
+            else {}
+        missing = [tp for tp in tps if tp not in current]
+        if missing:
+            current.update(await self.zk.get_partition_states(missing))
         out: dict[TopicPartition, State | Exception] = {}
         adjusted: dict[TopicPartition, State] = {}
         for tp in tps:

@@ -109,8 +109,8 @@ class ControllerBrokerRequestBatch:
         for tp in partitions:
             state = ctx.leadership.get(tp)
             if state is None:
-                log.info("Leader not yet assigned for partition %s-%d. Skip sending "
-                         "UpdateMetadataRequest.", *tp)
+                log.debug("Leader not yet assigned for partition %s-%d. Skip sending "
+                          "UpdateMetadataRequest.", *tp)
                 continue
             replicas = ctx.partition_replica_assignment(tp)
             leader = LEADER_DURING_DELETE if ctx.is_topic_queued_up_for_deletion(tp[0]) \

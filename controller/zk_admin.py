@@ -38,6 +38,7 @@ from controller.api import (
     ElectLeadersResult,
     TopicResult,
 )
+from controller.broker_config_admin import apply_incremental_ops
 from controller.kafka_uuid import random_uuid
 from controller.topic_config import apply_incremental, validate_topic_config
 from controller.zk_client import NodeExistsError
@@ -357,7 +358,8 @@ class ZkAdminMixin:
 
     async def incremental_alter_broker_configs(self: ZkBroker, entity: str, ops,
                                                validate_only: bool = False) -> TopicResult:
-        return await self._alter_broker(entity, lambda cur: _incremental(cur, ops), validate_only)
+        return await self._alter_broker(entity, lambda cur: apply_incremental_ops(cur, ops),
+                                        validate_only)
 
     async def _alter_broker(self: ZkBroker, entity: str, compute, validate_only: bool
                             ) -> TopicResult:
@@ -419,26 +421,3 @@ class ZkAdminMixin:
         code, results = await self.controller.list_partition_reassignments(
             None if partitions is None else set(partitions))
         return int(code), results
-
-
-def _incremental(current: dict[str, str], ops) -> dict[str, str]:
-    """SET 0 / DELETE 1 / APPEND 2 / SUBTRACT 3 on string configs (lists comma-separated)."""
-    out = dict(current)
-    for key, op, value in ops:
-        if op == 0:
-            if value is None:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for {key}")
-            out[key] = value
-        elif op == 1:
-            out.pop(key, None)
-        elif op in (2, 3):
-            items = [x for x in out.get(key, "").split(",") if x]
-            values = [x for x in (value or "").split(",") if x]
-            if op == 2:
-                items += [v for v in values if v not in items]
-            else:
-                items = [x for x in items if x not in values]
-            out[key] = ",".join(items)
-        else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
-    return out

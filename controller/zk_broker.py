@@ -70,7 +70,8 @@ class ZkBroker(ZkAdminMixin, Controller):
     ``metadata_cache`` its MetadataCache (read for admin waits, like ZkAdminManager)."""
 
     def __init__(self, config: Any, listener: Any, metadata_cache: Any,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 auth_data: list[tuple[str, str]] | None = None) -> None:
         self.config = config
         self.listener = listener
         self.metadata_cache = metadata_cache
@@ -80,7 +81,7 @@ class ZkBroker(ZkAdminMixin, Controller):
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
             max_in_flight=config.get("zookeeper.max.in.flight.requests"),
-            secure=bool(config.get("zookeeper.set.acl")))
+            secure=bool(config.get("zookeeper.set.acl")), auth_data=auth_data)
         self.kzk = KafkaZkClient(self.zk_client)
         self.broker_id = config.broker_id
         self.broker_info: zd.BrokerInfo | None = None
@@ -226,7 +227,9 @@ class ZkBroker(ZkAdminMixin, Controller):
             fresh = any(ps.is_new for ps in ts.partition_states)
             if ts.topic_name not in self._topic_configs or fresh:
                 configs = await self.kzk.get_entity_configs("topics", ts.topic_name)
-                if configs != self._topic_configs.get(ts.topic_name) or \
+                # a new topic's configs always reach the ReplicaManager: the broker that
+                # handled CreateTopics already cached them, but its partitions are new
+                if fresh or configs != self._topic_configs.get(ts.topic_name) or \
                         ts.topic_name not in self._topic_configs:
                     self._topic_configs[ts.topic_name] = configs
                     await self.listener.on_topic_config_change(ts.topic_name, dict(configs))
@@ -245,10 +248,12 @@ class ZkBroker(ZkAdminMixin, Controller):
             if request.controller_epoch < self.metadata_cache.controller_epoch:
                 return int(ErrorCode.STALE_CONTROLLER_EPOCH), {}
             await self._ensure_topic_configs(request)
+            started = time.monotonic()
             try:
                 results = await self.listener.on_leader_and_isr(request)
             except KafkaError as e:
                 return int(e.code), {}
+            _log_slow("LeaderAndIsr", request, started)
             return int(ErrorCode.NONE), dict(results or {})
 
     async def apply_update_metadata(self, request) -> int:
@@ -257,10 +262,12 @@ class ZkBroker(ZkAdminMixin, Controller):
                 log.info("Received UpdateMetadata request with broker epoch %d smaller than the "
                          "current broker epoch %d", request.broker_epoch, self._broker_epoch)
                 return int(ErrorCode.STALE_BROKER_EPOCH)
+            started = time.monotonic()
             try:
                 await self.listener.on_update_metadata(request)
             except KafkaError as e:
                 return int(e.code)
+            _log_slow("UpdateMetadata", request, started)
             for ts in request.topic_states:
                 if any(ps.leader == zd.LEADER_DURING_DELETE for ps in ts.partition_states):
                     self._topic_configs.pop(ts.topic_name, None)
@@ -331,3 +338,13 @@ class ZkBroker(ZkAdminMixin, Controller):
         log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown "
                     "attempts failed")
         return False
+
+
+SLOW_APPLY_MS = 200
+
+
+def _log_slow(kind: str, request: Any, started: float) -> None:
+    took = (time.monotonic() - started) * 1000
+    if took >= SLOW_APPLY_MS:
+        n = sum(len(ts.partition_states) for ts in request.topic_states)
+        log.info("applied %s for %d partitions in %.0f ms", kind, n, took)

@@ -203,7 +203,7 @@ class Log(LogTransactions):
         MESSAGE_TOO_LARGE as for the leader, and UNKNOWN_SERVER_ERROR when the first offset
         is below the log end offset or offsets go backwards (Kafka's
         OffsetsOutOfOrderException / UnexpectedAppendOffsetException)."""
-        buf = records if isinstance(records, bytearray | bytes) else bytes(records)
+        buf = records if isinstance(records, bytearray | bytes | memoryview) else bytes(records)
         batches = self._analyze(buf, check_size=False)
         expected = self.log_end_offset
         for b in batches:
@@ -380,10 +380,14 @@ class Log(LogTransactions):
     # --- truncation -------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:
         """Follower truncation: remove batches at or after `offset` (a batch spanning it
-        stays whole). Returns True if anything was removed."""
+        stays whole). Returns True if anything was removed. Even when nothing is removed the
+        epoch cache loses entries starting at or after the LEO (Kafka's UnifiedLog.truncateTo:
+        a broker that led an epoch without appending holds an entry for it that the new
+        leader does not know; kept, it would make the follower diverge forever)."""
         if offset < 0:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"cannot truncate to {offset}")
         if offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

@@ -59,7 +59,9 @@ class LogManager:
                  recovery_point_checkpoint_interval_ms: int = 60_000,
                  log_start_offset_checkpoint_interval_ms: int = 60_000,
                  replication_checkpoint_interval_ms: int = 5_000,
-                 cleaner_config: CleanerConfig | None = None):
+                 cleaner_config: CleanerConfig | None = None,
+                 producer_id_expiration_ms: int = 86_400_000,
+                 producer_id_expiration_check_interval_ms: int = 600_000):
         if not log_dirs:
             raise KafkaError(ErrorCode.INVALID_CONFIG, "log.dirs is empty")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -73,7 +75,9 @@ class LogManager:
             "recovery_point": recovery_point_checkpoint_interval_ms,
             "log_start": log_start_offset_checkpoint_interval_ms,
             "replication": replication_checkpoint_interval_ms,
+            "producer_expiry": producer_id_expiration_check_interval_ms,
         }
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         #: called as ``flush_observer(ms)`` after each flush (roll, flush.messages, flush.ms):
         #: the broker's LogFlushStats timer; may run in an executor thread
         self.flush_observer: Callable[[float], object] | None = None
@@ -100,7 +104,8 @@ class LogManager:
             for name, fn in (("retention", self.cleanup_logs), ("flush", self.flush_dirty_logs),
                              ("recovery_point", self.checkpoint_recovery_points_async),
                              ("log_start", self.checkpoint_log_start_offsets_async),
-                             ("replication", self.checkpoint_replication_offsets_async)):
+                             ("replication", self.checkpoint_replication_offsets_async),
+                             ("producer_expiry", self.remove_expired_producers)):
                 self._tasks.append(asyncio.create_task(self._every(self.intervals[name], fn),
                                                        name=f"log-manager-{name}"))
 
@@ -345,6 +350,18 @@ class LogManager:
             self._submit(seg.delete_files)
 
     # --- background jobs ----------------------------------------------------------------------
+    async def remove_expired_producers(self) -> int:
+        """Kafka's producer-expiry-check: every log forgets producers (and KIP-890
+        verification states) idle for `producer.id.expiration.ms` that have no open
+        transaction. Returns how many producers were removed."""
+        now = self.time_ms()
+        removed = 0
+        for lg in list(self._logs.values()):
+            ps = lg.producer_state
+            ps.producer_id_expiration_ms = self.producer_id_expiration_ms
+            removed += ps.remove_expired_producers(now)
+        return removed
+
     async def _every(self, interval_ms: int, fn) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)

@@ -298,6 +298,11 @@ class ProducerStateManager:
             entry.batches.clear()
             entry.producer_epoch = batch.producer_epoch
         entry.last_timestamp = batch.max_timestamp
+        if batch.is_transactional:
+            # a marker ends the transaction, a data batch opened it: either way the
+            # verification guard is spent (Kafka's updateProducers; no stale guard survives
+            # an abort to start the next transaction - the KIP-890 ABA case)
+            self.verification_states.pop(pid, None)
         if batch.is_control:
             completed = None
             try:
@@ -318,7 +323,6 @@ class ProducerStateManager:
         if batch.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = batch.base_offset
             self.ongoing[batch.base_offset] = TxnMetadata(pid, batch.base_offset)
-            self.verification_states.pop(pid, None)
         return None
 
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:

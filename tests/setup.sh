@@ -15,6 +15,9 @@ apt_pkgs=()
 command -v kcat >/dev/null 2>&1 || apt_pkgs+=(kcat)
 dpkg -s zookeeper >/dev/null 2>&1 || apt_pkgs+=(zookeeper)
 command -v javac >/dev/null 2>&1 || apt_pkgs+=(openjdk-17-jdk-headless)
+# fault harness (tests/faults): network namespaces, veth pairs, bridges and link cuts
+command -v ip >/dev/null 2>&1 || apt_pkgs+=(iproute2)
+command -v nft >/dev/null 2>&1 || apt_pkgs+=(nftables)
 # the web console tests drive Debian's headless Chromium through its WebDriver
 command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || apt_pkgs+=(chromium-driver)

@@ -109,14 +109,26 @@ class ConsumerGroupConfig:
         self.max_size = max_size
         self.assignors = tuple(_ASSIGNOR_CLASSES.get(a, a) for a in assignors)
         unknown = [a for a in self.assignors if a not in ASSIGNORS]
-        if unknown:
-            raise ValueError(f"unknown group.consumer.assignors {unknown}")
+        if unknown or not self.assignors:
+            from broker.config import ConfigError
+            raise ConfigError("group.consumer.assignors", ",".join(assignors),
+                              "uniform, range (or their Kafka class names)")
         self.migration_policy = migration_policy.lower()
         self.classic_max_size = classic_max_size
         self.enabled = enabled
 
     @classmethod
     def from_kafka_config(cls, config) -> ConsumerGroupConfig:
+        """Raises ConfigError (startup stops naming the key) for a session timeout or
+        heartbeat interval outside its min/max, as Kafka's GroupCoordinatorConfig."""
+        from broker.config import ConfigError
+        for name in ("session.timeout.ms", "heartbeat.interval.ms"):
+            key = f"group.consumer.{name}"
+            lo = config.get(f"group.consumer.min.{name}")
+            hi = config.get(f"group.consumer.max.{name}")
+            if not lo <= config.get(key) <= hi:
+                raise ConfigError(key, config.get(key), f"in [{lo},...,{hi}] "
+                                  f"(group.consumer.min/max.{name})")
         protocols = [p.lower() for p in config.get("group.coordinator.rebalance.protocols")]
         return cls(session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
                    heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),

@@ -225,9 +225,11 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
             return E.NONE
         return E.NONE if group.is_state(S.EMPTY) else E.UNKNOWN_MEMBER_ID
 
-    async def _do_commit(self, group: GroupMetadata,
-                         offsets: dict[tuple[str, int], OffsetAndMetadata]
-                         ) -> dict[tuple[str, int], ErrorCode]:
+    def split_oversized_metadata(self, offsets: dict[tuple[str, int], OffsetAndMetadata]
+                                 ) -> tuple[dict[tuple[str, int], ErrorCode],
+                                            dict[tuple[str, int], OffsetAndMetadata]]:
+        """({tp: OFFSET_METADATA_TOO_LARGE}, the offsets whose metadata fits
+        `offset.metadata.max.bytes`)."""
         result: dict[tuple[str, int], ErrorCode] = {}
         valid: dict[tuple[str, int], OffsetAndMetadata] = {}
         limit = self.config.offset_metadata_max_bytes
@@ -236,6 +238,12 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
                 result[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = om
+        return result, valid
+
+    async def _do_commit(self, group: GroupMetadata,
+                         offsets: dict[tuple[str, int], OffsetAndMetadata]
+                         ) -> dict[tuple[str, int], ErrorCode]:
+        result, valid = self.split_oversized_metadata(offsets)
         if not valid:
             return result
         records = [offset_commit_record(group.group_id, tp[0], tp[1], om)

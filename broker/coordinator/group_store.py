@@ -43,7 +43,9 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 #: OffsetCommit/group writes wait at most this long for acks=-1 (offsets.commit.timeout.ms).
 DEFAULT_COMMIT_TIMEOUT_MS = 5000
 
-_APPEND_ERRORS = {
+#: how a failed coordinator append is answered to clients (Kafka's group and transaction
+#: state managers map alike)
+COORDINATOR_APPEND_ERRORS = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -132,8 +134,8 @@ class GroupStore:
         code = ErrorCode(code)
         if code == ErrorCode.NONE or code in SIZE_ERRORS:
             return code
-        if code in _APPEND_ERRORS:
-            return _APPEND_ERRORS[code]
+        if code in COORDINATOR_APPEND_ERRORS:
+            return COORDINATOR_APPEND_ERRORS[code]
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
     async def load(self, partition: int, is_current: Callable[[], bool] = lambda: True

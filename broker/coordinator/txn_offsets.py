@@ -30,7 +30,7 @@ import asyncio
 import logging
 
 from broker.coordinator.group import GroupMetadata, GroupState, OffsetAndMetadata
-from broker.coordinator.group_store import GROUP_METADATA_TOPIC
+from broker.coordinator.group_store import COORDINATOR_APPEND_ERRORS, GROUP_METADATA_TOPIC
 from broker.coordinator.records import offset_commit_record
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_builder import RecordBatchBuilder
@@ -41,13 +41,8 @@ __all__ = ["handle_txn_commit_offsets", "on_transaction_completed", "TxnOffsetRe
 log = logging.getLogger(__name__)
 E = ErrorCode
 _CONVERT = {
+    **COORDINATOR_APPEND_ERRORS,
     E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
-    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
-    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
-    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
     E.MESSAGE_TOO_LARGE: E.INVALID_COMMIT_OFFSET_SIZE,
     E.RECORD_LIST_TOO_LARGE: E.INVALID_COMMIT_OFFSET_SIZE,
     E.INVALID_FETCH_SIZE: E.INVALID_COMMIT_OFFSET_SIZE,
@@ -117,14 +112,7 @@ async def handle_txn_commit_offsets(coordinator, verifier, group_id: str,
         err = _validate(group, member_id, group_instance_id, generation_id)
     if err != E.NONE:
         return all_(err)
-    result: dict[tuple[str, int], ErrorCode] = {}
-    valid: dict[tuple[str, int], OffsetAndMetadata] = {}
-    limit = coordinator.config.offset_metadata_max_bytes
-    for tp, om in offsets.items():
-        if om.metadata is not None and len(om.metadata.encode("utf-8")) > limit:
-            result[tp] = E.OFFSET_METADATA_TOO_LARGE
-        else:
-            valid[tp] = om
+    result, valid = coordinator.split_oversized_metadata(offsets)
     if not valid:
         return result
     builder = RecordBatchBuilder(compression_type=store.compression_type,

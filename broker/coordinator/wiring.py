@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable, Iterable
 
 from broker.config import ConfigError
 from broker.coordinator.consumer_coordinator import (
@@ -36,34 +37,83 @@ from broker.coordinator.group_store import (
 )
 
 __all__ = ["attach_group_coordinator", "apply_leader_and_isr", "apply_stop_replica",
-           "group_store_from_config"]
+           "group_store_from_config", "hook_coordinator_partitions", "apply_partition_decision"]
 
 log = logging.getLogger(__name__)
 TYPE_FULL = 2
 
 
-def apply_leader_and_isr(coordinator: GroupCoordinator, broker_id: int, decision) -> None:
+def apply_partition_decision(topic: str, broker_id: int, on_election, on_resignation,
+                             current: Callable[[], Iterable[int]], decision) -> None:
+    """A LeaderAndIsr decision for a coordinator topic: partitions this broker leads are
+    elected (with the leader epoch as coordinator epoch), others resigned; a FULL decision
+    resigns the `current()` partitions it does not list."""
     listed: set[int] = set()
     for ts in decision.topic_states:
-        if ts.topic_name != GROUP_METADATA_TOPIC:
+        if ts.topic_name != topic:
             continue
         for ps in ts.partition_states:
             listed.add(ps.partition_index)
             if ps.leader == broker_id:
-                coordinator.on_election(ps.partition_index, ps.leader_epoch)
+                on_election(ps.partition_index, ps.leader_epoch)
             else:
-                coordinator.on_resignation(ps.partition_index)
+                on_resignation(ps.partition_index)
     if getattr(decision, "type", 0) == TYPE_FULL:
-        for p in list(coordinator.owned | coordinator.loading):
+        for p in list(current()):
             if p not in listed:
-                coordinator.on_resignation(p)
+                on_resignation(p)
+
+
+def _partitions_of(decision, topic: str, deleted_only: bool = False) -> list[int]:
+    return [ps.partition_index for ts in decision.topic_states if ts.topic_name == topic
+            for ps in ts.partition_states if not deleted_only or ps.leader == -2]
+
+
+def hook_coordinator_partitions(listener, topic: str, broker_id: int, on_election,
+                                on_resignation, current: Callable[[], Iterable[int]]) -> None:
+    """Wrap the listener's methods (the listener stays the one the controller calls) so that
+    LeaderAndIsr (after the ReplicaManager applied it) elects/resigns the coordinator's
+    partitions of `topic`, StopReplica (before) and UpdateMetadata deleting partitions
+    (leader -2, after) resign them. The wrapped methods' results are passed through. Used by
+    the group and the transaction coordinators."""
+    on_leader_and_isr = listener.on_leader_and_isr
+    on_stop_replica = listener.on_stop_replica
+    on_update_metadata = listener.on_update_metadata
+
+    @functools.wraps(on_leader_and_isr)
+    async def leader_and_isr(decision):
+        results = await on_leader_and_isr(decision)
+        apply_partition_decision(topic, broker_id, on_election, on_resignation, current,
+                                 decision)
+        return results
+
+    @functools.wraps(on_stop_replica)
+    async def stop_replica(decision):
+        for p in _partitions_of(decision, topic):
+            on_resignation(p)
+        return await on_stop_replica(decision)
+
+    @functools.wraps(on_update_metadata)
+    async def update_metadata(decision):
+        result = await on_update_metadata(decision)
+        for p in _partitions_of(decision, topic, deleted_only=True):
+            on_resignation(p)
+        return result
+
+    listener.on_leader_and_isr = leader_and_isr
+    listener.on_stop_replica = stop_replica
+    listener.on_update_metadata = update_metadata
+
+
+def apply_leader_and_isr(coordinator: GroupCoordinator, broker_id: int, decision) -> None:
+    apply_partition_decision(GROUP_METADATA_TOPIC, broker_id, coordinator.on_election,
+                             coordinator.on_resignation,
+                             lambda: coordinator.owned | coordinator.loading, decision)
 
 
 def apply_stop_replica(coordinator: GroupCoordinator, decision) -> None:
-    for ts in decision.topic_states:
-        if ts.topic_name == GROUP_METADATA_TOPIC:
-            for ps in ts.partition_states:
-                coordinator.on_resignation(ps.partition_index)
+    for p in _partitions_of(decision, GROUP_METADATA_TOPIC):
+        coordinator.on_resignation(p)
 
 
 def group_store_from_config(config, replica_manager) -> GroupStore:
@@ -92,31 +142,7 @@ def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
     coordinator.startup()
     services.group_coordinator = coordinator
 
-    on_leader_and_isr = listener.on_leader_and_isr
-    on_stop_replica = listener.on_stop_replica
-    on_update_metadata = listener.on_update_metadata
-
-    @functools.wraps(on_leader_and_isr)
-    async def leader_and_isr(decision):
-        results = await on_leader_and_isr(decision)
-        apply_leader_and_isr(coordinator, services.broker_id, decision)
-        return results
-
-    @functools.wraps(on_stop_replica)
-    async def stop_replica(decision):
-        apply_stop_replica(coordinator, decision)
-        return await on_stop_replica(decision)
-
-    @functools.wraps(on_update_metadata)
-    async def update_metadata(decision):
-        await on_update_metadata(decision)
-        for ts in decision.topic_states:
-            if ts.topic_name == GROUP_METADATA_TOPIC:
-                for ps in ts.partition_states:
-                    if ps.leader == -2:
-                        coordinator.on_resignation(ps.partition_index)
-
-    listener.on_leader_and_isr = leader_and_isr
-    listener.on_stop_replica = stop_replica
-    listener.on_update_metadata = update_metadata
+    hook_coordinator_partitions(listener, GROUP_METADATA_TOPIC, services.broker_id,
+                                coordinator.on_election, coordinator.on_resignation,
+                                lambda: coordinator.owned | coordinator.loading)
     return coordinator

@@ -37,6 +37,9 @@ HANDLER_MODULES = [
     "features",
     "sasl",
     "scram_credentials",
+    "acls",
+    "client_quotas",
+    "delegation_tokens",
 ]
 
 

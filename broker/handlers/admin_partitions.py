@@ -18,6 +18,9 @@ Behaviour (Kafka's ``KafkaApis`` + ``ReplicaManager.deleteRecords`` + KIP-195/KI
 - ElectLeaders: ``controller.elect_leaders`` per partition (v0: preferred only; null topic
   partitions = every partition, reporting only those where an election ran or failed).
   Results grouped by topic in request order.
+- Authorization (with an authorizer): CreatePartitions needs ALTER on each topic,
+  DeleteRecords DELETE on each topic (else TOPIC_AUTHORIZATION_FAILED for it), ElectLeaders
+  ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED for every partition).
 
 Version notes: CreatePartitions v0-v3 (v2+ flexible). DeleteRecords v0-v2 (v2 flexible).
 ElectLeaders v0-v2 (v2 flexible): v1 ``election_type`` and top-level ``error_code``.
@@ -25,6 +28,7 @@ ElectLeaders v0-v2 (v2 flexible): v1 ``election_type`` and top-level ``error_cod
 
 from __future__ import annotations
 
+from broker.handlers import authz, throttling
 from broker.handlers.registry import handles
 from broker.metadata_cache import INTERNAL_TOPICS
 from controller.api import ELECTION_PREFERRED, CreatePartitionsTopic
@@ -52,20 +56,35 @@ def create_partitions_error_response(request, version: int, error: KafkaError):
 @handles(CREATE_PARTITIONS, 0, 3, error_response=create_partitions_error_response)
 async def handle_create_partitions(ctx, request):
     validate_only = bool(request.validate_only)
+    denied = authz.unauthorized(ctx, authz.AclOperation.ALTER, authz.ResourceType.TOPIC,
+                                (t.name for t in request.topics))
+    throttled, throttle_ms = set(), 0
+    if not validate_only:
+        cache = ctx.broker.metadata_cache
+        throttled, throttle_ms = throttling.mutation_quota(ctx, 3, [
+            (t.name, t.count - (cache.num_partitions(t.name) or t.count))
+            for t in request.topics if t.name not in denied])
     wanted = [CreatePartitionsTopic(
         t.name, t.count,
         None if t.assignments is None else [list(a.broker_ids) for a in t.assignments])
-        for t in request.topics]
+        for t in request.topics if t.name not in denied | throttled]
     results = await ctx.broker.controller.create_partitions(wanted, validate_only=validate_only,
-                                                           timeout_ms=request.timeout_ms)
-    out = []
+                                                           timeout_ms=request.timeout_ms) \
+        if wanted else []
+    out = [CreatePartitionsResponse.CreatePartitionsTopicResult(
+        name=t.name, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+        for t in request.topics if t.name in denied]
+    out += [CreatePartitionsResponse.CreatePartitionsTopicResult(
+        name=t.name, error_code=int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+        error_message="The throttling quota has been exceeded.")
+        for t in request.topics if t.name in throttled]
     for r in results:
         code, message = int(r.error_code), r.error_message
         if code == 0 and not validate_only and request.timeout_ms <= 0:
             code, message = int(ErrorCode.REQUEST_TIMED_OUT), None
         out.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
             name=r.name, error_code=code, error_message=message))
-    return CreatePartitionsResponse(results=out)
+    return CreatePartitionsResponse(results=out, throttle_time_ms=throttle_ms)
 
 
 # ----- DeleteRecords -------------------------------------------------------------------------
@@ -105,12 +124,18 @@ def delete_records_on_leader(replica_manager, topic: str, partition: int, offset
 @handles(DELETE_RECORDS, 0, 2, error_response=delete_records_error_response)
 def handle_delete_records(ctx, request):
     rm = ctx.broker.replica_manager
+    denied = authz.unauthorized(ctx, authz.AclOperation.DELETE, authz.ResourceType.TOPIC,
+                                (t.name for t in request.topics))
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
             res = DeleteRecordsResponse.DeleteRecordsPartitionResult(
                 partition_index=p.partition_index, low_watermark=-1)
+            if t.name in denied:
+                res.error_code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                parts.append(res)
+                continue
             try:
                 res.low_watermark = delete_records_on_leader(rm, t.name, p.partition_index,
                                                              p.offset)
@@ -145,6 +170,8 @@ def elect_leaders_error_response(request, version: int, error: KafkaError):
 
 @handles(ELECT_LEADERS, 0, 2, error_response=elect_leaders_error_response)
 async def handle_elect_leaders(ctx, request):
+    if not authz.authorize_cluster(ctx, authz.AclOperation.ALTER):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     election_type = request.election_type if ctx.api_version >= 1 else ELECTION_PREFERRED
     results = await ctx.broker.controller.elect_leaders(election_type, _requested(request))
     by_topic: dict[str, list] = {}

@@ -27,7 +27,8 @@ from broker.security.acl import (
 )
 
 __all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "authorize", "authorize_cluster",
-           "authorize_by_resource_type", "authorized_operations", "filter_authorized"]
+           "authorize_by_resource_type", "authorized_operations", "enabled", "require_cluster",
+           "filter_authorized", "unauthorized"]
 
 
 def _authorizer(ctx):
@@ -49,6 +50,14 @@ def authorize_cluster(ctx, operation: AclOperation, *, log_if_denied: bool = Tru
                      log_if_denied=log_if_denied)
 
 
+def require_cluster(ctx, operation: AclOperation) -> None:
+    """Kafka's ``authorizeClusterOperation``: KafkaError CLUSTER_AUTHORIZATION_FAILED (the
+    handler's error response) unless ``operation`` on the cluster is allowed."""
+    if not authorize_cluster(ctx, operation):
+        from protocol.errors import ErrorCode, KafkaError
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+
+
 def filter_authorized(ctx, operation: AclOperation, resource_type: ResourceType,
                       names: Iterable[str], *, log_if_denied: bool = True) -> set[str]:
     names = set(names)
@@ -58,6 +67,22 @@ def filter_authorized(ctx, operation: AclOperation, resource_type: ResourceType,
     return {n for n in names
             if authorizer.authorize(ctx, operation, resource_type, n,
                                     log_if_denied=log_if_denied)}
+
+
+def enabled(ctx) -> bool:
+    """True when an authorizer is configured (handlers may skip all checks otherwise)."""
+    return _authorizer(ctx) is not None
+
+
+def unauthorized(ctx, operation: AclOperation, resource_type: ResourceType,
+                 names: Iterable[str], *, log_if_denied: bool = True) -> set[str]:
+    """The names in ``names`` the principal may NOT access (empty without an authorizer)."""
+    authorizer = _authorizer(ctx)
+    if authorizer is None:
+        return set()
+    return {n for n in set(names)
+            if not authorizer.authorize(ctx, operation, resource_type, n,
+                                        log_if_denied=log_if_denied)}
 
 
 def authorize_by_resource_type(ctx, operation: AclOperation,

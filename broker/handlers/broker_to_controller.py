@@ -12,6 +12,8 @@ Behaviour (Kafka's ZooKeeper-mode KafkaApis and KafkaController):
   controller.leadership) and answers the new state per partition. NOT_CONTROLLER and
   STALE_BROKER_EPOCH are top-level errors.
 
+Authorization: CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+
 Version notes: ControlledShutdown v0-v3 (v0 uses request header v0; v2 broker epoch; v3
 flexible). AlterPartition v0-v3 (v1 leader recovery state, v2 topic ids, v3 ISR with broker
 epochs, KIP-903).
@@ -19,6 +21,7 @@ epochs, KIP-903).
 
 from __future__ import annotations
 
+from broker.handlers import authz
 from broker.handlers.registry import error_code_response, handles
 from protocol import api
 
@@ -30,6 +33,7 @@ AlterPartitionResponse = api.API_KEYS[ALTER_PARTITION].response_cls
 @handles(CONTROLLED_SHUTDOWN, 0, 3,
          error_response=error_code_response(ControlledShutdownResponse))
 async def handle_controlled_shutdown(ctx, request):
+    authz.require_cluster(ctx, authz.AclOperation.CLUSTER_ACTION)
     broker_epoch = request.broker_epoch if ctx.api_version >= 2 else -1
     code, remaining = await ctx.broker.controller.controlled_shutdown(request.broker_id,
                                                                       broker_epoch)
@@ -40,4 +44,5 @@ async def handle_controlled_shutdown(ctx, request):
 
 @handles(ALTER_PARTITION, 0, 3, error_response=error_code_response(AlterPartitionResponse))
 async def handle_alter_partition(ctx, request):
+    authz.require_cluster(ctx, authz.AclOperation.CLUSTER_ACTION)
     return await ctx.broker.controller.alter_partition(request, ctx.api_version)

@@ -4,15 +4,17 @@ Behaviour (Kafka's ``KafkaApis.handleDescribeCluster``): the live brokers' endpo
 listener the request arrived on, ``cluster_id``, ``controller_id`` (-1 before the first
 UpdateMetadata). ``endpoint_type`` (v1) must be 1 (brokers): a broker cannot describe
 controller endpoints, so 2 (controllers) or anything else gets UNSUPPORTED_ENDPOINT_TYPE
-(115). No authorizer: ``cluster_authorized_operations`` is every cluster operation when
-asked for, else -2147483648 (the schema default).
+(115). ``cluster_authorized_operations``, when asked for: what the principal may do on the
+cluster (every cluster operation without an authorizer; 0 without DESCRIBE on it), else
+-2147483648 (the schema default).
 
 Version notes: v0-v1, both flexible; v1 adds ``endpoint_type`` (KIP-919).
 """
 
 from __future__ import annotations
 
-from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS
+from broker.handlers import authz
+from broker.handlers.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from broker.handlers.registry import handles
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
@@ -45,5 +47,13 @@ def handle_describe_cluster(ctx, request):
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
             broker_id=n.id, host=n.host, port=n.port, rack=n.rack)
             for n in cache.alive_broker_nodes(listener)],
-        cluster_authorized_operations=CLUSTER_OPERATIONS
-        if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED)
+        cluster_authorized_operations=_cluster_operations(ctx, request))
+
+
+def _cluster_operations(ctx, request) -> int:
+    """Kafka: the bit field only with DESCRIBE on the cluster (else 0), when asked for."""
+    if not request.include_cluster_authorized_operations:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if not authz.authorize_cluster(ctx, authz.AclOperation.DESCRIBE):
+        return 0
+    return authz.authorized_operations(ctx, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME)

@@ -41,6 +41,10 @@ operations):
 - Alter for CLIENT_METRICS: ``metrics``, ``interval.ms``, ``match`` (INVALID_CONFIG for
   anything else or a bad value); an empty name -> INVALID_REQUEST.
 
+Authorization (with an authorizer): DESCRIBE_CONFIGS (describe) / ALTER_CONFIGS (alter) on
+the topic, else TOPIC_AUTHORIZATION_FAILED; on the cluster for BROKER resources, else
+CLUSTER_AUTHORIZATION_FAILED (per resource).
+
 Version notes: DescribeConfigs v0-v4 (v4 flexible): v0 ``is_default``; v1 ``config_source``,
 synonyms, ``include_synonyms``; v3 ``config_type``, documentation. AlterConfigs v0-v2 (v2
 flexible). IncrementalAlterConfigs v0-v1 (v1 flexible).
@@ -52,6 +56,8 @@ from collections import Counter
 
 from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
 from broker.dynamic_config import broker_id_of
+from broker.handlers import authz
+from broker.handlers.authz import AclOperation
 from broker.handlers.registry import handles
 from broker.handlers.topics import TOPIC_CONFIG_SYNONYMS, topic_config_entries
 from controller.admin_validation import validate_topic_name
@@ -191,6 +197,7 @@ def handle_describe_configs(ctx, request):
             resource_type=r.resource_type, resource_name=r.resource_name, configs=[])
         keys = set(r.configuration_keys) if r.configuration_keys else None
         try:
+            _authorize(ctx, r.resource_type, r.resource_name, AclOperation.DESCRIBE_CONFIGS)
             if r.resource_type == RESOURCE_TOPIC:
                 res.configs = _describe_topic(broker, r.resource_name, keys, version, synonyms)
             elif r.resource_type == RESOURCE_BROKER:
@@ -245,6 +252,18 @@ async def _alter_broker(broker, name: str, r, incremental: bool, validate_only: 
         raise KafkaError(ErrorCode(result.error_code), result.error_message)
 
 
+def _authorize(ctx, resource_type: int, name: str, operation: AclOperation) -> None:
+    """Kafka's checks: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
+    (TOPIC_AUTHORIZATION_FAILED), on the cluster for broker resources
+    (CLUSTER_AUTHORIZATION_FAILED)."""
+    if resource_type == RESOURCE_TOPIC:
+        if not authz.authorize(ctx, operation, authz.ResourceType.TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+    elif resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        if not authz.authorize_cluster(ctx, operation):
+            raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+
+
 def _duplicates(request) -> set[tuple[int, str]]:
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     return {k for k, n in counts.items() if n > 1}
@@ -261,6 +280,7 @@ async def _alter_all(ctx, request, response_cls, topic_call, incremental: bool):
             if (r.resource_type, r.resource_name) in dups:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Duplicate resource {r.resource_name!r} in the request")
+            _authorize(ctx, r.resource_type, r.resource_name, AclOperation.ALTER_CONFIGS)
             if r.resource_type == RESOURCE_TOPIC:
                 validate_topic_name(r.resource_name)
                 result = await topic_call(r)

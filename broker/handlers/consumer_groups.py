@@ -10,12 +10,14 @@ Behaviour (Kafka's ``GroupMetadataManager``; the state machine is
   UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND
   (the id belongs to a classic group that cannot be upgraded), INVALID_REGULAR_EXPRESSION
   (v1), UNSUPPORTED_VERSION when ``group.coordinator.rebalance.protocols`` lacks
-  ``consumer``.
+  ``consumer``; GROUP_AUTHORIZATION_FAILED without READ on the group, TOPIC_AUTHORIZATION_FAILED
+  when a subscribed topic name may not be described (Kafka's checks).
 - ConsumerGroupDescribe: per group its state, group epoch, assignment epoch, assignor
   and members (epoch, client, subscriptions, current and target assignment with topic
   names). A classic or unknown group answers GROUP_ID_NOT_FOUND ("Group g is not a consumer
   group." / "Group g not found."), an empty id INVALID_GROUP_ID, plus the coordinator
-  errors. ``authorized_operations`` (when asked): every group operation (no authorizer).
+  errors; GROUP_AUTHORIZATION_FAILED without DESCRIBE on the group.
+  ``authorized_operations`` (when asked): what the principal may do on the group.
 
 Version notes: ConsumerGroupHeartbeat v0-v1 (v1 adds ``subscribed_topic_regex``, and the
 member id comes from the client, KIP-1082); ConsumerGroupDescribe v0. Both flexible.
@@ -23,7 +25,8 @@ member id comes from the client, KIP-1082); ConsumerGroupDescribe v0. Both flexi
 
 from __future__ import annotations
 
-from broker.handlers.group_admin import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from broker.handlers import authz
+from broker.handlers.group_admin import AUTHORIZED_OPERATIONS_OMITTED
 from broker.handlers.groups import client_host, group_coordinator
 from broker.handlers.registry import handles
 from protocol import api
@@ -40,6 +43,13 @@ def heartbeat_error_response(request, version: int, error: KafkaError):
 
 @handles(HEARTBEAT, 0, 1, error_response=heartbeat_error_response)
 async def handle_consumer_group_heartbeat(ctx, request):
+    if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
+                           request.group_id or ""):
+        return HeartbeatResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    if request.subscribed_topic_names and authz.unauthorized(
+            ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
+            request.subscribed_topic_names):
+        return HeartbeatResponse(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     coordinator = group_coordinator(ctx)
     consumer = coordinator.consumer
     if consumer is None:
@@ -93,10 +103,14 @@ def _assignment(a: dict, topics) -> object:
 def handle_consumer_group_describe(ctx, request):
     coordinator = group_coordinator(ctx)
     consumer = coordinator.consumer
-    ops = GROUP_OPERATIONS if request.include_authorized_operations \
-        else AUTHORIZED_OPERATIONS_OMITTED
     out = []
     for group_id in request.group_ids:
+        if not authz.authorize(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.GROUP,
+                               group_id or ""):
+            out.append(_described(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        ops = authz.authorized_operations(ctx, authz.ResourceType.GROUP, group_id) \
+            if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         if not group_id:
             out.append(_described(group_id, ErrorCode.INVALID_GROUP_ID))
             continue

@@ -12,6 +12,9 @@ epoch; StopReplica: FENCED_LEADER_EPOCH). A top-level error repeats in every par
 response, as Kafka's ``getErrorResponse``. In embedded mode there is no remote controller, so
 every such request answers STALE_CONTROLLER_EPOCH and changes nothing.
 
+Authorization: CLUSTER_ACTION on the cluster (Kafka's authorizeClusterOperation), else
+CLUSTER_AUTHORIZATION_FAILED.
+
 Version notes: served from the versions with topic grouping and ids, as sent by an
 inter.broker.protocol.version >= 2.8 controller: LeaderAndIsr v5-v7 (topic ids, per-topic
 errors in the response; v7 adds is_k_raft_controller), StopReplica v3-v4 (per-partition
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker.handlers import authz
 from broker.handlers.registry import handles
 from protocol import api
 from protocol.errors import KafkaError
@@ -58,6 +62,7 @@ def leader_and_isr_error_response(request, version: int, error: KafkaError):
 
 @handles(LEADER_AND_ISR, 5, 7, error_response=leader_and_isr_error_response)
 async def handle_leader_and_isr(ctx, request):
+    authz.require_cluster(ctx, authz.AclOperation.CLUSTER_ACTION)
     top, errors = await ctx.broker.controller.apply_leader_and_isr(request)
     return _lai_response(request, ctx.api_version, top, errors)
 
@@ -81,6 +86,7 @@ def stop_replica_error_response(request, version: int, error: KafkaError):
 
 @handles(STOP_REPLICA, 3, 4, error_response=stop_replica_error_response)
 async def handle_stop_replica(ctx, request):
+    authz.require_cluster(ctx, authz.AclOperation.CLUSTER_ACTION)
     top, errors = await ctx.broker.controller.apply_stop_replica(request)
     return _stop_response(request, ctx.api_version, top, errors)
 
@@ -91,5 +97,6 @@ def update_metadata_error_response(request, version: int, error: KafkaError):
 
 @handles(UPDATE_METADATA, 5, 8, error_response=update_metadata_error_response)
 async def handle_update_metadata(ctx, request):
+    authz.require_cluster(ctx, authz.AclOperation.CLUSTER_ACTION)
     return UpdateMetadataResponse(
         error_code=await ctx.broker.controller.apply_update_metadata(request))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.handlers.metadata import TOPIC_OPERATIONS
+from broker.handlers import authz
 from broker.handlers.registry import handles
 from broker.metadata_cache import INTERNAL_TOPICS
 from controller.admin_validation import validate_topic_name
@@ -87,6 +87,12 @@ def handle_describe_topic_partitions(ctx, request):
         if remaining <= 0:
             next_cursor = _Response.Cursor(topic_name=name, partition_index=0)
             break
+        if not authz.authorize(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC, name,
+                               log_if_denied=not fetch_all):
+            if not fetch_all:  # named topics are refused; all-topics requests skip them
+                topics.append(_Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                     name=name, topic_id=ZERO_UUID, partitions=[]))
+            continue
         found = cache.get_topic_metadata([name], listener)
         if not found:
             if not fetch_all:
@@ -98,7 +104,8 @@ def handle_describe_topic_partitions(ctx, request):
         chosen = [p for p in parts if p.partition >= start][:remaining]
         topics.append(_Topic(
             error_code=0, name=name, topic_id=tm.topic_id or ZERO_UUID,
-            is_internal=tm.is_internal, topic_authorized_operations=TOPIC_OPERATIONS,
+            is_internal=tm.is_internal, topic_authorized_operations=authz.authorized_operations(
+                ctx, authz.ResourceType.TOPIC, name),
             partitions=[_Partition(error_code=0, partition_index=p.partition,
                                    leader_id=p.leader_id, leader_epoch=p.leader_epoch,
                                    replica_nodes=p.replica_nodes, isr_nodes=p.isr_nodes,

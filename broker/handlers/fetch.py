@@ -10,17 +10,23 @@
 #   appends / HW moves, leader changes or deletion. max_bytes is capped by the broker's
 #   fetch.max.bytes (replica.fetch.response.max.bytes for followers), KIP-541. Fetch
 #   sessions (KIP-227) come from broker.fetch_session. Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
-#   UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH,
-#   UNKNOWN_LEADER_EPOCH, UNSUPPORTED_COMPRESSION_TYPE (zstd to an old fetch version);
+#   TOPIC_AUTHORIZATION_FAILED (an authorizer denied READ on the topic, or CLUSTER_ACTION on the
+#   cluster to a follower), UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH,
+#   UNKNOWN_LEADER_EPOCH, UNSUPPORTED_COMPRESSION_TYPE (zstd to an old fetch version). A
+#   consumer over its consumer_byte_rate quota gets an empty response with throttle_time_ms
+#   and its connection muted for that long (KIP-219, broker.handlers.throttling);
 #   top-level: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
 #   FETCH_SESSION_TOPIC_ID_ERROR. A follower sending last_fetched_epoch (v12+) whose epoch
 #   history diverges from the leader's gets diverging_epoch and no records (KIP-595); a
-#   follower's fetch may be throttled (KIP-73, empty records).
+#   follower's fetch may be throttled (KIP-73, empty records). KIP-392: with
+#   replica.selector.class set, a leader may answer a v11+ consumer (rack_id = client.rack)
+#   with preferred_read_replica and no records; v11+ consumers may fetch from a follower,
+#   which serves records below its own high watermark.
 # Version notes: v0-v3 clients read magic 0/1 only: batches are down-converted (v0-v1 to
 #   magic 0, v2-v3 to magic 1; protocol.legacy_records.convert_from_v2) and copied; v0-v2
 #   have no max_bytes and a hard partition limit (no KIP-74 first-batch exception); v4+
 #   isolation_level, last_stable_offset, aborted_transactions; v5+ log_start_offset; v7+
-#   sessions and top-level error_code; v9+ current_leader_epoch; v11+ rack_id (ignored) and
+#   sessions and top-level error_code; v9+ current_leader_epoch; v11+ rack_id (KIP-392) and
 #   preferred_read_replica; v12+ flexible, last_fetched_epoch; v13+ topic ids instead of
 #   names; v15+ replica_id moves into the tagged replica_state; v16-v17 add tagged node
 #   endpoints / replica directory id (left default).
@@ -28,6 +34,7 @@
 from __future__ import annotations
 
 from broker.fetch_session import INVALID_SESSION_ID, FetchSessionCache
+from broker.handlers import authz, throttling
 from broker.handlers.registry import handles, then
 from broker.metrics import TOPIC_STATS
 from broker.partition import READ_COMMITTED
@@ -155,7 +162,9 @@ def handle_fetch(ctx, req: FetchRequest):
                          isolation_level=isolation, hard_max_bytes_limit=version <= 2,
                          replica_epoch=req.replica_state.replica_epoch
                          if version >= 15 and req.replica_state is not None else -1,
-                         rack_id=(req.rack_id or "") if version >= 11 else "")
+                         rack_id=(req.rack_id or "") if version >= 11 else "",
+                         # KIP-392: v11+ consumers may read from a follower (to its HW)
+                         fetch_only_from_leader=replica_id >= 0 or version < 11)
     use_ids = version >= TOPIC_ID_VERSION
     fetch_data = []
     unknown_ids = []
@@ -187,15 +196,45 @@ def handle_fetch(ctx, req: FetchRequest):
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID,
                              responses=[])
 
+    to_fetch = context.partitions_to_fetch()
+    denied = _unauthorized(ctx, replica_id, to_fetch)
+    if denied:
+        refused = {tp: FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                   for tp, _ in to_fetch if tp[0] in denied}
+        to_fetch = [x for x in to_fetch if x[0][0] not in denied]
+
     def build(results: dict) -> FetchResponse:
+        if denied:
+            results = {**results, **refused}
         TOPIC_STATS.record_fetch(results, replica_id >= 0, version < 4)
         session_id, parts = context.update_and_generate_response_data(results)
         entries = [(tp[0], context.topic_id(tp) if use_ids else None, tp[1], data)
                    for tp, data in parts]
         for tid, index in unknown_ids:
             entries.append(("", tid, index, FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_ID)))
+        if replica_id < 0:  # consumer_byte_rate (followers have replication quotas instead)
+            size = sum(len(data.records) for _, _, _, data in entries if data.records)
+            throttle_ms = throttling.fetch(ctx, size + 64 * len(entries))
+            if throttle_ms:  # Kafka: unrecord, answer empty, mute the connection (KIP-219)
+                throttling.unrecord_fetch(ctx, size + 64 * len(entries))
+                throttling.throttle(ctx, throttle_ms)
+                incremental = version >= 7 and req.session_id == session_id
+                return FetchResponse(error_code=ErrorCode.NONE, throttle_time_ms=throttle_ms,
+                                     session_id=session_id if incremental else
+                                     INVALID_SESSION_ID, responses=[])
         return FetchResponse(error_code=ErrorCode.NONE, session_id=session_id,
                              responses=_group(version, entries, isolation))
 
-    return then(broker.replica_manager.fetch_messages(params, context.partitions_to_fetch()),
-                build)
+    return then(broker.replica_manager.fetch_messages(params, to_fetch), build)
+
+
+def _unauthorized(ctx, replica_id: int, to_fetch) -> set[str]:
+    """Topics this fetch may not read: consumers need READ on each topic, followers
+    CLUSTER_ACTION on the cluster (else every topic is refused), as Kafka's handleFetchRequest."""
+    if not authz.enabled(ctx):
+        return set()
+    names = {tp[0] for tp, _ in to_fetch}
+    if replica_id >= 0:
+        return set() if authz.authorize_cluster(ctx, authz.AclOperation.CLUSTER_ACTION) \
+            else names
+    return authz.unauthorized(ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC, names)

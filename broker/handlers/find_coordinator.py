@@ -12,6 +12,8 @@ Behaviour (Kafka's ``KafkaApis.handleFindCoordinatorRequest``, ZooKeeper mode):
 - key type 1 (transaction): served by ``ctx.broker.transaction_coordinator`` when the broker
   has one (``partition_for(key)`` over ``__transaction_state``), else COORDINATOR_NOT_AVAILABLE.
 - any other key type: INVALID_REQUEST (42).
+- with an authorizer: DESCRIBE on the group / transactional id, else
+  GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED for that key.
 Errors carry node id -1, host "", port -1.
 
 Version notes: v0-v6 (v3+ flexible). v1 adds key_type, throttle time and error_message; v4
@@ -24,6 +26,7 @@ from __future__ import annotations
 import logging
 
 from broker.coordinator.group_store import GROUP_METADATA_TOPIC
+from broker.handlers import authz
 from broker.handlers.metadata import internal_topic_spec
 from broker.handlers.registry import handles
 from protocol import api
@@ -73,6 +76,13 @@ async def _find(ctx, key: str, key_type: int) -> tuple[str, int, int, str, int, 
     broker = ctx.broker
     unavailable = (key, int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, "", -1,
                    "The coordinator is not available.")
+    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        group = key_type == KEY_TYPE_GROUP
+        if not authz.authorize(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.GROUP
+                               if group else authz.ResourceType.TRANSACTIONAL_ID, key):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED if group \
+                else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return key, int(code), -1, "", -1, None
     if key_type == KEY_TYPE_GROUP:
         coordinator = broker.group_coordinator
         if coordinator is None:

@@ -6,14 +6,18 @@ Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``):
   described with error NONE and state "Dead", and so is a KIP-848 consumer group (as Kafka
   3.9: DescribeGroups describes classic groups; ConsumerGroupDescribe the others). A Stable group shows its protocol and, per
   member, the metadata for that protocol and the assignment; other states show protocol ""
-  and members without metadata/assignment. v3+ ``include_authorized_operations``: no
-  authorizer, so every group operation (READ, DELETE, DESCRIBE); else -2147483648.
+  and members without metadata/assignment. v3+ ``include_authorized_operations``: the bit
+  field of what the principal may do on the group (every group operation without an
+  authorizer); else -2147483648. A group the principal may not DESCRIBE answers
+  GROUP_AUTHORIZATION_FAILED.
 - ListGroups: the groups this broker coordinates, classic and KIP-848 consumer groups
   (COORDINATOR_LOAD_IN_PROGRESS while a partition loads, listing what is loaded); v4
   ``states_filter`` (case-insensitive; consumer groups have Empty/Assigning/Reconciling/
   Stable), v5 ``types_filter`` ("classic" / "consumer", KIP-1043) and ``group_type``.
+  Without DESCRIBE on the cluster only the groups the principal may DESCRIBE are listed.
 - DeleteGroups: per group NONE (Empty groups: offsets and the group get tombstones),
-  NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69), or the coordinator error.
+  NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69), the coordinator error, or
+  GROUP_AUTHORIZATION_FAILED without DELETE on the group.
 
 Version notes: DescribeGroups v0-v5 (v5+ flexible; v3 authorized operations, v4 group
 instance ids); ListGroups v0-v5 (v3+ flexible); DeleteGroups v0-v2 (v2+ flexible).
@@ -22,6 +26,7 @@ instance ids); ListGroups v0-v5 (v3+ flexible); DeleteGroups v0-v2 (v2+ flexible
 from __future__ import annotations
 
 from broker.coordinator.group import GroupState
+from broker.handlers import authz
 from broker.handlers.groups import group_coordinator
 from broker.handlers.registry import handles
 from protocol import api
@@ -51,10 +56,15 @@ def describe_error_response(request, version: int, error: KafkaError):
 @handles(DESCRIBE_GROUPS, 0, 5, error_response=describe_error_response)
 def handle_describe_groups(ctx, request):
     coordinator = group_coordinator(ctx)
-    ops = GROUP_OPERATIONS if ctx.api_version >= 3 and request.include_authorized_operations \
-        else AUTHORIZED_OPERATIONS_OMITTED
+    want_ops = ctx.api_version >= 3 and request.include_authorized_operations
     out = []
     for group_id in request.groups:
+        if not authz.authorize(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.GROUP,
+                               group_id):
+            out.append(_described(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        ops = authz.authorized_operations(ctx, authz.ResourceType.GROUP, group_id) \
+            if want_ops else AUTHORIZED_OPERATIONS_OMITTED
         error, group = coordinator.handle_describe_group(group_id)
         if error != ErrorCode.NONE:
             out.append(_described(group_id, error, "", ops))
@@ -87,6 +97,11 @@ def handle_list_groups(ctx, request):
     states = list(request.states_filter or ()) if version >= 4 else []
     types = {t.lower() for t in (request.types_filter or ())} if version >= 5 else set()
     error, groups = coordinator.handle_list_groups(states)
+    if authz.enabled(ctx) and not authz.authorize_cluster(ctx, authz.AclOperation.DESCRIBE,
+                                                          log_if_denied=False):
+        groups = [g for g in groups if authz.authorize(
+            ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.GROUP, g.group_id,
+            log_if_denied=False)]
     listed = [(g, _group_type(g)) for g in sorted(groups, key=lambda g: g.group_id)]
     return ListGroupsResponse(error_code=int(error), groups=[
         ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
@@ -110,7 +125,10 @@ def delete_error_response(request, version: int, error: KafkaError):
 async def handle_delete_groups(ctx, request):
     coordinator = group_coordinator(ctx)
     names = list(request.groups_names)
-    results = await coordinator.handle_delete_groups(list(dict.fromkeys(names)))
+    denied = authz.unauthorized(ctx, authz.AclOperation.DELETE, authz.ResourceType.GROUP, names)
+    results = await coordinator.handle_delete_groups(
+        [g for g in dict.fromkeys(names) if g not in denied])
+    results.update({g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in denied})
     return DeleteGroupsResponse(results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=int(results[g]))
         for g in names])

@@ -4,7 +4,8 @@ Behaviour (Kafka's ``KafkaApis`` group handlers over ``broker.coordinator``): th
 to ``ctx.broker.group_coordinator`` (COORDINATOR_NOT_AVAILABLE when the broker has none).
 JoinGroup and SyncGroup park until the rebalance completes (the handler returns a future the
 coordinator resolves); Heartbeat and LeaveGroup answer at once. An empty group id is
-INVALID_GROUP_ID (24). Errors and their meaning are listed on the coordinator methods:
+INVALID_GROUP_ID (24). With an authorizer each needs READ on the group, else
+GROUP_AUTHORIZATION_FAILED (30). Errors and their meaning are listed on the coordinator methods:
 ``handle_join_group`` (MEMBER_ID_REQUIRED 79 with the generated id for v4+,
 INVALID_SESSION_TIMEOUT 26, GROUP_MAX_SIZE_REACHED 81, FENCED_INSTANCE_ID 82, ...),
 ``handle_sync_group``, ``handle_heartbeat``, ``handle_leave_group``.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 
 from broker.coordinator.group import JoinResult, SyncResult
+from broker.handlers import authz
 from broker.handlers.registry import handles
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
@@ -43,6 +45,13 @@ def group_coordinator(ctx):
     if coordinator is None:
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no group coordinator")
     return coordinator
+
+
+def deny_group(ctx, group_id: str, operation=authz.AclOperation.READ) -> None:
+    """GROUP_AUTHORIZATION_FAILED unless the principal may ``operation`` the group (Kafka:
+    READ for JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit)."""
+    if not authz.authorize(ctx, operation, authz.ResourceType.GROUP, group_id or ""):
+        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
 
 
 def client_host(ctx) -> str:
@@ -87,6 +96,7 @@ def join_error_response(request, version: int, error: KafkaError):
 
 @handles(JOIN_GROUP, 0, 9, error_response=join_error_response)
 def handle_join_group(ctx, request):
+    deny_group(ctx, request.group_id)
     coordinator = group_coordinator(ctx)
     version = ctx.api_version
     fut, callback = _future_and_callback(lambda r: join_response(r, version))
@@ -120,6 +130,7 @@ def sync_error_response(request, version: int, error: KafkaError):
 
 @handles(SYNC_GROUP, 0, 5, error_response=sync_error_response)
 def handle_sync_group(ctx, request):
+    deny_group(ctx, request.group_id)
     coordinator = group_coordinator(ctx)
     version = ctx.api_version
     fut, callback = _future_and_callback(sync_response)
@@ -143,6 +154,7 @@ def heartbeat_error_response(request, version: int, error: KafkaError):
 
 @handles(HEARTBEAT, 0, 4, error_response=heartbeat_error_response)
 def handle_heartbeat(ctx, request):
+    deny_group(ctx, request.group_id)
     coordinator = group_coordinator(ctx)
     if not request.group_id:
         return HeartbeatResponse(error_code=int(ErrorCode.INVALID_GROUP_ID))
@@ -180,6 +192,9 @@ def handle_leave_group(ctx, request):
     coordinator = group_coordinator(ctx)
     version = ctx.api_version
     leaving = _leaving(request, version)
+    if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
+                           request.group_id or ""):
+        return _leave_response(version, ErrorCode.GROUP_AUTHORIZATION_FAILED, [], [])
     if not request.group_id:
         raise KafkaError(ErrorCode.INVALID_GROUP_ID, "empty group id")
     top, errors = coordinator.handle_leave_group(request.group_id, leaving)

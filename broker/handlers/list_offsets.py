@@ -9,7 +9,8 @@
 #   follower; anyone else needs the leader. Errors per partition:
 #   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH /
 #   UNKNOWN_LEADER_EPOCH (current_leader_epoch, v4+), INVALID_REQUEST (duplicate partition
-#   in one request, v1+, as Kafka; or an unknown negative timestamp).
+#   in one request, v1+, as Kafka; or an unknown negative timestamp), TOPIC_AUTHORIZATION_FAILED
+#   (an authorizer denied DESCRIBE on the topic).
 # Version notes: v0 answers a legacy `old_style_offsets` list (up to max_num_offsets:
 #   latest -> HW then segment base offsets descending; earliest -> log start; else base
 #   offsets of segments not newer than the timestamp); v1+ one (timestamp, offset); v2+
@@ -19,6 +20,7 @@
 
 from __future__ import annotations
 
+from broker.handlers import authz
 from broker.handlers.registry import handles
 from broker.partition import READ_UNCOMMITTED
 from protocol.errors import ErrorCode, KafkaError
@@ -64,11 +66,16 @@ def handle_list_offsets(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
                 if tp in seen:
                     duplicates.add(tp)
                 seen.add(tp)
+    denied = authz.unauthorized(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
+                                (t.name for t in req.topics))
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             index = p.partition_index
+            if t.name in denied:
+                parts.append(_error_part(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if (t.name, index) in duplicates:
                 parts.append(_error_part(index, ErrorCode.INVALID_REQUEST))
                 continue

@@ -17,6 +17,9 @@ Behaviour (Kafka's ``ReplicaManager.describeLogDirs``, KIP-113, KIP-827 for v4 s
   stat'ed answers KAFKA_STORAGE_ERROR (56) with -1 sizes.
 - v3+ top-level ``error_code`` is NONE.
 
+Authorization: DescribeLogDirs needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+(top level, no results).
+
 Version notes: DescribeLogDirs v0-v4 (v2+ flexible; v3 top-level error code; v4
 total/usable bytes); AlterReplicaLogDirs v0-v2 (v2 flexible).
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import os
 
+from broker.handlers import authz
 from broker.handlers.registry import error_code_response, handles
 from protocol import api
 from protocol.errors import ErrorCode
@@ -48,6 +52,9 @@ def _disk_usage(path: str) -> tuple[int, int]:
 
 @handles(DESCRIBE_LOG_DIRS, 0, 4, error_response=error_response)
 def handle_describe_log_dirs(ctx, request):
+    if not authz.authorize_cluster(ctx, authz.AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                                       results=[])
     lm = ctx.broker.log_manager
     mover = getattr(ctx.broker, "log_dir_mover", None)
     wanted = _wanted(request)

@@ -16,8 +16,14 @@ Behaviour (Kafka's ``KafkaApis.handleTopicMetadataRequest`` in ZooKeeper mode):
   INVALID_TOPIC_EXCEPTION (17);
 - partition errors from the MetadataCache: LEADER_NOT_AVAILABLE (no live leader),
   LISTENER_NOT_FOUND (v6+, the leader lacks this listener), REPLICA_NOT_AVAILABLE (v0 only);
-- authorized operations: no authorizer, so when asked (v8+) every operation of the resource
-  type (Kafka's answer without an authorizer); otherwise -2147483648 (the schema default).
+- authorization (with an authorizer): topics need DESCRIBE; all-topics requests silently
+  leave the others out, named ones answer TOPIC_AUTHORIZATION_FAILED (with the name, or for
+  topic ids with the id and a null name); auto-creation needs CREATE on the cluster or on
+  the topic (else TOPIC_AUTHORIZATION_FAILED);
+- authorized operations (v8+, when asked): the bit field of what the principal may do on
+  each topic (``broker.handlers.authz.authorized_operations``; every operation of the type
+  without an authorizer), the cluster's only with DESCRIBE on it (else 0); otherwise
+  -2147483648 (the schema default).
 
 Version notes: v0-v12 (v9+ flexible). v1 adds controller id, is_internal, rack, null topics;
 v2 cluster id; v4 allow_auto_topic_creation; v5 offline replicas; v7 leader epoch; v8
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker.handlers import authz
 from broker.handlers.registry import handles
 from broker.metadata_cache import INTERNAL_TOPICS
 from controller.admin_validation import validate_topic_name
@@ -130,6 +137,24 @@ def _unknown(name: str):
     return _topic(code, name, None, name in INTERNAL_TOPICS)
 
 
+def _authorize_describe(ctx, names: list[str] | None, by_id: bool):
+    """(names the principal may describe, TOPIC_AUTHORIZATION_FAILED entries): all topics
+    are filtered silently; named topics are refused by name (by id for topic-id requests)."""
+    cache = ctx.broker.metadata_cache
+    if names is None:
+        allowed = sorted(n for n in cache.all_topics() if not authz.unauthorized(
+            ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC, [n],
+            log_if_denied=False))
+        return allowed, []
+    denied = authz.unauthorized(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
+                                names, log_if_denied=not by_id)
+    if not denied:
+        return names, []
+    refused = [_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None if by_id else n,
+                      cache.topic_id(n) if by_id else None) for n in names if n in denied]
+    return [n for n in names if n not in denied], refused
+
+
 @handles(METADATA, 0, 12, error_response=error_response)
 async def handle_metadata(ctx, request):
     version = ctx.api_version
@@ -156,6 +181,9 @@ async def handle_metadata(ctx, request):
         else:
             names = list(dict.fromkeys(t.name for t in request.topics))
 
+    refused = []  # TOPIC_AUTHORIZATION_FAILED entries
+    if authz.enabled(ctx):
+        names, refused = _authorize_describe(ctx, names, version >= 12 and not all_topics)
     topics = []
     if names is None or names:
         found = cache.get_topic_metadata(names, listener,
@@ -173,16 +201,27 @@ async def handle_metadata(ctx, request):
             missing = [n for n in names if n not in known]
             allow = version < 4 or request.allow_auto_topic_creation
             if allow and broker.config.auto_create_topics_enable and broker.controller:
+                if authz.enabled(ctx) and not authz.authorize_cluster(
+                        ctx, authz.AclOperation.CREATE, log_if_denied=False):
+                    cannot = authz.unauthorized(ctx, authz.AclOperation.CREATE,
+                                                authz.ResourceType.TOPIC, missing)
+                    refused += [_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, n, None,
+                                       n in INTERNAL_TOPICS) for n in missing if n in cannot]
+                    missing = [n for n in missing if n not in cannot]
                 topics += await _auto_create(ctx, missing)
             else:
                 topics += [_unknown(n) for n in missing]
 
+    topics += refused
     if version >= 8 and request.include_topic_authorized_operations:
         for t in topics:
-            t.topic_authorized_operations = TOPIC_OPERATIONS
+            t.topic_authorized_operations = authz.authorized_operations(
+                ctx, authz.ResourceType.TOPIC, t.name) if t.name is not None else 0
     cluster_ops = AUTHORIZED_OPERATIONS_OMITTED
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
-        cluster_ops = CLUSTER_OPERATIONS
+        cluster_ops = authz.authorized_operations(ctx, authz.ResourceType.CLUSTER,
+                                                  authz.CLUSTER_NAME) \
+            if authz.authorize_cluster(ctx, authz.AclOperation.DESCRIBE) else 0
 
     controller_id = cache.controller_id
     return MetadataResponse(

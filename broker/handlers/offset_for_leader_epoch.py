@@ -6,14 +6,16 @@
 #   find where to truncate. replica_id -2 (debugging, and every v0-v2 request) may ask a
 #   follower; consumers (-1) and followers need the leader. Errors per partition:
 #   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH /
-#   UNKNOWN_LEADER_EPOCH (current_leader_epoch, v2+).
+#   UNKNOWN_LEADER_EPOCH (current_leader_epoch, v2+), TOPIC_AUTHORIZATION_FAILED (an authorizer
+#   denied CLUSTER_ACTION on the cluster and DESCRIBE on the topic).
 # Version notes: v1+ leader_epoch in the response; v2+ current_leader_epoch; v3+ replica_id;
 #   v4+ flexible.
 
 from __future__ import annotations
 
+from broker.handlers import authz
 from broker.handlers.registry import handles
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 API_KEY = 23
@@ -40,10 +42,19 @@ def handle_offset_for_leader_epoch(ctx, req: OffsetForLeaderEpochRequest
     rm = ctx.broker.replica_manager
     replica_id = req.replica_id if version >= 3 else DEBUGGING_REPLICA_ID
     only_leader = replica_id != DEBUGGING_REPLICA_ID
+    denied: set[str] = set()
+    if authz.enabled(ctx) and not authz.authorize_cluster(
+            ctx, authz.AclOperation.CLUSTER_ACTION, log_if_denied=False):
+        denied = authz.unauthorized(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
+                                    (t.topic for t in req.topics))
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
+            if t.topic in denied:
+                parts.append(_PartResp(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       partition=p.partition, leader_epoch=-1, end_offset=-1))
+                continue
             try:
                 part = rm.get_partition_or_error(t.topic, p.partition)
                 epoch, end = part.last_offset_for_leader_epoch(

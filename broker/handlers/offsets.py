@@ -18,6 +18,11 @@ Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``; offsets are records in
 - OffsetDelete: top-level GROUP_ID_NOT_FOUND (69) / NON_EMPTY_GROUP (68) / coordinator
   errors; per partition GROUP_SUBSCRIBED_TO_TOPIC (86) when a member still subscribes to
   the topic, UNKNOWN_TOPIC_OR_PARTITION for unknown topics; tombstones are written.
+- Authorization (Kafka's checks, with an authorizer): OffsetCommit needs READ on the group
+  (else GROUP_AUTHORIZATION_FAILED everywhere) and READ on each topic; OffsetFetch DESCRIBE
+  on the group (group error) and on each named topic (TOPIC_AUTHORIZATION_FAILED; a fetch
+  of all offsets silently leaves such topics out); OffsetDelete DELETE on the group
+  (top-level) and READ on each topic (TOPIC_AUTHORIZATION_FAILED).
 
 Version notes: OffsetCommit v0-v9 (v8+ flexible; v1 generation, member id and per-partition
 timestamp, v2-v4 retention time, v6 committed leader epoch, v7 group instance id, v9
@@ -32,7 +37,8 @@ from __future__ import annotations
 import time
 
 from broker.coordinator.group import OffsetAndMetadata
-from broker.handlers.groups import group_coordinator
+from broker.handlers import authz
+from broker.handlers.groups import deny_group, group_coordinator
 from broker.handlers.registry import handles
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
@@ -67,6 +73,9 @@ def commit_error_response(request, version: int, error: KafkaError):
 
 @handles(OFFSET_COMMIT, 0, 9, error_response=commit_error_response)
 async def handle_offset_commit(ctx, request):
+    deny_group(ctx, request.group_id)
+    denied = authz.unauthorized(ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC,
+                                (t.name for t in request.topics))
     coordinator = group_coordinator(ctx)
     version = ctx.api_version
     cache = ctx.broker.metadata_cache
@@ -79,6 +88,9 @@ async def handle_offset_commit(ctx, request):
     for t in request.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if t.name in denied:
+                errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not cache.contains_partition(t.name, p.partition_index):
                 errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -102,11 +114,26 @@ async def handle_offset_commit(ctx, request):
 
 # ----- OffsetFetch ----------------------------------------------------------------------------
 
-def _fetch_group(coordinator, group_id: str, topics, require_stable: bool):
+def _fetch_group(ctx, coordinator, group_id: str, topics, require_stable: bool):
     """-> (group error, [(topic, [(partition, offset, epoch, metadata, error)])])"""
+    if not authz.authorize(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.GROUP,
+                           group_id):
+        error = E.GROUP_AUTHORIZATION_FAILED
+        return error, [(t.name, [(p, -1, -1, "", error) for p in t.partition_indexes])
+                       for t in topics or ()]
+    denied = authz.unauthorized(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
+                                (t.name for t in topics or ()))
     wanted = None if topics is None else [(t.name, p) for t in topics
-                                          for p in t.partition_indexes]
+                                          for p in t.partition_indexes if t.name not in denied]
     error, found = coordinator.handle_fetch_offsets(group_id, wanted, require_stable)
+    if topics is None and authz.enabled(ctx) and error == E.NONE:  # all offsets: filter
+        hidden = authz.unauthorized(ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
+                                    {tp[0] for tp in found}, log_if_denied=False)
+        found = {tp: v for tp, v in found.items() if tp[0] not in hidden}
+    if denied and error == E.NONE:
+        wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+        found = {**found, **{tp: (None, E.TOPIC_AUTHORIZATION_FAILED) for tp in wanted
+                             if tp[0] in denied}}
     if error != E.NONE:
         return error, [(t.name, [(p, -1, -1, "", error) for p in t.partition_indexes])
                        for t in topics or ()]
@@ -162,7 +189,8 @@ def handle_offset_fetch(ctx, request):
         for g in request.groups:
             error = _member_epoch_error(coordinator, g) if version >= 9 else E.NONE
             if error == E.NONE:
-                error, topics = _fetch_group(coordinator, g.group_id, g.topics, require_stable)
+                error, topics = _fetch_group(ctx, coordinator, g.group_id, g.topics,
+                                             require_stable)
             groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=int(error), topics=[] if error else [
                     OffsetFetchResponse.OffsetFetchResponseTopics(name=name, partitions=[
@@ -175,7 +203,7 @@ def handle_offset_fetch(ctx, request):
     topics = request.topics
     if topics is None and version < 2:
         topics = []
-    error, rows = _fetch_group(coordinator, request.group_id, topics, require_stable)
+    error, rows = _fetch_group(ctx, coordinator, request.group_id, topics, require_stable)
     if error != E.NONE and version >= 2:
         rows = []
     return _fetch_response_v0_7(version, error, rows)
@@ -199,6 +227,9 @@ def delete_error_response(request, version: int, error: KafkaError):
 
 @handles(OFFSET_DELETE, 0, 0, error_response=delete_error_response)
 async def handle_offset_delete(ctx, request):
+    deny_group(ctx, request.group_id, authz.AclOperation.DELETE)
+    denied = authz.unauthorized(ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC,
+                                (t.name for t in request.topics))
     coordinator = group_coordinator(ctx)
     cache = ctx.broker.metadata_cache
     errors: dict[tuple[str, int], int] = {}
@@ -206,7 +237,9 @@ async def handle_offset_delete(ctx, request):
     for t in request.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if cache.contains_partition(*tp):
+            if t.name in denied:
+                errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
+            elif cache.contains_partition(*tp):
                 wanted.append(tp)
             else:
                 errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION

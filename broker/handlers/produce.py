@@ -20,6 +20,9 @@
 #   asked, INVALID_PRODUCER_EPOCH when fenced; a non-transactional batch inside the
 #   producer's open transaction is INVALID_TXN_STATE. Authorization of the transactional id:
 #   broker.handlers.transactions.authorize_transactional_id (issue 15).
+#   Authorization (with an authorizer): a request with a transactional id needs WRITE on that
+#   TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition); each
+#   topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions, nothing appended).
 #   Record bytes are never copied: the request frame is a writable memoryview and the log
 #   patches base offset / leader epoch in place; validation is per batch (header + CRC).
 # Version notes: v0-v2 may carry magic 0/1 message sets (kcat's legacy mode), up-converted to
@@ -34,6 +37,7 @@ import asyncio
 import struct
 
 from broker.coordinator.transaction.verification import verify_produce
+from broker.handlers import authz, throttling
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
 from broker.handlers.transactions import authorize_transactional_id
 from broker.metrics import TOPIC_STATS
@@ -118,16 +122,30 @@ def handle_produce(ctx, req: ProduceRequest):
     acks = req.acks
     entries: dict = {}
     failed: dict = {}
+    denied: set[str] = set()
+    if authz.enabled(ctx):
+        if req.transactional_id is not None and not authz.authorize(
+                ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID,
+                req.transactional_id):
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        denied = authz.unauthorized(ctx, authz.AclOperation.WRITE, authz.ResourceType.TOPIC,
+                                    (t.name for t in req.topic_data))
     for t in req.topic_data:
         name = t.name
         for p in t.partition_data:
             tp = (name, p.index)
+            if name in denied:
+                failed[tp] = ProducePartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             try:
                 entries[tp] = _prepare(p.records, version)
             except KafkaError as e:
                 failed[tp] = ProducePartitionResult(e.code, error_message=e.message)
+    throttle_ms = throttling.produce(ctx, getattr(ctx, "request_size", 0))  # KIP-219
+    if throttle_ms:
+        throttling.throttle(ctx, throttle_ms)
     if entries and version >= 3 and req.transactional_id is not None:
-        return _produce_transactional(ctx, req, acks, entries, failed)
+        return _produce_transactional(ctx, req, acks, entries, failed, throttle_ms)
     results = ctx.broker.replica_manager.append_records(req.timeout_ms, acks, entries) \
         if entries else {}
 
@@ -135,18 +153,19 @@ def handle_produce(ctx, req: ProduceRequest):
         if failed:
             res = {**res, **failed}
         TOPIC_STATS.record_produce(entries, res)
-        return _finish(req, acks, res)
+        return _finish(req, acks, res, throttle_ms)
 
     return then(results, finish)
 
 
 async def _produce_transactional(ctx, req: ProduceRequest, acks: int, entries: dict,
-                                 failed: dict):
+                                 failed: dict, throttle_ms: int = 0):
     """Transactional produce: authorization, KIP-890 verification, then the append with
     the verification guards."""
     denied = authorize_transactional_id(ctx, req.transactional_id, "WRITE")
     if denied is not None:
-        return _finish(req, acks, {**failed, **{tp: ProducePartitionResult(denied)
+        return _finish(req, acks, throttle_ms=throttle_ms,
+                       results={**failed, **{tp: ProducePartitionResult(denied)
                                                 for tp in entries}})
     guards, rejected = await verify_produce(ctx.broker, req.transactional_id, entries,
                                             generic_errors=ctx.api_version > 10)
@@ -159,13 +178,15 @@ async def _produce_transactional(ctx, req: ProduceRequest, acks: int, entries: d
         results = await results
     res = {**results, **failed}
     TOPIC_STATS.record_produce(entries, res)
-    return _finish(req, acks, res)
+    return _finish(req, acks, res, throttle_ms)
 
 
-def _finish(req: ProduceRequest, acks: int, results: dict):
+def _finish(req: ProduceRequest, acks: int, results: dict, throttle_ms: int = 0):
     if acks == 0:
         for r in results.values():
             if r.error:
                 return CLOSE_CONNECTION
         return NO_RESPONSE
-    return _response(req, results)
+    response = _response(req, results)
+    response.throttle_time_ms = throttle_ms
+    return response

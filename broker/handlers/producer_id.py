@@ -11,12 +11,15 @@
 #   INVALID_REQUEST. COORDINATOR_LOAD_IN_PROGRESS (retriable) when no producer id block can
 #   be allocated. Authorization (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): see
 #   broker.handlers.transactions.authorize_transactional_id.
+#   Without a transactional id (idempotence) the principal needs IDEMPOTENT_WRITE on the
+#   cluster or WRITE on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 # Version notes: v0-v1 identical; v2+ flexible; v3+ producer_id / producer_epoch in the
 #   request (KIP-360); v4 adds PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH);
 #   v5 (KIP-890) adds TRANSACTION_ABORTABLE, same on the wire.
 
 from __future__ import annotations
 
+from broker.handlers import authz
 from broker.handlers.registry import error_code_response, handles
 from broker.handlers.transactions import authorize_transactional_id, fenced_for_version
 from protocol.errors import ErrorCode
@@ -41,6 +44,11 @@ async def handle_init_producer_id(ctx, req: InitProducerIdRequest) -> InitProduc
     pid, epoch = (req.producer_id, req.producer_epoch) if version >= 3 else (-1, -1)
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         return _fail(ErrorCode.INVALID_REQUEST)
+    if txn_id is None and authz.enabled(ctx) and not authz.authorize_cluster(
+            ctx, authz.AclOperation.IDEMPOTENT_WRITE, log_if_denied=False) \
+            and not authz.authorize_by_resource_type(ctx, authz.AclOperation.WRITE,
+                                                     authz.ResourceType.TOPIC):
+        return _fail(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if txn_id is None:
         new = await ctx.broker.producer_id_manager.generate_producer_id()
         return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=new,

@@ -19,11 +19,13 @@ Behaviour (KIP-664; Kafka's ``KafkaApis.handleDescribeProducersRequest`` and
 - The partitions of a topic are answered in request order; a repeated index is answered
   twice, as Kafka does.
 
-Version notes: v0 only (flexible). No ACLs here, so TOPIC_AUTHORIZATION_FAILED never occurs.
+Version notes: v0 only (flexible). Without READ on a topic (with an authorizer)
+its partitions answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from broker.handlers import authz
 from broker.handlers.registry import handles
 from controller.admin_validation import validate_topic_name
 from protocol import api
@@ -92,6 +94,9 @@ def handle_describe_producers(ctx, request):
     topics = []
     for t in request.topics:
         err = _topic_error(t.name)
+        if err is None and not authz.authorize(ctx, authz.AclOperation.READ,
+                                               authz.ResourceType.TOPIC, t.name):
+            err = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
         parts = [_error_partition(i, err) if err is not None
                  else describe_partition(rm, t.name, i)
                  for i in t.partition_indexes]

@@ -10,11 +10,15 @@ partitions being reassigned (all, or those asked for) with their replicas, addin
 removing replicas. A broker that is not the controller answers the top-level
 NOT_CONTROLLER (14), and clients retry on the controller.
 
+Authorization: ALTER (alter) / DESCRIBE (list) on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED.
+
 Version notes: both v0 only (flexible).
 """
 
 from __future__ import annotations
 
+from broker.handlers import authz
 from broker.handlers.registry import handles
 from protocol import api
 from protocol.errors import KafkaError
@@ -30,6 +34,7 @@ def alter_error_response(request, version: int, error: KafkaError):
 
 @handles(ALTER_REASSIGNMENTS, 0, 0, error_response=alter_error_response)
 async def handle_alter_partition_reassignments(ctx, request):
+    authz.require_cluster(ctx, authz.AclOperation.ALTER)
     wanted: dict[tuple[str, int], list[int] | None] = {}
     for t in request.topics:
         for p in t.partitions:
@@ -53,6 +58,7 @@ def list_error_response(request, version: int, error: KafkaError):
 
 @handles(LIST_REASSIGNMENTS, 0, 0, error_response=list_error_response)
 async def handle_list_partition_reassignments(ctx, request):
+    authz.require_cluster(ctx, authz.AclOperation.DESCRIBE)
     wanted = None
     if request.topics is not None:
         wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]

@@ -21,6 +21,13 @@ the controller in embedded mode):
   request INVALID_REQUEST; an unknown id -> UNKNOWN_TOPIC_ID (100), an unknown name ->
   UNKNOWN_TOPIC_OR_PARTITION (3). Returns after the deletion was applied (metadata gone, logs
   renamed ``-delete``); ``timeout_ms <= 0`` answers REQUEST_TIMED_OUT for deleted topics.
+- Authorization (with an authorizer): creating needs CREATE on the cluster or on the topic
+  (else TOPIC_AUTHORIZATION_FAILED; v5+ configs only with DESCRIBE_CONFIGS on the topic,
+  else ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED); deleting needs DESCRIBE and
+  DELETE on the topic (checked before its existence, so nothing is disclosed).
+- controller_mutation_rate (KIP-599): partitions created/deleted count against the quota;
+  from CreateTopics v6 / DeleteTopics v5 a topic asked for once the quota is used up answers
+  THROTTLING_QUOTA_EXCEEDED; ``throttle_time_ms`` tells when to retry.
 
 Version notes: CreateTopics v0-v7 (v5+ flexible): v1 validate_only + error_message, v4 -1
 defaults, v5 num_partitions/replication_factor/configs (+ tagged topic_config_error_code),
@@ -32,6 +39,7 @@ from __future__ import annotations
 import uuid
 
 from broker.config import ConfigSource, KafkaConfig
+from broker.handlers import authz, throttling
 from broker.handlers.registry import handles
 from controller.api import CreatableTopic
 from protocol import api
@@ -111,10 +119,30 @@ async def handle_create_topics(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
     validate_only = bool(request.validate_only) and version >= 1
-    results = await broker.controller.create_topics([_creatable(t) for t in request.topics],
-                                                    validate_only=validate_only,
-                                                    timeout_ms=request.timeout_ms)
-    out = []
+    denied: set[str] = set()
+    if authz.enabled(ctx) and not authz.authorize_cluster(ctx, authz.AclOperation.CREATE,
+                                                          log_if_denied=False):
+        denied = authz.unauthorized(ctx, authz.AclOperation.CREATE, authz.ResourceType.TOPIC,
+                                    (t.name for t in request.topics))
+    no_configs = authz.unauthorized(ctx, authz.AclOperation.DESCRIBE_CONFIGS,
+                                    authz.ResourceType.TOPIC, (t.name for t in request.topics),
+                                    log_if_denied=False)
+    throttled, throttle_ms = set(), 0
+    if not validate_only:
+        throttled, throttle_ms = throttling.mutation_quota(ctx, 6, [
+            (t.name, t.num_partitions if t.num_partitions > 0 else
+             len(t.assignments) or broker.config.num_partitions)
+            for t in request.topics if t.name not in denied])
+    results = await broker.controller.create_topics(
+        [_creatable(t) for t in request.topics if t.name not in denied | throttled],
+        validate_only=validate_only, timeout_ms=request.timeout_ms)
+    out = [CreateTopicsResponse.CreatableTopicResult(
+        name=t.name, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        error_message="Authorization failed.") for t in request.topics if t.name in denied]
+    out += [CreateTopicsResponse.CreatableTopicResult(
+        name=t.name, error_code=int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+        error_message="The throttling quota has been exceeded.")
+        for t in request.topics if t.name in throttled]
     for r in results:
         code, message = r.error_code, r.error_message
         ok = code == ErrorCode.NONE
@@ -124,7 +152,9 @@ async def handle_create_topics(ctx, request):
             name=r.name, error_code=int(code), error_message=message)
         if ok:
             res.topic_id = r.topic_id or ZERO_UUID
-            if version >= 5:
+            if version >= 5 and r.name in no_configs:
+                res.topic_config_error_code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif version >= 5:
                 res.num_partitions = r.num_partitions
                 res.replication_factor = r.replication_factor
                 res.configs = [
@@ -133,7 +163,7 @@ async def handle_create_topics(ctx, request):
                         is_sensitive=False)
                     for name, value, source in topic_config_entries(broker.config, r.configs)]
         out.append(res)
-    return CreateTopicsResponse(topics=out)
+    return CreateTopicsResponse(topics=out, throttle_time_ms=throttle_ms)
 
 
 # ----- DeleteTopics ----------------------------------------------------------------------------
@@ -142,6 +172,14 @@ def _requested(request, version: int) -> list[tuple[str | None, uuid.UUID]]:
     if version >= 6:
         return [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
     return [(name, ZERO_UUID) for name in request.topic_names]
+
+
+def _delete_authorization(ctx, name: str) -> int:
+    """Kafka's DeleteTopics checks: DESCRIBE, then DELETE on the topic."""
+    for op in (authz.AclOperation.DESCRIBE, authz.AclOperation.DELETE):
+        if not authz.authorize(ctx, op, authz.ResourceType.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return 0
 
 
 def delete_topics_error_response(request, version: int, error: KafkaError):
@@ -182,12 +220,25 @@ async def handle_delete_topics(ctx, request):
             if res.name is None:
                 res.error_code = int(ErrorCode.UNKNOWN_TOPIC_ID)
                 res.error_message = f"Topic id {tid} not found"
-        elif name is None or not cache.contains_topic(name):
+        if res.error_code == 0 and res.name is not None:  # before existence: no disclosure
+            code = _delete_authorization(ctx, res.name)
+            if code:
+                res.error_code = int(code)
+        if res.error_code == 0 and (res.name is None or not cache.contains_topic(res.name)):
             res.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             res.error_message = "This server does not host this topic-partition."
         if res.error_code == 0 and res.name not in to_delete:
             to_delete.append(res.name)
         results.append(res)
+    throttle_ms = 0
+    if to_delete:
+        throttled, throttle_ms = throttling.mutation_quota(
+            ctx, 5, [(n, cache.num_partitions(n) or 0) for n in to_delete])
+        for res in results:
+            if res.name in throttled and res.error_code == 0:
+                res.error_code = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+                res.error_message = "The throttling quota has been exceeded."
+        to_delete = [n for n in to_delete if n not in throttled]
     if to_delete:
         outcome = {r.name: r for r in await broker.controller.delete_topics(
             names=to_delete, timeout_ms=request.timeout_ms)}
@@ -200,4 +251,4 @@ async def handle_delete_topics(ctx, request):
                 res.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
             if version >= 6 and res.topic_id == ZERO_UUID and r.topic_id is not None:
                 res.topic_id = r.topic_id
-    return DeleteTopicsResponse(responses=results)
+    return DeleteTopicsResponse(responses=results, throttle_time_ms=throttle_ms)

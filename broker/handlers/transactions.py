@@ -14,9 +14,9 @@ Behaviour:
 - EndTxn: commit (`committed` true) or abort; NONE once PrepareCommit/PrepareAbort is
   written (the markers follow asynchronously), INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS,
   PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, coordinator errors.
-Authorization: `authorize_transactional_id(ctx, txn_id, operation)` is the hook where
-"Security" (issue 15) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without an authorizer
-everything is allowed.
+Authorization: `authorize_transactional_id(ctx, txn_id, operation)` answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED when the broker's ACL authorizer denies WRITE (or
+DESCRIBE) on the transactional id; without an authorizer everything is allowed.
 
 Version notes: AddPartitionsToTxn v0-v5 (v3+ flexible; v2 adds PRODUCER_FENCED, older
 versions get INVALID_PRODUCER_EPOCH; v4 batches transactions + top-level error_code; v5
@@ -30,6 +30,7 @@ epoch).
 from __future__ import annotations
 
 from broker.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
+from broker.handlers import authz
 from broker.handlers.registry import error_code_response, handles
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
@@ -51,11 +52,12 @@ _R = AddPartitionsToTxnResponse
 
 
 def authorize_transactional_id(ctx, transactional_id: str, operation: str) -> ErrorCode | None:
-    """None when allowed, else the error to answer (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
-    Issue 15 ("Security") provides `ctx.broker.authorize_transactional_id(ctx, id, op) ->
-    bool`; until then every request is allowed."""
-    check = getattr(ctx.broker, "authorize_transactional_id", None)
-    if check is None or check(ctx, transactional_id, operation):
+    """None when allowed, else the error to answer (TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+    `operation` ("WRITE" or "DESCRIBE") on the TRANSACTIONAL_ID resource, through the
+    broker's authorizer (broker.handlers.authz; everything is allowed without one)."""
+    op = authz.AclOperation.WRITE if operation == "WRITE" else authz.AclOperation.DESCRIBE
+    if authz.authorize(ctx, op, authz.ResourceType.TRANSACTIONAL_ID, transactional_id or "",
+                       log_if_denied=operation == "WRITE"):
         return None
     return E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
@@ -118,8 +120,11 @@ async def _one_transaction(ctx, version: int, txn_id, pid: int, epoch: int,
             return {tp: denied for tp in tps}
     cache = ctx.broker.metadata_cache
     errors: dict[tuple[str, int], ErrorCode] = {}
+    no_write = authz.unauthorized(ctx, authz.AclOperation.WRITE, authz.ResourceType.TOPIC,
+                                  {tp[0] for tp in tps if tp[0] not in INTERNAL_TOPICS}) \
+        if version < 4 else set()
     for tp in tps:
-        if version < 4 and tp[0] in INTERNAL_TOPICS:
+        if version < 4 and (tp[0] in INTERNAL_TOPICS or tp[0] in no_write):
             errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
         elif not cache.contains_partition(*tp):
             errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
@@ -138,6 +143,8 @@ async def _one_transaction(ctx, version: int, txn_id, pid: int, epoch: int,
 @handles(ADD_PARTITIONS_TO_TXN, 0, 5, error_response=add_partitions_error_response)
 async def handle_add_partitions_to_txn(ctx, req: AddPartitionsToTxnRequest):
     version = ctx.api_version
+    if version >= 4:  # brokers verifying partitions (KIP-890): CLUSTER_ACTION on the cluster
+        authz.require_cluster(ctx, authz.AclOperation.CLUSTER_ACTION)
     results = []
     for txn_id, pid, epoch, verify_only, tps in _transactions(req, version):
         results.append((txn_id, await _one_transaction(ctx, version, txn_id, pid, epoch,
@@ -154,6 +161,9 @@ async def handle_add_offsets_to_txn(ctx, req: AddOffsetsToTxnRequest):
     denied = authorize_transactional_id(ctx, req.transactional_id, "WRITE")
     if denied is not None:
         return AddOffsetsToTxnResponse(error_code=denied)
+    if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
+                           req.group_id):
+        return AddOffsetsToTxnResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
     coordinator = _coordinator(ctx)
     groups = ctx.broker.group_coordinator
     if coordinator is None or groups is None:

@@ -21,6 +21,7 @@ import time
 
 from broker.coordinator.group import OffsetAndMetadata
 from broker.coordinator.txn_offsets import handle_txn_commit_offsets
+from broker.handlers import authz
 from broker.handlers.registry import handles
 from broker.handlers.transactions import authorize_transactional_id
 from protocol.errors import ErrorCode, KafkaError
@@ -49,12 +50,20 @@ async def handle_txn_offset_commit(ctx, req: TxnOffsetCommitRequest):
     denied = authorize_transactional_id(ctx, req.transactional_id, "WRITE")
     if denied is not None:
         return error_response(req, version, KafkaError(denied))
+    if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
+                           req.group_id):
+        return error_response(req, version, KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    no_read = authz.unauthorized(ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC,
+                                 (t.name for t in req.topics))
     cache = ctx.broker.metadata_cache
     now = int(time.time() * 1000)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in req.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if t.name in no_read:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not cache.contains_partition(*tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -11,11 +11,13 @@ work is `broker.coordinator.transaction.marker_writer.write_txn_markers`, shared
 coordinator's local shortcut. Only brokers send it (Kafka checks CLUSTER_ACTION; issue 15).
 
 Version notes: v0-v1 (v1 flexible).
+Authorization: ALTER or CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from broker.coordinator.transaction.marker_writer import write_txn_markers
+from broker.handlers import authz
 from broker.handlers.registry import handles
 from protocol.errors import KafkaError
 from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -43,6 +45,9 @@ def error_response(req: WriteTxnMarkersRequest, version: int, error: KafkaError)
 
 @handles(WRITE_TXN_MARKERS, 0, 1, error_response=error_response)
 async def handle_write_txn_markers(ctx, req: WriteTxnMarkersRequest):
+    # Kafka: ALTER on the cluster (logged only when denied too), else CLUSTER_ACTION
+    if not authz.authorize_cluster(ctx, authz.AclOperation.ALTER, log_if_denied=False):
+        authz.require_cluster(ctx, authz.AclOperation.CLUSTER_ACTION)
     if not req.markers:
         return _R(markers=[])
     return _response(await write_txn_markers(ctx.broker, req.markers))

@@ -56,6 +56,11 @@ def _replica_manager_gauges(rm) -> list[tuple[str, float]]:
             if not part.is_leader:
                 continue
             leaders += 1
+            if hasattr(part, "is_under_replicated"):  # Kafka's Partition predicates
+                urp += part.is_under_replicated
+                under_min += part.is_under_min_isr
+                at_min += part.is_at_min_isr
+                continue
             isr = len(part.isr)
             if isr < len(part.replicas):
                 urp += 1
@@ -117,13 +122,23 @@ def _log_gauges(log_manager) -> list[tuple[str, float]]:
     out = []
     if log_manager is None:
         return out
-    for (topic, p), lg in log_manager.all_logs().items():
-        tags = f",topic={topic},partition={p}"
-        out.append(("kafka.log:type=Log,name=Size" + tags, lg.size_in_bytes))
-        out.append(("kafka.log:type=Log,name=LogEndOffset" + tags, lg.log_end_offset))
-        out.append(("kafka.log:type=Log,name=LogStartOffset" + tags, lg.log_start_offset))
-        out.append(("kafka.log:type=Log,name=NumLogSegments" + tags, lg.num_segments))
+    names = _LOG_NAMES
+    if len(names) > 1_000_000:
+        names.clear()
+    for tp, lg in log_manager.all_logs().items():
+        n = names.get(tp)
+        if n is None:
+            tags = f",topic={tp[0]},partition={tp[1]}"
+            n = names[tp] = tuple(f"kafka.log:type=Log,name={m}{tags}" for m in
+                                  ("Size", "LogEndOffset", "LogStartOffset", "NumLogSegments"))
+        out.append((n[0], lg.size_in_bytes))
+        out.append((n[1], lg.log_end_offset))
+        out.append((n[2], lg.log_start_offset))
+        out.append((n[3], lg.num_segments))
     return out
+
+
+_LOG_NAMES: dict[tuple[str, int], tuple[str, ...]] = {}
 
 
 def _group_gauges(coordinator) -> list[tuple[str, float]]:

@@ -25,6 +25,8 @@ turning names into Prometheus names and formatting text happens in a worker thre
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -113,15 +115,7 @@ class Histogram:
         self._last_rotate: float | None = None
 
     def update(self, value: float) -> None:
-        x = int(value * self.scale)
-        if x < 8:
-            i = x if x > 0 else 0
-        else:
-            b = x.bit_length()
-            i = (b << 2) + ((x >> (b - 3)) & 3) - 8 if b <= _MAX_BITS else NUM_BUCKETS - 1
-        self.counts[i] += 1
-        self.count += 1
-        self.sum += value
+        self.update_scaled(int(value * self.scale), value)
 
     def update_scaled(self, x: int, value: float) -> None:
         """``update`` for a caller that already has ``value * resolution`` as an int."""
@@ -150,28 +144,33 @@ class Histogram:
             return [c - b for c, b in zip(current, base, strict=True)]
         return current
 
+    def window_key(self) -> tuple[int, float | None]:
+        """Changes whenever ``window_counts`` may give a different answer (a renderer may
+        reuse quantiles computed for the same key)."""
+        snaps = self._snapshots
+        return self.count, snaps[0][0] if snaps else None
+
 
 def quantiles(counts: list[int], scale: float, qs: Iterable[float]) -> list[float]:
     """Quantile estimates (in the metric's unit) from bucket counts, interpolating linearly
-    inside a bucket; 0.0 for an empty histogram."""
-    total = sum(counts)
-    out = []
+    inside a bucket; 0.0 for an empty histogram (cumulative sums and bisection: C speed)."""
+    cum = list(itertools.accumulate(counts))
+    total = cum[-1] if cum else 0
     if total <= 0:
         return [0.0 for _ in qs]
+    out = []
     for q in qs:
         rank = q * total
-        seen = 0
-        for i, c in enumerate(counts):
-            if not c:
-                continue
-            if seen + c >= rank:
-                low, high = bucket_bounds(i)
-                frac = (rank - seen) / c
-                out.append((low + (high - low) * frac) / scale if i >= 8 else low / scale)
-                break
-            seen += c
+        i = bisect.bisect_left(cum, rank)
+        if i >= len(cum):
+            i = len(cum) - 1
+        c = counts[i]
+        low, high = bucket_bounds(i)
+        if i < 8 or not c:
+            out.append(low / scale)
         else:
-            out.append(bucket_bounds(len(counts) - 1)[0] / scale)
+            seen = cum[i] - c
+            out.append((low + (high - low) * (rank - seen) / c) / scale)
     return out
 
 
@@ -201,7 +200,8 @@ class Snapshot:
 
     meters: list[tuple[str, int]]
     gauges: list[tuple[str, float]]
-    histograms: list[tuple[str, list[int], int, float, float]]  # mbean, window, count, sum, scale
+    #: mbean, window counts, count, sum, resolution, window key (see Histogram.window_key)
+    histograms: list[tuple[str, list[int], int, float, float, tuple]]
     native: list[NativeFamily]
     errors: list[str]
 
@@ -267,7 +267,7 @@ class MetricsRegistry:
         now = time.monotonic()
         errors: list[str] = []
         meters = [(k, m.count) for k, m in self.meters.items()]
-        hists = [(k, h.window_counts(now), h.count, h.sum, h.scale)
+        hists = [(k, h.window_counts(now), h.count, h.sum, h.scale, h.window_key())
                  for k, h in self.histograms.items()]
         gauges: list[tuple[str, float]] = []
         for k, g in list(self.gauges.items()):
@@ -277,10 +277,10 @@ class MetricsRegistry:
                 errors.append(f"{k}: {e!r}")
                 continue
             if v is not None:
-                gauges.append((k, float(v)))
+                gauges.append((k, v))
         for k, fn in list(self.gauge_providers.items()):
             try:
-                gauges.extend((n, float(v)) for n, v in fn())
+                gauges.extend(fn())
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{k}: {e!r}")
         native: list[NativeFamily] = []

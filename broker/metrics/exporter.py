@@ -44,16 +44,22 @@ def parse_prometheus_listener(value: str) -> tuple[str, int]:
     return parts.hostname or "", port
 
 
-def _families(snap: Snapshot):
-    """prometheus_client Metric families from a snapshot (runs in the render thread)."""
-    from prometheus_client.core import Metric
+class _Fam:
+    __slots__ = ("name", "type", "help", "samples")
 
-    fams: dict[str, Metric] = {}
+    def __init__(self, name: str, typ: str, help_text: str) -> None:
+        self.name, self.type, self.help = name, typ, help_text
+        self.samples: list[tuple[str, tuple, float]] = []  # (sample name, labels, value)
 
-    def family(name: str, typ: str, mbean: str) -> Metric:
+
+def _families(snap: Snapshot) -> list[_Fam]:
+    """Families (name, type, help, samples) from a snapshot (runs in the render thread)."""
+    fams: dict[str, _Fam] = {}
+
+    def family(name: str, typ: str, mbean: str) -> _Fam:
         f = fams.get(name)
         if f is None:
-            f = fams[name] = Metric(name, f"Kafka MBean {_help(mbean)}", typ)
+            f = fams[name] = _Fam(name, typ, f"Kafka MBean {_help(mbean)}")
         return f
 
     for mbean, count in snap.meters:
@@ -61,39 +67,73 @@ def _families(snap: Snapshot):
         if c is None:
             continue
         if c.type == "counter" and c.name.endswith("_total"):
-            family(c.name[:-6], "counter", mbean).add_sample(c.name, dict(c.labels), count)
+            family(c.name[:-6], "counter", mbean).samples.append((c.name, c.labels, count))
         else:
-            family(c.name, "unknown", mbean).add_sample(c.name, dict(c.labels), count)
+            family(c.name, "unknown", mbean).samples.append((c.name, c.labels, count))
     for mbean, value in snap.gauges:
         c = convert(mbean, "Value")
         if c is not None:
-            family(c.name, "gauge", mbean).add_sample(c.name, dict(c.labels), value)
-    for mbean, window, count, total, scale in snap.histograms:
+            family(c.name, "gauge", mbean).samples.append((c.name, c.labels, value))
+    qs = [q for _, q in QUANTILES]
+    for mbean, window, count, total, scale, _ in snap.histograms:
         c = convert(mbean, "Count")
         q0 = convert(mbean, QUANTILES[0][0])
         if c is None or q0 is None:
             continue
-        values = quantiles(window, scale, [q for _, q in QUANTILES])
+        values = quantiles(window, scale, qs)
         summary = c.name == q0.name + "_count"
         f = family(q0.name, "summary" if summary else "unknown", mbean)
         for (attr, _), v in zip(QUANTILES, values, strict=True):
             q = convert(mbean, attr)
             if q is not None:
-                f.add_sample(q.name, dict(q.labels), v)
+                f.samples.append((q.name, q.labels, v))
         if summary:
-            f.add_sample(c.name, dict(c.labels), count)
-            f.add_sample(q0.name + "_sum", dict(c.labels), total)
+            f.samples.append((c.name, c.labels, count))
+            f.samples.append((q0.name + "_sum", c.labels, total))
         else:
-            family(c.name, "unknown", mbean).add_sample(c.name, dict(c.labels), count)
+            family(c.name, "unknown", mbean).samples.append((c.name, c.labels, count))
     for nf in snap.native:
         f = fams.get(nf.name)
         if f is None:
             base = nf.name[:-6] if nf.type == "counter" and nf.name.endswith("_total") \
                 else nf.name
-            f = fams[nf.name] = Metric(base, nf.help, nf.type)
+            f = fams[nf.name] = _Fam(base, nf.type, nf.help)
         for labels, value in nf.samples:
-            f.add_sample(nf.name, labels, value)
+            f.samples.append((nf.name, tuple(labels.items()), value))
     return list(fams.values())
+
+
+def _metrics(fams: list[_Fam]):
+    """prometheus_client Metric objects (the OpenMetrics path)."""
+    from prometheus_client.core import Metric
+
+    out = []
+    for f in fams:
+        m = Metric(f.name, f.help, f.type)
+        for name, labels, value in f.samples:
+            m.add_sample(name, dict(labels), value)
+        out.append(m)
+    return out
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(v) -> str:
+    if type(v) is int:
+        return str(v)
+    v = float(v)
+    if v != v:
+        return "NaN"
+    if v == _INF:
+        return "+Inf"
+    if v == -_INF:
+        return "-Inf"
+    return repr(v)
+
+
+_INF = float("inf")
 
 
 def _help(mbean: str) -> str:
@@ -111,7 +151,12 @@ class _Collector:
 
 
 class _Renderer:
-    """The prometheus_client registry a render uses (one render at a time)."""
+    """Formats a snapshot (one render at a time). Text format 0.0.4 is written directly, with
+    each sample's ``name{labels}`` prefix cached across scrapes (only values change), then
+    prometheus_client's process/platform/GC collectors; OpenMetrics goes through
+    prometheus_client entirely."""
+
+    _PREFIX_CACHE_MAX = 1_000_000
 
     def __init__(self) -> None:
         from prometheus_client import (
@@ -121,22 +166,153 @@ class _Renderer:
             ProcessCollector,
         )
 
+        self.process = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=self.process)
+        PlatformCollector(registry=self.process)
+        GCCollector(registry=self.process)
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = _Collector()
         self.registry.register(self.collector)
-        ProcessCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
-        GCCollector(registry=self.registry)
+        self.registry.register(_Chain(self.process))
+        self._prefix: dict[tuple[str, tuple], str] = {}
+        self._plans: dict[tuple[str, str], object] = {}
+        self._headers: dict[str, str] = {}
+        self._quantiles: dict[str, tuple] = {}
+
+    # ----- text format 0.0.4: per-MBean plans (family, line prefixes) computed once --------
+    def _family_header(self, name: str, typ: str, mbean: str | None, help_text: str = ""):
+        headers = self._headers
+        if name not in headers:
+            shown = name + "_total" if typ == "counter" else name
+            text = help_text or f"Kafka MBean {_help(mbean or '')}"
+            headers[name] = (f"# HELP {shown} {text}\n"
+                             f"# TYPE {shown} {'untyped' if typ == 'unknown' else typ}\n")
+        return name
+
+    def _line(self, sname: str, labels) -> str:
+        key = (sname, tuple(labels))
+        p = self._prefix.get(key)
+        if p is None:
+            if labels:
+                inner = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(labels))
+                p = f"{sname}{{{inner}}} "
+            else:
+                p = sname + " "
+            self._prefix[key] = p
+        return p
+
+    def _plan_value(self, mbean: str, attribute: str, kind: str):
+        c = convert(mbean, attribute)
+        if c is None:
+            return False
+        if kind == "meter" and c.type == "counter" and c.name.endswith("_total"):
+            fam = self._family_header(c.name[:-6], "counter", mbean)
+        else:
+            fam = self._family_header(c.name, "gauge" if kind == "gauge" else "unknown", mbean)
+        return fam, self._line(c.name, c.labels)
+
+    def _plan_histogram(self, mbean: str):
+        c = convert(mbean, "Count")
+        q0 = convert(mbean, QUANTILES[0][0])
+        if c is None or q0 is None:
+            return False
+        summary = c.name == q0.name + "_count"
+        fam = self._family_header(q0.name, "summary" if summary else "unknown", mbean)
+        qlines = []
+        for attr, _ in QUANTILES:
+            q = convert(mbean, attr)
+            qlines.append(self._line(q.name, q.labels) if q is not None else None)
+        if summary:
+            return fam, qlines, fam, self._line(c.name, c.labels), \
+                self._line(q0.name + "_sum", c.labels)
+        cfam = self._family_header(c.name, "unknown", mbean)
+        return fam, qlines, cfam, self._line(c.name, c.labels), None
+
+    def _text(self, snap: Snapshot) -> bytes:
+        if len(self._prefix) > self._PREFIX_CACHE_MAX:
+            self._prefix.clear()
+            self._plans.clear()
+            self._quantiles.clear()
+        plans = self._plans
+        groups: dict[str, list[str]] = {}
+        for kind, items in (("meter", snap.meters), ("gauge", snap.gauges)):
+            attribute = "Count" if kind == "meter" else "Value"
+            for mbean, value in items:
+                plan = plans.get((kind, mbean))
+                if plan is None:
+                    plan = plans[(kind, mbean)] = self._plan_value(mbean, attribute, kind)
+                if plan is False:
+                    continue
+                lines = groups.get(plan[0])
+                if lines is None:
+                    lines = groups[plan[0]] = []
+                lines.append(plan[1] + _number(value))
+        qs = [q for _, q in QUANTILES]
+        qcache = self._quantiles
+        for mbean, window, count, total, scale, key in snap.histograms:
+            plan = plans.get(("hist", mbean))
+            if plan is None:
+                plan = plans[("hist", mbean)] = self._plan_histogram(mbean)
+            if plan is False:
+                continue
+            fam, qlines, cfam, cline, sline = plan
+            lines = groups.setdefault(fam, [])
+            cached = qcache.get(mbean)
+            if cached is None or cached[0] != key:
+                cached = qcache[mbean] = (key, quantiles(window, scale, qs))
+            for line, v in zip(qlines, cached[1], strict=True):
+                if line is not None:
+                    lines.append(line + _number(v))
+            clines = groups.setdefault(cfam, [])
+            clines.append(cline + _number(count))
+            if sline is not None:
+                clines.append(sline + _number(total))
+        for nf in snap.native:
+            base = nf.name[:-6] if nf.type == "counter" and nf.name.endswith("_total") \
+                else nf.name
+            fam = self._family_header(base, nf.type, None, nf.help)
+            lines = groups.setdefault(fam, [])
+            for labels, value in nf.samples:
+                lines.append(self._line(nf.name, tuple(labels.items())) + _number(value))
+        for m in self.process.collect():  # process_*, python_* (prometheus_client)
+            name, typ = (m.name + "_info", "gauge") if m.type == "info" else (m.name, m.type)
+            fam = self._family_header(name, typ, None, m.documentation)
+            lines = groups.setdefault(fam, [])
+            for sample in m.samples:
+                lines.append(self._line(sample.name, tuple(sample.labels.items()))
+                             + _number(sample.value))
+        out = []
+        headers = self._headers
+        for fam, lines in groups.items():
+            out.append(headers[fam])
+            out.append("\n".join(lines))
+            out.append("\n")
+        return "".join(out).encode()
 
     def render(self, snap: Snapshot, accept: str | None) -> tuple[bytes, str]:
         from prometheus_client.exposition import choose_encoder
 
-        self.collector.families = _families(snap)
+        encoder, content_type = choose_encoder(accept or "")
+        if content_type.startswith("text/plain"):
+            return self._text(snap), "text/plain; version=0.0.4; charset=utf-8"
+        self.collector.families = _metrics(_families(snap))
         try:
-            encoder, content_type = choose_encoder(accept or "")
-            return encoder(self.registry), content_type
+            return encoder(self.collector_registry()), content_type
         finally:
             self.collector.families = []
+
+    def collector_registry(self):
+        return self.registry
+
+
+class _Chain:
+    """Collects another registry's collectors (the process families) inside ours."""
+
+    def __init__(self, registry) -> None:
+        self.inner = registry
+
+    def collect(self):
+        return self.inner.collect()
 
 
 def render(registry: MetricsRegistry, accept: str | None = None) -> tuple[bytes, str]:

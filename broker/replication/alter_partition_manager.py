@@ -72,20 +72,23 @@ class AlterPartitionManager:
         self._conn: BrokerConnection | None = None
         self._conn_target: tuple | None = None
         self.requests_sent = 0
+        self._stopping = False
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        if self._task is None:
+        if self._task is None and not self._stopping:
             self._task = asyncio.create_task(self._run(), name="alter-partition-manager")
 
     async def shutdown(self) -> None:
+        self._stopping = True
+        self._wakeup.set()
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            # the flag ends the loop even if a cancellation is lost (asyncio.wait_for in
+            # Python 3.11 can swallow one that races with its inner result)
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=1)
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
@@ -113,8 +116,10 @@ class AlterPartitionManager:
     # --- sending ----------------------------------------------------------------------------
     async def _run(self) -> None:
         backoff = self.retry_backoff_ms
-        while True:
+        while not self._stopping:
             await self._wakeup.wait()
+            if self._stopping:
+                return
             self._wakeup.clear()
             items = [i for i in self.unsent.values() if not i.future.done()]
             for key in [k for k, i in self.unsent.items() if i.future.done()]:

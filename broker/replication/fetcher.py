@@ -40,6 +40,7 @@ import struct
 import uuid
 from collections.abc import Callable
 
+from broker.metrics import TOPIC_STATS
 from client.aio_connection import BrokerConnection, BrokerConnectionError
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
@@ -85,6 +86,9 @@ class FetcherConfig:
     socket_receive_buffer_bytes: int = 65536    # replica.socket.receive.buffer.bytes
     truncate_on_fetch: bool = True              # inter.broker.protocol.version >= 2.7
     rack: str = ""                              # broker.rack (sent as rack_id)
+    #: ``opener_for(host, port)`` -> BrokerConnection opener for TLS/SASL inter-broker
+    #: listeners (broker.security.inter_broker.opener_for), None = plain TCP
+    opener_for: Callable | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -154,13 +158,12 @@ class ReplicaFetcher:
 
     async def shutdown(self) -> None:
         self._stopping = True
+        self._wakeup.set()
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            while not task.done():  # see AlterPartitionManager.shutdown
+                task.cancel()
+                await asyncio.wait({task}, timeout=1)
         await self._close()
 
     async def _close(self) -> None:
@@ -174,7 +177,8 @@ class ReplicaFetcher:
             host, port, f"broker-{cfg.broker_id}-fetcher-{self.fetcher_id}",
             timeout_s=cfg.socket_timeout_ms / 1000,
             max_response_bytes=max(cfg.fetch_response_max_bytes, cfg.fetch_max_bytes) + (1 << 20),
-            receive_buffer_bytes=cfg.socket_receive_buffer_bytes)
+            receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+            opener=cfg.opener_for(host, port) if cfg.opener_for is not None else None)
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -407,6 +411,8 @@ class ReplicaFetcher:
         sent = {tp: (fetch offset, leader epoch)}."""
         cfg = self.config
         conn = self._conn
+        if conn is None:
+            return None
         version = conn.version_for(FETCH, max_version=None if self.truncate_on_fetch else 11)
         now = asyncio.get_running_loop().time()
         use_ids = version >= 13
@@ -569,6 +575,7 @@ class ReplicaFetcher:
             st.lag = lag
         if valid:
             self.bytes_fetched += valid
+            TOPIC_STATS.record_replication_in(valid)
             if self.quota is not None and self.quota.is_throttled(*tp):
                 self.quota.record(valid)
         self.rm.on_follower_progress(tp, hw_moved)

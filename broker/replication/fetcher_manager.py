@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from broker.coordinator.group_store import java_string_hashcode
 from broker.replication.fetcher import FetcherConfig, InitialFetchState, ReplicaFetcher
 
 __all__ = ["ReplicaFetcherManager", "fetcher_id_for"]
@@ -24,17 +25,9 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 
-def _java_string_hash(s: str) -> int:
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):  # Java hashes UTF-16 code units
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def fetcher_id_for(topic: str, partition: int, num_fetchers: int) -> int:
     """Kafka's getFetcherId: Utils.abs(31 * topic.hashCode + partition) % numFetchers."""
-    h = (31 * _java_string_hash(topic) + partition) & 0xFFFFFFFF
+    h = (31 * java_string_hashcode(topic) + partition) & 0xFFFFFFFF
     h = h - (1 << 32) if h & 0x80000000 else h
     return (h & 0x7FFFFFFF if h == -(1 << 31) else abs(h)) % max(num_fetchers, 1)
 

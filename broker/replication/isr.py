@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import logging
 
+from broker import metrics
 from broker.replication.replica_state import FollowerState, LeaderAndIsr, PendingIsrChange
 from protocol.errors import ErrorCode
 
 __all__ = ["LeaderIsrMixin"]
 
+ISR_SHRINKS = metrics.meter("kafka.server:type=ReplicaManager,name=IsrShrinksPerSec")
+ISR_EXPANDS = metrics.meter("kafka.server:type=ReplicaManager,name=IsrExpandsPerSec")
 log = logging.getLogger("broker.partition")
 
 # AlterPartition errors after which the partition stays pending until the next LeaderAndIsr
@@ -107,9 +110,11 @@ class LeaderIsrMixin:
     def _on_isr_change_answer(self, pending: PendingIsrChange, fut) -> None:
         """Kafka's submitAlterPartition completion: apply the controller's answer unless the
         partition state moved on meanwhile (a LeaderAndIsr replaced it)."""
-        if self.pending_isr is not pending or fut.cancelled() or self.deleted:
+        if fut.cancelled():
             return
-        exc = fut.exception()
+        exc = fut.exception()  # retrieved even when the answer is ignored
+        if self.pending_isr is not pending or self.deleted:
+            return
         if exc is None:
             result: LeaderAndIsr = fut.result()
             if result.leader_epoch != self.leader_epoch or \
@@ -122,6 +127,7 @@ class LeaderIsrMixin:
             self.partition_epoch = result.partition_epoch
             self.leader_recovery_state = result.leader_recovery_state
             self.pending_isr = None
+            (ISR_SHRINKS if pending.kind == "shrink" else ISR_EXPANDS).mark()
             log.info("%s-%d: ISR updated to %s%s and partition epoch to %d", self.topic,
                      self.partition, list(self.isr),
                      " (under-min-isr)" if self.is_under_min_isr else "", self.partition_epoch)

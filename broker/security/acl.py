@@ -126,7 +126,7 @@ def _camel(name: str) -> str:
 
 
 #: operations each resource type accepts in ACLs and authorized-operations fields
-#: (Kafka's ``AclEntry.supportedOperations``)
+#: (Kafka 3.9's ``AclEntry.supportedOperations``)
 SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
                          AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,

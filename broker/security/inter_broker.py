@@ -34,7 +34,8 @@ from protocol.headers import (
     response_header_version,
 )
 
-__all__ = ["InterBrokerAuthenticationError", "inter_broker_connect", "inter_broker_security"]
+__all__ = ["InterBrokerAuthenticationError", "inter_broker_connect", "inter_broker_security",
+           "opener_for"]
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
@@ -65,6 +66,16 @@ def inter_broker_security(config) -> dict[str, str]:
         if jaas is not None:
             props["sasl.jaas.config"] = jaas
     return props
+
+
+def opener_for(config, host: str, port: int, client_id: str | None = None):
+    """The ``opener`` of a ``client.aio_connection.BrokerConnection`` to another broker
+    (``async () -> (reader, writer)`` through :func:`inter_broker_connect`), or None when the
+    inter-broker listener is PLAINTEXT (a plain TCP connection)."""
+    if config is None or inter_broker_security(config).get("security.protocol",
+                                                           "PLAINTEXT") == "PLAINTEXT":
+        return None
+    return lambda: inter_broker_connect(config, host, port, client_id=client_id)
 
 
 async def inter_broker_connect(config, host: str, port: int, *, timeout: float = 30.0,

@@ -191,10 +191,10 @@ class ListenerSecurity:
         entry = self.jaas.get("OAUTHBEARER")
         return dict(entry.options) if entry is not None else {}
 
-    def reload_ssl(self, config_getter) -> None:
-        """KIP-226: build a new server context from new ``ssl.*`` values; new connections use
-        it. Raises SslConfigError, or ValueError when the certificate's subject or SANs
-        changed (unless ``ssl.allow.dn.changes`` / ``ssl.allow.san.changes``)."""
+    def check_ssl(self, config_getter):
+        """Build (without installing) the context new ``ssl.*`` values give: (SslConfig,
+        context, material). Raises SslConfigError, or ValueError when the certificate's
+        subject or SANs changed (unless ``ssl.allow.dn.changes`` / ``ssl.allow.san.changes``)."""
         cfg = SslConfig.from_getter(config_getter)
         material = load_keystore(cfg)
         if material.subject != self.subject and not config_getter("ssl.allow.dn.changes"):
@@ -203,7 +203,12 @@ class ListenerSecurity:
         if material.san != self.san and not config_getter("ssl.allow.san.changes"):
             raise ValueError(f"Keystore SubjectAltNames do not match: existing {self.san}, "
                              f"new {material.san}")
-        context = server_context(cfg, material)
+        return cfg, server_context(cfg, material), material
+
+    def reload_ssl(self, config_getter) -> None:
+        """KIP-226: install the context new ``ssl.*`` values give; new connections use it
+        (open ones keep theirs). Raises as :meth:`check_ssl`."""
+        cfg, context, material = self.check_ssl(config_getter)
         self.ssl_config, self.ssl_context = cfg, context
         self.subject, self.san = material.subject, material.san
 

@@ -46,23 +46,30 @@ class SecurityManager:
             e.listener_name: ListenerSecurity.from_config(config, e) for e in config.listeners}
         self.failed_authentication_delay_ms = config.get(
             "connection.failed.authentication.delay.ms")
-        self.sasl_max_receive_size = 524288  # Kafka's sasl.server.max.receive.size default
+        self._max_receive = {name: config.listener_get(name, "sasl.server.max.receive.size")
+                             for name in self.listeners}
         self.store: ZNodeStore | None = None
         #: entity path ("users/alice", "clients/c1", "users/alice/clients/c1") -> config
         self.entity_configs: dict[str, dict[str, str]] = {}
         self._scram: dict[str, dict[str, ScramCredential]] = {m: {} for m in MECHANISMS}
-        self.authorizer: Any = None
-        self.quotas: Any = None
-        self.connection_quotas: Any = None
-        self.tokens: Any = None
-        self._entity_listeners: list[Callable[[str, dict[str, str]], None]] = []
+        from broker.security.authorizer import AclAuthorizer
+        self.authorizer: Any = AclAuthorizer.from_config(config)  # None: no authorization
+        from broker.security.quotas import QuotaManagers
+        self.quotas: Any = QuotaManagers(lambda: self.entity_configs, config)
+        from broker.security.connection_quotas import ConnectionQuotas
+        self.connection_quotas: Any = ConnectionQuotas(config,
+                                                       ip_quotas=lambda: self.entity_configs)
+        from broker.security.delegation_tokens import DelegationTokenManager
+        self.tokens: Any = DelegationTokenManager(config)
+        self._entity_listeners: list[Callable[[str, dict[str, str]], None]] = [
+            self.quotas.on_entity_change]
         self.ready = asyncio.Event()
 
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self, store: ZNodeStore) -> None:
         """Load credentials and client configs from ``store``; then ``ready`` is set."""
         self.store = store
-        for entity_type in ("users", "clients"):
+        for entity_type in ("users", "clients", "ips"):
             for name in await store.get_children(f"{znodes.CONFIG_ROOT}/{entity_type}"):
                 await self._load_entity(f"{entity_type}/{name}")
                 if entity_type == "users":
@@ -79,7 +86,58 @@ class SecurityManager:
             if component is not None:
                 await component.shutdown()
 
+    # ---- KIP-226: listener TLS stores changed through AlterConfigs ----------------------------
+    def attach_dynamic_config(self, dynamic) -> None:
+        """Validate (``dynamic.validators``) and apply (``dynamic.listeners``) changes of
+        ``ssl.*`` / ``listener.name.<l>.ssl.*`` broker configs: the new keystore must load
+        and keep the certificate's DN and SANs (unless ``ssl.allow.dn.changes`` /
+        ``ssl.allow.san.changes``); new connections use the new context."""
+        dynamic.validators.append(self._validate_ssl_update)
+        dynamic.listeners.append(self._apply_ssl_update)
+
+    def _ssl_listeners(self, names) -> list[ListenerSecurity]:
+        touched = set()
+        for n in names:
+            if n.startswith("ssl."):
+                return [sec for sec in self.listeners.values() if sec.uses_ssl]
+            if n.startswith("listener.name.") and ".ssl." in n:
+                touched.add(n.split(".")[2].upper())
+        return [sec for name, sec in self.listeners.items() if name in touched and sec.uses_ssl]
+
+    def _validate_ssl_update(self, entity: str, configs: dict) -> None:
+        from broker.security.ssl_factory import SslConfigError
+        from protocol.errors import ErrorCode, KafkaError
+
+        for sec in self._ssl_listeners(configs):
+            def get(key: str, sec=sec):
+                scoped = f"listener.name.{sec.name.lower()}.{key}"
+                for name in (scoped, key):
+                    if configs.get(name) is not None:
+                        value = configs[name]
+                        if key in ("ssl.enabled.protocols", "ssl.cipher.suites"):
+                            return [v.strip() for v in value.split(",") if v.strip()]
+                        if key in ("ssl.allow.dn.changes", "ssl.allow.san.changes"):
+                            return str(value).lower() == "true"
+                        return value
+                return self.config.listener_get(sec.name, key)
+            try:
+                sec.check_ssl(get)
+            except (SslConfigError, ValueError) as e:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Validation of dynamic config update of SSLFactory failed "
+                                 f"for listener {sec.name}: {e}") from None
+
+    def _apply_ssl_update(self, changed: set[str]) -> None:
+        for sec in self._ssl_listeners(changed):
+            sec.reload_ssl(lambda key, sec=sec: self.config.listener_get(sec.name, key))
+            log.info("listener %s: reloaded its SSL key and trust stores (KIP-226)", sec.name)
+
     # ---- connections -------------------------------------------------------------------------
+    def sasl_max_receive_size(self, listener: str) -> int:
+        """``sasl.server.max.receive.size`` of the listener: largest frame before a SASL
+        connection authenticated."""
+        return self._max_receive.get(listener.upper(), 524288)
+
     def listener(self, name: str) -> ListenerSecurity | None:
         return self.listeners.get(name.upper())
 

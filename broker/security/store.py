@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 __all__ = ["MemoryZNodeStore", "ZNodeBadVersion", "ZNodeError", "ZNodeExists", "ZNodeMissing",
-           "ZNodeStore", "upsert"]
+           "ZNodeStore", "ensure_path", "upsert"]
 
 MATCH_ANY = -1
 
@@ -68,6 +68,16 @@ class ZNodeStore(Protocol):
 
     def watch_children(self, path: str, callback: Callable[[], None]) -> None:
         """Call ``callback()`` on the event loop whenever ``path``'s children change."""
+
+
+async def ensure_path(store: ZNodeStore, path: str) -> None:
+    """Create ``path`` (and parents) if missing: a ZooKeeper watch can only be armed on a
+    znode that exists (Kafka's ``makeSurePersistentPathExists``)."""
+    if await store.get(path) is None:
+        try:
+            await store.create(path, None)
+        except ZNodeExists:
+            pass
 
 
 async def upsert(store: ZNodeStore, path: str, data: bytes | None,

@@ -117,6 +117,8 @@ class ZooKeeperServer:
         self.startup_timeout = startup_timeout
         self.host = "127.0.0.1"
         self.port: int | None = None
+        self.listen_port: int | None = None  # the port bound, when not ``port`` (a proxy)
+        self.command_prefix: list[str] = []  # e.g. ``ip netns exec <ns>`` (tests/faults)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -145,7 +147,7 @@ class ZooKeeperServer:
             "# written by tests/integration/cluster.py\n"
             f"tickTime={self.tick_time_ms}\n"
             f"dataDir={self.data_dir}\n"
-            f"clientPort={self.port}\n"
+            f"clientPort={self.listen_port or self.port}\n"
             f"clientPortAddress={self.host}\n"
             f"minSessionTimeout={self.min_session_timeout_ms}\n"
             f"maxSessionTimeout={self.max_session_timeout_ms}\n"
@@ -181,7 +183,7 @@ class ZooKeeperServer:
         classpath = [str(ZOOKEEPER_JAR)]
         if SLF4J_BINDING.exists():
             classpath.append(str(SLF4J_BINDING))
-        cmd = [shutil.which("java") or "java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC",
+        cmd = [*self.command_prefix, shutil.which("java") or "java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC",
                "-XX:TieredStopAtLevel=1", "-Dzookeeper.admin.enableServer=false",
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                "-cp", os.pathsep.join(classpath), QUORUM_PEER_MAIN, str(self.cfg_path)]
@@ -353,8 +355,7 @@ class Cluster:
         return self.brokers[broker_id].stop(timeout)
 
     def kill(self, broker_id: int) -> int | None:
-        """kill -9."""
-        self.resume(broker_id)
+        """kill -9 (a paused broker dies without running again: SIGKILL needs no SIGCONT)."""
         return self.brokers[broker_id].kill()
 
     def restart(self, broker_id: int, *, hard: bool = False) -> BrokerProcess:

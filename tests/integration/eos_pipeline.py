@@ -46,18 +46,32 @@ def worker(bootstrap: str, group: str, txn_id: str, src: str, dst: str, batch: i
             for m in msgs:
                 p.produce(dst, key=m.key(), value=b"out-" + m.value())
             p.send_offsets_to_transaction(c.position(c.assignment()),
-                                          c.consumer_group_metadata(), 30)
-            p.commit_transaction(60)
+                                          c.consumer_group_metadata(), 60)
+            _commit(p)
         except KafkaException as e:
             err = e.args[0]
-            if err.txn_requires_abort():
+            if err.txn_requires_abort():  # e.g. a partition leader died: start over
+                print(f"aborting: {err.str()}", flush=True)
                 p.abort_transaction(60)
                 _rewind(c)
                 continue
-            raise
+            raise  # fatal (fenced): exit, a supervisor restarts the worker
         total += len(msgs)
         print(f"committed {total}", flush=True)
     c.close()
+
+
+def _commit(p) -> None:
+    """commit_transaction, retried while its error is retriable (a coordinator moving)."""
+    from confluent_kafka import KafkaException
+    for attempt in range(20):
+        try:
+            p.commit_transaction(60)
+            return
+        except KafkaException as e:
+            if not e.args[0].retriable() or attempt == 19:
+                raise
+            time.sleep(0.5)
 
 
 def _rewind(consumer) -> None:
@@ -99,6 +113,90 @@ def stop_worker(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
         proc.stdout.close()
 
 
+class SupervisedWorker:
+    """A worker restarted whenever it exits (as a supervisor would); `total` adds up the
+    records each incarnation reported committed (a progress signal: records redone after a
+    restart count again)."""
+
+    def __init__(self, bootstrap: str, group: str, txn_id: str, src: str, dst: str,
+                 batch: int = 20) -> None:
+        self.args = (bootstrap, group, txn_id, src, dst, batch)
+        self.base = 0
+        self.current = 0
+        self.restarts = 0
+        self.proc: subprocess.Popen | None = None
+        self._start()
+
+    @property
+    def total(self) -> int:
+        return self.base + self.current
+
+    def _start(self) -> None:
+        import threading
+        self.base += self.current
+        self.current = 0
+        proc = self.proc = start_worker(*self.args)
+
+        def read() -> None:
+            for line in proc.stdout:
+                if line.startswith("committed ") and self.proc is proc:
+                    self.current = int(line.split()[1])
+        threading.Thread(target=read, daemon=True).start()
+
+    def wait_total(self, at_least: int, timeout: float = 90.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.total < at_least:
+            if self.proc.poll() is not None:
+                self.restarts += 1
+                self._start()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the worker committed {self.total} < {at_least} "
+                                     f"records in time ({self.restarts} restarts)")
+            time.sleep(0.1)
+        return self.total
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self.restarts += 1
+        self._start()
+
+    def stop(self) -> None:
+        stop_worker(self.proc)
+
+
+class InputFeeder:
+    """Writes input records 0, 1, 2, ... at `rate` per second from a thread (an idempotent
+    producer, so broker failures neither lose nor duplicate input) until `stop()`, which
+    returns how many were written."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float = 100.0) -> None:
+        import threading
+
+        from confluent_kafka import Producer
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                  "enable.idempotence": True})
+        self.topic = topic
+        self.rate = rate
+        self.count = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.producer.produce(self.topic, key=b"%d" % self.count, value=b"%d" % self.count)
+            self.count += 1
+            self.producer.poll(0)
+            time.sleep(1.0 / self.rate)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.producer.flush(60) == 0
+        return self.count
+
+
 def produce_input(bootstrap: str, topic: str, n: int) -> None:
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -107,14 +205,21 @@ def produce_input(bootstrap: str, topic: str, n: int) -> None:
     assert p.flush(60) == 0
 
 
-def read_output(bootstrap: str, topic: str, expected: int, timeout: float = 90.0
-                ) -> list[bytes]:
-    """The committed output values, once `expected` arrived and nothing more comes for 2 s."""
-    from confluent_kafka import Consumer
+def read_output(bootstrap: str, topic, expected: int, timeout: float = 90.0,
+                partitions: int | None = None, quiet_s: float = 2.0) -> list[bytes]:
+    """The committed values of `topic` (a name or a list), once `expected` arrived and
+    nothing more comes for `quiet_s`. `partitions` N: read partitions 0..N-1 of each topic
+    without a consumer group (no group coordinator involved)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    topics = [topic] if isinstance(topic, str) else list(topic)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
                   "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                   "enable.auto.commit": False})
-    c.subscribe([topic])
+    if partitions:
+        c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in topics
+                  for p in range(partitions)])
+    else:
+        c.subscribe(topics)
     got: list[bytes] = []
     deadline = time.monotonic() + timeout
     quiet = None
@@ -125,7 +230,7 @@ def read_output(bootstrap: str, topic: str, expected: int, timeout: float = 90.0
                 got.append(m.value())
                 quiet = None
             elif len(got) >= expected:
-                quiet = quiet or time.monotonic() + 2.0
+                quiet = quiet or time.monotonic() + quiet_s
                 if time.monotonic() > quiet:
                     break
     finally:

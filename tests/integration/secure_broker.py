@@ -49,6 +49,7 @@ class SecureBroker:
             "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
             "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
             "connection.failed.authentication.delay.ms": "20",
+            "delegation.token.secret.key": "token-secret-for-tests",
         }
         base.update(props or {})
         self.process = BrokerProcess(directory / "broker", base)

@@ -12,6 +12,7 @@ read-only console refuses writes. Screenshots of the main pages go to
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -230,6 +231,14 @@ def test_group_lag_goes_to_zero(env):
         assert text_of(b, "#total-lag") == "20"
         assert text_of(b, "#group-state") == "Stable"
         assert f"{topic}-0" in text_of(b, "#members")
+        series = f"{console.url}/api/series?name=group.{group}.lag"
+
+        def sampled(value):
+            with urllib.request.urlopen(series, timeout=10) as resp:
+                points = json.loads(resp.read())[f"group.{group}.lag"]
+            return [v for _, v in points].count(value) >= 2
+
+        wait_for(lambda: sampled(20), what="the lag chart's samples at 20")
         while len(got) < 30:
             m = c.poll(1.0)
             if m is not None and not m.error():
@@ -241,6 +250,8 @@ def test_group_lag_goes_to_zero(env):
             return text_of(b, "#total-lag") == "0" and text_of(b, "td.lag") == "0"
 
         wait_for(lag_zero, what="the group's lag to reach 0")
+        wait_for(lambda: sampled(0), what="the lag chart's samples at 0")
+        b.refresh()
         wait_for(lambda: b.find_elements(By.CSS_SELECTOR, ".chart svg polyline"),
                  timeout=20, what="the lag chart")
         b.save_screenshot(str(env["shots"] / "group.png"))

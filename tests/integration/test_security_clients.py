@@ -320,3 +320,87 @@ def test_inter_broker_connect(secure, listener, mechanism):
                 await inter_broker_connect(bad, host, port, timeout=20)
 
     asyncio.run(run())
+
+
+@pytest.mark.java
+def test_delegation_tokens(secure, java_client):
+    """KIP-48: alice creates a token; the Java client authenticates with it (SCRAM,
+    tokenauth=true) and produces as alice; a token session may not create tokens; renew,
+    describe, expire; an expired token no longer authenticates."""
+    import base64
+
+    from client.connection import KafkaClient, ToolError
+    from protocol.errors import ErrorCode
+
+    alice = java_props(secure, "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret")
+    with KafkaClient(secure.bootstrap("SASL_PLAINTEXT"), security=alice) as c:
+        t = c.request(38, {"owner_principal_type": None, "owner_principal_name": None,
+                           "renewers": [{"principal_type": "User", "principal_name": "carol"}],
+                           "max_lifetime_ms": -1})
+        assert t.error_code == 0 and t.principal_name == "alice" and len(t.token_id) == 22
+        assert t.expiry_timestamp_ms <= t.max_timestamp_ms
+        desc = c.request(41, {"owners": None})
+        assert [d.token_id for d in desc.tokens] == [t.token_id]
+    with KafkaClient(secure.bootstrap("PLAINTEXT")) as c:  # not on PLAINTEXT
+        assert c.request(41, {"owners": None}).error_code == \
+            ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    password = base64.b64encode(bytes(t.hmac)).decode()
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="{t.token_id}" password="{password}" tokenauth="true";')
+    token_props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                   "sasl.jaas.config": jaas}
+    topic = _topic("token")
+    r = run_java_client(java_client, "produce", "--bootstrap", secure.bootstrap("SASL_PLAINTEXT"),
+                        "--topic", topic, "--count", "3", *_java_args(token_props))
+    assert r.returncode == 0, r.stderr[-2000:]
+    with KafkaClient(secure.bootstrap("SASL_PLAINTEXT"), security=token_props) as c:
+        again = c.request(38, {"owner_principal_type": None, "owner_principal_name": None,
+                               "renewers": [], "max_lifetime_ms": -1})
+        assert again.error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    carol = java_props(secure, "SASL_PLAINTEXT", "SCRAM-SHA-256", "carol", "carol-secret")
+    with KafkaClient(secure.bootstrap("SASL_PLAINTEXT"), security=carol) as c:
+        renewed = c.request(39, {"hmac": t.hmac, "renew_period_ms": 60_000})
+        assert renewed.error_code == 0
+        assert c.request(40, {"hmac": b"nope", "expiry_time_period_ms": -1}).error_code == \
+            ErrorCode.DELEGATION_TOKEN_NOT_FOUND
+        assert c.request(40, {"hmac": t.hmac, "expiry_time_period_ms": -1}).error_code == 0
+    with pytest.raises(ToolError, match="SASL_AUTHENTICATION_FAILED"):
+        KafkaClient(secure.bootstrap("SASL_PLAINTEXT"), security=token_props).close()
+
+
+def test_dynamic_keystore_reload(secure):
+    """KIP-226: IncrementalAlterConfigs of listener.name.ssl.ssl.keystore.location gives new
+    TLS connections the new certificate; a keystore with another DN is refused."""
+    import hashlib
+    import socket
+    import ssl
+
+    from client.connection import KafkaClient
+    from protocol.errors import ErrorCode
+
+    def served_cert() -> bytes:
+        ctx = ssl.create_default_context(cafile=str(secure.certs.ca_pem))
+        with socket.create_connection(("127.0.0.1", secure.ports["SSL"]), timeout=10) as raw, \
+                ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            return hashlib.sha256(s.getpeercert(binary_form=True)).digest()
+
+    before = served_cert()
+    renewed = secure.certs.leaf("server-renewed", "localhost", "Brokers", server=True)
+    other = secure.certs.leaf("server-other", "otherhost", "Brokers", server=True)
+    key = "listener.name.ssl.ssl.keystore.location"
+
+    def alter(path) -> int:
+        with KafkaClient(secure.bootstrap()) as c:
+            r = c.request(44, {"resources": [{"resource_type": 4, "resource_name": "0",
+                                              "configs": [{"name": key, "config_operation": 0,
+                                                           "value": str(path)}]}],
+                               "validate_only": False})
+            return r.responses[0].error_code
+
+    assert alter(other["p12"]) == ErrorCode.INVALID_CONFIG
+    assert served_cert() == before
+    assert alter(renewed["p12"]) == 0
+    deadline = time.monotonic() + 10
+    while served_cert() == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert served_cert() != before

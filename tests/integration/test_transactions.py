@@ -170,7 +170,7 @@ def test_kafka_python_commit_and_abort(txn_broker):
     finally:
         p.close()
     c = KafkaConsumer("kp-t", bootstrap_servers=bs, isolation_level="read_committed",
-                      auto_offset_reset="earliest", consumer_timeout_ms=3000,
+                      auto_offset_reset="earliest", consumer_timeout_ms=2000,
                       group_id="kp-reader")
     try:
         values = sorted(m.value for m in c)
@@ -247,7 +247,8 @@ def test_restart_with_transactions_in_flight(broker_factory, hard):
     b = broker_factory(BROKER_PROPS)
     bs = b.bootstrap
     create_topics(bs, ("rs-t", 2))
-    p = producer(bs, "rs-tx", **{"transaction.timeout.ms": 60000})
+    p = producer(bs, "rs-tx", **{"transaction.timeout.ms": 60000,
+                                 "reconnect.backoff.max.ms": 300})  # back soon after restart
     p.begin_transaction()
     for i in range(6):
         p.produce("rs-t", value=b"aborted-%d" % i, partition=i % 2)

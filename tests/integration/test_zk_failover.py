@@ -34,11 +34,13 @@ from tests.integration.harness import (
 
 @pytest.fixture(scope="module")
 def zk_cluster(zookeeper, tmp_path_factory):
-    """The module's cluster checks the leader balance every second (auto rebalance above 50%
-    of a broker's preferred partitions led elsewhere)."""
+    """The module's cluster checks the leader balance every second and moves any leadership
+    back to a preferred replica that is in the ISR (auto rebalance, no tolerated imbalance)."""
     c = Cluster(tmp_path_factory.mktemp("zk_failover"), zookeeper, 3,
                 props={"leader.imbalance.check.interval.seconds": "1",
-                       "leader.imbalance.per.broker.percentage": "50"})
+                       "leader.imbalance.per.broker.percentage": "0"},
+                broker_props={1: {"broker.rack": "rack-a"}, 2: {"broker.rack": "rack-b"},
+                              3: {"broker.rack": "rack-c"}})
     try:
         c.start()
         yield c
@@ -82,6 +84,37 @@ def _states(c: Cluster, topic: str, partitions: int) -> dict[int, tuple[dict, in
 
 def _broker_epoch(c: Cluster, broker_id: int) -> int:
     return c.zk_get(f"/brokers/ids/{broker_id}")[1].czxid
+
+
+def test_metadata_lists_racks_and_the_controller_everywhere(zk_cluster):
+    c = zk_cluster
+    for i in c.ids:
+        md = c.metadata(i, [])
+        assert {b.node_id: b.rack for b in md.brokers} == {1: "rack-a", 2: "rack-b",
+                                                         3: "rack-c"}
+        assert md.controller_id == c.controller_id()
+        assert c.zk_json(f"/brokers/ids/{i}")["rack"] == {1: "rack-a", 2: "rack-b",
+                                                          3: "rack-c"}[i]
+
+
+def test_generated_broker_id_comes_from_the_sequence_znode(zk_cluster, tmp_path):
+    c = zk_cluster
+    props = dict(c.broker(1).props)
+    props["broker.id"] = "-1"
+    props.pop("broker.rack", None)
+    b = BrokerProcess(tmp_path / "generated", props, broker_id=-1, startup_timeout=30)
+    try:
+        b.start()
+        seq = c.zk_get("/brokers/seqid")[1].version
+        generated = 1000 + seq  # reserved.broker.max.id + the sequence znode's version
+        c.wait_for_brokers_registered([1, 2, 3, generated])
+        from storage.checkpoints import read_meta_properties
+
+        assert read_meta_properties(str(b.log_dir))["broker.id"] == str(generated)
+    finally:
+        b.stop()
+    c.wait_until("the extra broker deregistered",
+                 lambda: c.registered_brokers() == [1, 2, 3])
 
 
 def test_second_broker_with_the_same_id_fails_startup(zk_cluster, tmp_path):
@@ -326,6 +359,12 @@ def test_topic_deletion_waits_for_a_dead_broker_and_finishes_when_it_returns(zk_
     time.sleep(1.0)
     assert c.zk_get(f"/brokers/topics/{topic}") is not None  # waits for the dead replica
     assert topic in c.zk_children("/admin/delete_topics")
+    # the controller changes meanwhile: the new one resumes the deletion
+    old = c.controller_id()
+    c.stop_broker(old)
+    c.wait_for_controller(exclude=[old, victim])
+    c.start_broker(old)
+    assert c.zk_get(f"/brokers/topics/{topic}") is not None
     c.start_broker(victim)
     c.wait_until("the deletion finished", lambda: c.zk_get(f"/brokers/topics/{topic}") is None
                  and topic not in c.zk_children("/admin/delete_topics"), timeout=30)
@@ -388,36 +427,6 @@ def test_controlled_shutdown_moves_every_leadership_then_auto_rebalance(zk_clust
     c.wait_until("preferred leaders restored by the auto rebalance", lambda: sorted(
         p for p, st in _state_docs(c, topic, n).items() if st["leader"] == victim) == sorted(
         p for p, b in leaders.items() if b == victim), timeout=60, interval=0.5)
-
-
-def test_preferred_election_with_the_leader_election_tool(zk_cluster, tmp_path):
-    c = zk_cluster
-    topic = "zk-elect"
-    _create(c, topic, assignment={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2], 3: [1, 3, 2],
-                                  4: [2, 1, 3], 5: [3, 2, 1]})
-    # reorder partition 0's replicas: broker 2 becomes its preferred leader, broker 1 leads on
-    plan = tmp_path / "reorder.json"
-    plan.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [2, 1, 3]}]}))
-    out = _josef("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute",
-                 "--reassignment-json-file", str(plan))
-    assert out.returncode == 0, out.stderr
-    c.wait_until("the new replica order", lambda: c.zk_json(
-        f"/brokers/topics/{topic}")["partitions"]["0"] == [2, 1, 3])
-    assert c.partition_state(topic, 0)["leader"] == 1  # 1 of broker 2's 3: below 50%
-    (tmp_path / "elect.json").write_text(json.dumps(
-        {"partitions": [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]}))
-    out = _josef("leader-election", "--bootstrap-server", c.bootstrap, "--election-type",
-                 "PREFERRED", "--path-to-json-file", str(tmp_path / "elect.json"))
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == [
-        f"Successfully completed leader election (PREFERRED) for partitions {topic}-0",
-        f"Valid replica already elected for partitions {topic}-1"]
-    assert c.partition_state(topic, 0)["leader"] == 2
-    out = _josef("leader-election", "--bootstrap-server", c.bootstrap, "--election-type",
-                 "preferred", "--all-topic-partitions")
-    assert out.returncode == 0 and out.stdout == "", (out.stdout, out.stderr)
-    c.wait_metadata_converged([topic])
 
 
 def test_preferred_election_with_the_java_admin_client(zk_cluster, java_client):

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.coordinator.transaction.links import TaskSet
 from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from broker.coordinator.transaction.metadata import (
     NO_PRODUCER_EPOCH,
@@ -73,8 +74,7 @@ class TransactionCoordinator:
         self.markers = marker_channel
         self.producer_id_manager = producer_id_manager
         self.active = False
-        self._tasks: set[asyncio.Task] = set()
-        self._background: list[asyncio.Task] = []
+        self._tasks = TaskSet()
 
     @property
     def config(self):
@@ -87,26 +87,17 @@ class TransactionCoordinator:
     def startup(self, background: bool = True) -> None:
         self.markers.start()
         if background:
-            loop = asyncio.get_running_loop()
-            self._background = [
-                loop.create_task(self._every(self.config.abort_timed_out_interval_ms,
-                                             self.abort_timed_out_transactions),
-                                 name="txn-abort-timed-out"),
-                loop.create_task(self._every(self.config.remove_expired_interval_ms,
-                                             self.state.remove_expired_transactional_ids),
-                                 name="txn-id-expiration")]
+            self._tasks.spawn(self._every(self.config.abort_timed_out_interval_ms,
+                                          self.abort_timed_out_transactions),
+                              name="txn-abort-timed-out")
+            self._tasks.spawn(self._every(self.config.remove_expired_interval_ms,
+                                          self.state.remove_expired_transactional_ids),
+                              name="txn-id-expiration")
         self.active = True
 
     async def shutdown(self) -> None:
         self.active = False
-        tasks = list(self._background) + list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                pass
+        await self._tasks.cancel_all()
         await self.markers.shutdown()
         self.state.shutdown()
 
@@ -119,10 +110,7 @@ class TransactionCoordinator:
                 log.exception("transaction coordinator background task failed")
 
     def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._tasks.spawn(coro)
 
     # --- partition leadership ----------------------------------------------------------------
     def on_election(self, partition: int, coordinator_epoch: int) -> asyncio.Task | None:

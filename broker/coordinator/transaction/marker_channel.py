@@ -31,6 +31,7 @@ import asyncio
 import dataclasses
 import logging
 
+from broker.coordinator.transaction.links import BrokerLinks, TaskSet
 from broker.coordinator.transaction.marker_writer import write_txn_markers
 from broker.coordinator.transaction.metadata import TransactionMetadata, TxnTransitMetadata
 from protocol.errors import ErrorCode
@@ -80,38 +81,22 @@ class TransactionMarkerChannelManager:
         self.pending: dict[str, PendingCompleteTxn] = {}
         self.queues: dict[int, list[_MarkerEntry]] = {}
         self.in_flight: set[int] = set()
-        self._connections: dict[int, object] = {}
+        self.links = BrokerLinks(services, listener, f"broker-{broker_id}-txn-markers")
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = TaskSet()
         self.requests_sent = 0
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(),
-                                                             name="txn-marker-channel")
+        self._tasks.spawn(self._run(), name="txn-marker-channel")
 
     async def shutdown(self) -> None:
         # connections first: requests in flight fail into their (still waiting) senders
-        for conn in self._connections.values():
-            try:
-                await conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-        self._connections.clear()
-        tasks = [t for t in (self._task, *self._tasks) if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                pass
+        await self.links.close()
+        await self._tasks.cancel_all()
 
     def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coro)
 
     @property
     def num_txns_with_pending_markers(self) -> int:
@@ -263,18 +248,7 @@ class TransactionMarkerChannelManager:
 
     async def _send_remote(self, broker: int, request: WriteTxnMarkersRequest
                            ) -> dict[int, dict[tuple[str, int], ErrorCode]]:
-        conn = self._connections.get(broker)
-        if conn is None or not conn.connected:
-            node = self.services.metadata_cache.alive_broker_node(broker, self.listener)
-            if node is None:
-                raise ConnectionError(f"broker {broker} has no {self.listener} endpoint")
-            from client.aio_connection import BrokerConnection
-            timeout_s = self.services.config.get("request.timeout.ms") / 1000
-            conn = BrokerConnection(node.host, node.port, f"broker-{self.broker_id}-txn-markers",
-                                    timeout_s=timeout_s)
-            await conn.connect()
-            self._connections[broker] = conn
-        _, resp = await conn.request(WRITE_TXN_MARKERS, request)
+        resp = await self.links.request(broker, WRITE_TXN_MARKERS, request)
         out: dict[int, dict[tuple[str, int], ErrorCode]] = {}
         for m in resp.markers:
             d = out.setdefault(m.producer_id, {})

@@ -35,7 +35,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from broker.coordinator.group_store import java_string_hashcode
+from broker.coordinator.group_store import COORDINATOR_APPEND_ERRORS, java_string_hashcode
 from broker.coordinator.transaction.log_records import (
     TRANSACTION_STATE_TOPIC,
     decode_record,
@@ -59,16 +59,9 @@ E = ErrorCode
 S = TransactionState
 LOAD_RETRY_BACKOFF_MS = 1000
 LOAD_RETRY_MAX_BACKOFF_MS = 30000
-_APPEND_ERRORS = {
-    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
-    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
-    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
-    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-}
+_APPEND_ERRORS = {**COORDINATOR_APPEND_ERRORS,
+                  E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+                  E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR}
 
 
 def partition_for(transactional_id: str, num_partitions: int) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 
+from broker.coordinator.transaction.links import BrokerLinks
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import AddPartitionsToTxnRequest
 from protocol.records import BATCH_HEADER
@@ -57,15 +58,10 @@ class TransactionVerifier:
         self.services = services
         self.listener = listener
         self.broker_id = broker_id
-        self._connections: dict[int, object] = {}
+        self.links = BrokerLinks(services, listener, f"broker-{broker_id}-txn-verify")
 
     async def close(self) -> None:
-        for conn in self._connections.values():
-            try:
-                await conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-        self._connections.clear()
+        await self.links.close()
 
     def _coordinator_id(self, transactional_id: str) -> int | None:
         txn = getattr(self.services, "transaction_coordinator", None)
@@ -93,7 +89,6 @@ class TransactionVerifier:
             except (ConnectionError, OSError, TimeoutError) as e:
                 log.warning("verification of %s with broker %d failed: %s", transactional_id,
                             leader, e)
-                self._connections.pop(leader, None)
                 return {tp: E.NETWORK_EXCEPTION for tp in partitions}
         out = {}
         for tp, error in raw.items():
@@ -109,17 +104,6 @@ class TransactionVerifier:
     async def _remote(self, broker: int, transactional_id: str, producer_id: int,
                       producer_epoch: int, partitions: list[tuple[str, int]]
                       ) -> dict[tuple[str, int], ErrorCode]:
-        conn = self._connections.get(broker)
-        if conn is None or not conn.connected:
-            node = self.services.metadata_cache.alive_broker_node(broker, self.listener)
-            if node is None:
-                raise ConnectionError(f"broker {broker} has no {self.listener} endpoint")
-            from client.aio_connection import BrokerConnection
-            conn = BrokerConnection(node.host, node.port, f"broker-{self.broker_id}-txn-verify",
-                                    timeout_s=self.services.config.get("request.timeout.ms")
-                                    / 1000)
-            await conn.connect()
-            self._connections[broker] = conn
         by_topic: dict[str, list[int]] = {}
         for t, p in partitions:
             by_topic.setdefault(t, []).append(p)
@@ -129,8 +113,7 @@ class TransactionVerifier:
             producer_epoch=producer_epoch, verify_only=True,
             topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])])
-        version = conn.version_for(ADD_PARTITIONS_TO_TXN, min_version=4)
-        _, resp = await conn.request(ADD_PARTITIONS_TO_TXN, req, version)
+        resp = await self.links.request(broker, ADD_PARTITIONS_TO_TXN, req, min_version=4)
         if resp.error_code:
             code = E(resp.error_code)
             if code == E.CLUSTER_AUTHORIZATION_FAILED:

@@ -16,7 +16,6 @@ Producer ids come from ``services.producer_id_manager`` (created after the contr
 
 from __future__ import annotations
 
-import functools
 import logging
 
 from broker.coordinator.transaction.coordinator import TransactionCoordinator
@@ -24,13 +23,13 @@ from broker.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
 from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from broker.coordinator.transaction.state_manager import TransactionStateManager, TxnConfig
 from broker.coordinator.transaction.verification import TransactionVerifier
+from broker.coordinator.wiring import hook_coordinator_partitions
 from broker.replication.wiring import inter_broker_listener
 from protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["attach_transaction_coordinator", "apply_leader_and_isr"]
+__all__ = ["attach_transaction_coordinator", "shutdown_transaction_coordinator"]
 
 log = logging.getLogger(__name__)
-TYPE_FULL = 2
 
 
 class _ProducerIds:
@@ -44,23 +43,6 @@ class _ProducerIds:
         if manager is None:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no producer id manager yet")
         return await manager.generate_producer_id()
-
-
-def apply_leader_and_isr(coordinator: TransactionCoordinator, broker_id: int, decision) -> None:
-    listed: set[int] = set()
-    for ts in decision.topic_states:
-        if ts.topic_name != TRANSACTION_STATE_TOPIC:
-            continue
-        for ps in ts.partition_states:
-            listed.add(ps.partition_index)
-            if ps.leader == broker_id:
-                coordinator.on_election(ps.partition_index, ps.leader_epoch)
-            else:
-                coordinator.on_resignation(ps.partition_index)
-    if getattr(decision, "type", 0) == TYPE_FULL:
-        for p in set(coordinator.state.cache) | set(coordinator.state.loading):
-            if p not in listed:
-                coordinator.on_resignation(p)
 
 
 def attach_transaction_coordinator(services, listener) -> TransactionCoordinator | None:
@@ -78,35 +60,10 @@ def attach_transaction_coordinator(services, listener) -> TransactionCoordinator
     services.transaction_verifier = TransactionVerifier(services, ib_listener,
                                                         services.broker_id)
 
-    on_leader_and_isr = listener.on_leader_and_isr
-    on_stop_replica = listener.on_stop_replica
-    on_update_metadata = listener.on_update_metadata
-
-    @functools.wraps(on_leader_and_isr)
-    async def leader_and_isr(decision):
-        await on_leader_and_isr(decision)
-        apply_leader_and_isr(coordinator, services.broker_id, decision)
-
-    @functools.wraps(on_stop_replica)
-    async def stop_replica(decision):
-        for ts in decision.topic_states:
-            if ts.topic_name == TRANSACTION_STATE_TOPIC:
-                for ps in ts.partition_states:
-                    coordinator.on_resignation(ps.partition_index)
-        await on_stop_replica(decision)
-
-    @functools.wraps(on_update_metadata)
-    async def update_metadata(decision):
-        await on_update_metadata(decision)
-        for ts in decision.topic_states:
-            if ts.topic_name == TRANSACTION_STATE_TOPIC:
-                for ps in ts.partition_states:
-                    if ps.leader == -2:
-                        coordinator.on_resignation(ps.partition_index)
-
-    listener.on_leader_and_isr = leader_and_isr
-    listener.on_stop_replica = stop_replica
-    listener.on_update_metadata = update_metadata
+    hook_coordinator_partitions(
+        listener, TRANSACTION_STATE_TOPIC, services.broker_id, coordinator.on_election,
+        coordinator.on_resignation,
+        lambda: set(coordinator.state.cache) | set(coordinator.state.loading))
     return coordinator
 
 

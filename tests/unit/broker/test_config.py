@@ -262,3 +262,12 @@ def test_readme_config_table_matches_defaults():
     for key, default in rows:
         assert key in BROKER_CONFIG_KEYS, key
         assert entries[key] == default, (key, default, entries[key])
+
+
+def test_queued_max_request_bytes_is_unbounded_or_at_least_one_request():
+    assert KafkaConfig().get("queued.max.request.bytes") == -1
+    ok = KafkaConfig({"queued.max.request.bytes": "104857600"})
+    assert ok.get("queued.max.request.bytes") == 104857600
+    assert KafkaConfig({"queued.max.request.bytes": "0"}).get("queued.max.request.bytes") == 0
+    with pytest.raises(ConfigError, match="queued.max.request.bytes"):
+        KafkaConfig({"queued.max.request.bytes": "1048576"})

@@ -292,3 +292,24 @@ async def test_diverging_epoch_answer(env):
     assert follower_fetch(rm, 2, 3, epoch=2, last_fetched_epoch=0).diverging_epoch is None
     got = follower_fetch(rm, 2, 4, epoch=2, last_fetched_epoch=2)
     assert got.diverging_epoch is None and p.followers[2].log_end_offset == 4
+
+
+async def test_kip704_leader_recovers_and_proposes_recovered(env):
+    """An unclean election hands the new leader a RECOVERING state (LeaderAndIsr v6+): the
+    leader recovers at once (Josef has no recovery work to do, as Kafka 3.9) and its next
+    AlterPartition says RECOVERED; a follower keeps what the controller said."""
+    rm, _, clock, stub = env
+    req = leader_and_isr(isr=(BROKER_ID,), replicas=(BROKER_ID, 2), leader_epoch=1)
+    req.topic_states[0].partition_states[0].leader_recovery_state = 1
+    await rm.become_leader_or_follower(req)
+    p = rm.get_partition(*TP)
+    p.alter_partition = stub
+    assert p.leader_recovery_state == 0
+    rm.append_records(1000, 1, {TP: batch(2)})
+    follower_fetch(rm, 2, 2)
+    assert stub.proposals[-1][1].isr == (BROKER_ID, 2)
+    assert stub.proposals[-1][1].leader_recovery_state == 0
+    req = leader_and_isr(leader=2, isr=(2,), replicas=(BROKER_ID, 2), leader_epoch=2)
+    req.topic_states[0].partition_states[0].leader_recovery_state = 1
+    await rm.become_leader_or_follower(req)
+    assert p.leader_recovery_state == 1 and not p.is_leader

@@ -87,3 +87,35 @@ class Sent(list):
 def make_batch(ctx) -> tuple[ControllerBrokerRequestBatch, Sent]:
     sent = Sent()
     return ControllerBrokerRequestBatch(1, ctx, "PLAINTEXT", sent), sent
+
+
+class FakeAdminZk(FakeKafkaZkClient):
+    """Adds the topic-assignment, reassignment-znode and broker-registration calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.assignments: dict[str, dict] = {}
+        self.reassign_znode: dict | None = None
+        self.brokers: dict[int, tuple] = {}
+
+    async def set_topic_assignment(self, topic, topic_id, partitions, ezv=-1,
+                                   expected_version=-1):
+        self._fence(ezv)
+        self.assignments[topic] = dict(partitions)
+
+    async def reassign_partitions_in_progress(self):
+        return self.reassign_znode is not None
+
+    async def get_partition_reassignment(self):
+        return dict(self.reassign_znode or {})
+
+    async def delete_partition_reassignment(self, ezv):
+        self._fence(ezv)
+        self.reassign_znode = None
+
+    async def set_or_create_partition_reassignment(self, reassignment, ezv):
+        self._fence(ezv)
+        self.reassign_znode = dict(reassignment)
+
+    async def get_all_brokers_and_epochs(self):
+        return dict(self.brokers)

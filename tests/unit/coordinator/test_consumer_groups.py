@@ -362,3 +362,19 @@ def test_range_assignor_gives_contiguous_ranges():
                                   "a": MemberSpec(frozenset({T1, T2}), {})}, {T1: 5, T2: 2})
     assert out["a"] == {T1: frozenset({0, 1, 2}), T2: frozenset({0, 1})}
     assert out["b"] == {T1: frozenset({3, 4})}
+
+
+def test_consumer_group_config_is_checked_at_startup():
+    from broker.config import ConfigError, KafkaConfig
+
+    cfg = ConsumerGroupConfig.from_kafka_config(KafkaConfig({}))
+    assert (cfg.session_timeout_ms, cfg.heartbeat_interval_ms, cfg.assignors) == \
+        (45000, 5000, ("uniform", "range"))
+    with pytest.raises(ConfigError, match="group.consumer.session.timeout.ms"):
+        ConsumerGroupConfig.from_kafka_config(
+            KafkaConfig({"group.consumer.session.timeout.ms": "1000"}))
+    with pytest.raises(ConfigError, match="group.consumer.assignors"):
+        ConsumerGroupConfig.from_kafka_config(KafkaConfig({"group.consumer.assignors": "x"}))
+    java = "org.apache.kafka.coordinator.group.assignor.RangeAssignor"
+    assert ConsumerGroupConfig.from_kafka_config(
+        KafkaConfig({"group.consumer.assignors": java})).assignors == ("range",)

@@ -264,3 +264,24 @@ async def test_list_transactions_filters(h):
     assert [m.transactional_id for m in c.handle_list([], ["Ongoing"], 5000)[2]] == []
     h.clock.advance(10000)  # KIP-994: running for longer than 5 s
     assert [m.transactional_id for m in c.handle_list([], ["Ongoing"], 5000)[2]] == ["a"]
+
+
+async def test_dump_log_decodes_the_transaction_log(h):
+    import contextlib
+    import io
+    import os
+
+    from broker.cli import main
+    pid, epoch = await begin(h, "dumped", partitions=(("t", 0),))
+    p = partition_for("dumped", 3)
+    log = h.rm.get_partition("__transaction_state", p).log
+    path = os.path.join(log.dir, "00000000000000000000.log")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["dump-log", "--files", path, "--transaction-log-decoder"]) == 0
+    lines = [x for x in out.getvalue().splitlines() if x.startswith("| offset")]
+    assert lines[-1].endswith(
+        f"key: transaction_metadata::transactionalId=dumped payload: producerId:{pid},"
+        f"producerEpoch:{epoch},state=Ongoing,partitions=[t-0],"
+        f"txnLastUpdateTimestamp={h.clock()},txnTimeoutMs=60000")
+    assert "state=Empty,partitions=[]" in lines[0]

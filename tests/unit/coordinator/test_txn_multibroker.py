@@ -16,6 +16,7 @@ import asyncio
 import pytest
 
 from broker.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
+from tests.integration.eos_pipeline import read_output
 from tests.unit.replication.mini_cluster import MiniCluster, wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -61,37 +62,16 @@ async def transactional_producer(cluster: MiniCluster, txn_id: str, **extra):
     from confluent_kafka import Producer
     conf = {"bootstrap.servers": bootstrap(cluster), "transactional.id": txn_id,
             "linger.ms": 5, **extra}
-    for attempt in range(3):
+    for attempt in range(10):
         p = Producer(conf)
         await run(lambda p=p: p.list_topics(timeout=10))
         try:
             await run(lambda p=p: p.init_transactions(30))
             return p
         except Exception as e:  # noqa: BLE001 - _UNSUPPORTED_FEATURE: connected to the stub
-            if attempt == 2 or "not supported" not in str(e):
+            if attempt == 9 or "not supported" not in str(e):
                 raise
-
-
-def read_committed(bs: str, topics, expected: int) -> list[bytes]:
-    import time
-
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bs, "group.id": f"r-{time.monotonic_ns()}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([TopicPartition(t, 0, OFFSET_BEGINNING) for t in topics])  # no group needed
-    got, deadline, quiet = [], time.monotonic() + 30, None
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                got.append(m.value())
-            elif len(got) >= expected:
-                quiet = quiet or time.monotonic() + 1.0
-                if time.monotonic() > quiet:
-                    break
-    finally:
-        c.close()
-    return got
+        await asyncio.sleep(0.3)
 
 
 async def test_markers_and_verification_over_the_network(cluster):
@@ -112,7 +92,7 @@ async def test_markers_and_verification_over_the_network(cluster):
     await run(lambda: txn([b"c1", b"c2"], True))
     await run(lambda: txn([b"a1"], False))
     await run(lambda: txn([b"c3"], True))
-    got = await run(lambda: read_committed(bs, ["t", "u"], 6))
+    got = await run(lambda: read_output(bs, ["t", "u"], 6, timeout=30, partitions=1, quiet_s=1.0))
     assert sorted(got) == sorted([b"c1", b"c2", b"c3"] * 2)
     coordinator_channel = cluster.brokers[1].services.transaction_coordinator.markers
     assert coordinator_channel.requests_sent >= 3  # WriteTxnMarkers to brokers 2 and 3
@@ -135,10 +115,14 @@ async def test_coordinator_and_leader_failover_mid_transaction(cluster):
         p.flush(30)
 
     await run(lambda: begin_and_write([b"x1", b"x2"]))
-    # the coordinator's __transaction_state replica set must hold the Ongoing state
-    st1 = cluster.partition(1, TRANSACTION_STATE_TOPIC).log
-    await wait_for(lambda: cluster.partition(2, TRANSACTION_STATE_TOPIC).log.log_end_offset
-                   == st1.log_end_offset, what="__transaction_state replicated")
+    # every replica holds what was written (the Ongoing state, the records) before the
+    # elections below name new leaders from the ISR
+    for topic, leader in ((TRANSACTION_STATE_TOPIC, 1), ("t", 2), ("u", 3)):
+        end = cluster.partition(leader, topic).log.log_end_offset
+        for b in (1, 2, 3):
+            await wait_for(lambda b=b, topic=topic, end=end:
+                           cluster.partition(b, topic).log.log_end_offset == end,
+                           what=f"{topic} replicated to broker {b}")
     await cluster.stop_broker(1)
     # the controller moves leadership off broker 1 and (as after replica.lag.time.max.ms)
     # drops it from the ISRs
@@ -150,5 +134,5 @@ async def test_coordinator_and_leader_failover_mid_transaction(cluster):
     await wait_for(lambda: coordinator.handle_describe("fo-tx")[1] is not None and
                    str(coordinator.handle_describe("fo-tx")[1].state) == "CompleteCommit",
                    what="the new coordinator completed the transaction")
-    got = await run(lambda: read_committed(bs, ["t", "u"], 4))
+    got = await run(lambda: read_output(bs, ["t", "u"], 4, timeout=30, partitions=1, quiet_s=1.0))
     assert sorted(got) == sorted([b"x1", b"x2"] * 2)

@@ -94,22 +94,12 @@ class TxnHarness:
         self.services = types.SimpleNamespace(
             replica_manager=self.rm, metadata_cache=self.cache, config=Config(),
             group_coordinator=None, producer_id_manager=self.pids)
-        self.state = TransactionStateManager(BROKER_ID, self.rm, self.config, self.clock)
-        self.channel = TransactionMarkerChannelManager(BROKER_ID, self.state, self.services,
-                                                       "PLAINTEXT")
-        self.coordinator = TransactionCoordinator(BROKER_ID, self.state, self.channel,
-                                                  self.pids)
-        self.services.transaction_coordinator = self.coordinator
         self.services.transaction_verifier = TransactionVerifier(self.services, "PLAINTEXT",
                                                                  BROKER_ID)
-        self.coordinator.startup(background=False)
-        tasks = [self.coordinator.on_election(p, 0) for p in range(TXN_PARTITIONS)]
-        await asyncio.gather(*[t for t in tasks if t is not None])
-        return self.coordinator
+        return await self._coordinator(0)
 
-    async def restart_coordinator(self, epoch: int = 1):
-        """A new coordinator over the same logs (a failover to this broker)."""
-        await self.coordinator.shutdown()
+    async def _coordinator(self, epoch: int):
+        """A coordinator over the logs, elected for every partition at `epoch`."""
         self.state = TransactionStateManager(BROKER_ID, self.rm, self.config, self.clock)
         self.channel = TransactionMarkerChannelManager(BROKER_ID, self.state, self.services,
                                                        "PLAINTEXT")
@@ -120,6 +110,11 @@ class TxnHarness:
         tasks = [self.coordinator.on_election(p, epoch) for p in range(TXN_PARTITIONS)]
         await asyncio.gather(*[t for t in tasks if t is not None])
         return self.coordinator
+
+    async def restart_coordinator(self, epoch: int = 1):
+        """A new coordinator over the same logs (a failover to this broker)."""
+        await self.coordinator.shutdown()
+        return await self._coordinator(epoch)
 
     async def stop(self) -> None:
         await self.coordinator.shutdown()

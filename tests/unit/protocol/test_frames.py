@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from protocol.errors import FrameTooLargeError, InvalidFrameSizeError, ProtocolError
-from protocol.frames import DIRECT_READ_THRESHOLD, FrameDecoder, encode_frame
+from protocol.frames import (
+    DIRECT_READ_THRESHOLD,
+    INITIAL_FRAME_BYTES,
+    MAX_GROWTH_STEP,
+    FrameDecoder,
+    encode_frame,
+)
 
 
 def bodies(frames):
@@ -132,8 +138,8 @@ def test_buffered_protocol_path_large_frames_read_directly():
     d = FrameDecoder(max_size=len(big))
     assert _drive_buffered(d, stream, chunk=50_000) == payloads
     # a direct buffer is never longer than what the frame still misses
-    d.feed(encode_frame(big)[:DIRECT_READ_THRESHOLD])
-    assert len(d.get_buffer()) == len(big) + 4 - DIRECT_READ_THRESHOLD
+    d.feed(encode_frame(big)[:len(big) + 4 - DIRECT_READ_THRESHOLD])
+    assert len(d.get_buffer()) == DIRECT_READ_THRESHOLD
 
 
 def test_buffered_protocol_path_rejects_oversize():
@@ -159,3 +165,83 @@ def test_any_split_yields_same_frames(payloads, cuts):
         pos += c
     out += bodies(d.feed(stream[pos:]))
     assert out == payloads
+
+
+def test_buffer_grows_with_arrived_bytes_not_declared_size():
+    """A 90 MB announcement with 1 MB sent holds about 1-2 MB, whichever way bytes arrive."""
+    declared, sent = 90 * 1024 * 1024, 1024 * 1024
+    prefix = struct.pack(">i", declared)
+    # BufferedProtocol path, reads of at most 64 KiB
+    d = FrameDecoder(max_size=declared)
+    assert _drive_buffered(d, prefix + b"x" * sent, chunk=65536) == []
+    assert d.pending_frame_size == declared
+    assert sent <= d.capacity <= 2 * sent + INITIAL_FRAME_BYTES
+    # data_received path, 1 byte then 1000-byte pieces
+    d = FrameDecoder(max_size=declared)
+    d.feed(prefix)
+    assert d.capacity == 0
+    for i in range(0, sent, 1000):
+        d.feed(b"y" * min(1000, sent - i))
+    assert sent <= d.capacity <= 2 * sent
+
+
+def test_growth_needed_is_what_get_buffer_allocates_and_is_bounded():
+    size = 3 * MAX_GROWTH_STEP
+    d = FrameDecoder(max_size=size)
+    d.feed(struct.pack(">i", size))
+    total = 0
+    while d.pending_frame_size is not None:
+        g = d.growth_needed()
+        before = d.capacity
+        buf = d.get_buffer()
+        assert d.capacity - before == g
+        assert g <= MAX_GROWTH_STEP and d.capacity <= size
+        assert DIRECT_READ_THRESHOLD <= len(buf) <= size - total
+        buf[:] = b"z" * len(buf)
+        total += len(buf)
+        frames = d.buffer_updated(len(buf))
+    assert total == size and len(frames) == 1 and frames[0].nbytes == size
+    assert d.capacity == 0 and d.growth_needed() == 0
+
+
+def test_frugal_read_takes_only_room_or_prefix():
+    d = FrameDecoder(max_size=1 << 20)
+    assert len(d.get_buffer(frugal=True)) == 4  # a size prefix only
+    d.feed(b"\x00\x00")
+    assert len(d.get_buffer(frugal=True)) == 2
+    d.feed(struct.pack(">h", 100))  # a 100-byte frame: nothing allocated yet
+    assert d.room == 0 and d.capacity == 0
+    assert len(d.get_buffer(frugal=True)) == 1
+    d.feed(b"a" * 10)
+    assert d.capacity >= 10 and len(d.get_buffer(frugal=True)) == max(1, d.room)
+
+
+def test_growth_keeps_received_bytes_when_a_view_is_alive():
+    payload = bytes(range(256)) * 1024  # 256 KiB
+    stream = encode_frame(payload)
+    d = FrameDecoder(max_size=len(payload))
+    d.feed(stream[:1000])
+    view = d.get_buffer()  # grows, returns the frame's room; keep the view alive
+    n = len(view)
+    view[:] = stream[1000:1000 + n]
+    assert d.buffer_updated(n) == [] and d.room == 0
+    # the next growth cannot resize a buffer with a live export: it copies instead
+    assert bodies(_drive_buffered(d, stream[1000 + n:], chunk=100_000)) == [payload]
+    del view
+
+
+def test_set_max_size_applies_to_the_next_prefix_and_names_the_limit():
+    d = FrameDecoder(max_size=1000)
+    d.set_max_size(10, "sasl.server.max.receive.size")
+    assert bodies(d.feed(encode_frame(b"0123456789"))) == [b"0123456789"]
+    with pytest.raises(FrameTooLargeError, match="sasl.server.max.receive.size"):
+        d.feed(encode_frame(b"01234567890"))
+
+
+def test_shared_scratch_between_decoders():
+    scratch = bytearray(1024)
+    a, b = FrameDecoder(100, scratch=scratch), FrameDecoder(100, scratch=scratch)
+    two = encode_frame(b"two")
+    assert _drive_buffered(a, encode_frame(b"one") + two[:6], chunk=5) == [b"one"]
+    assert _drive_buffered(b, encode_frame(b"three"), chunk=1024) == [b"three"]
+    assert _drive_buffered(a, two[6:], chunk=1) == [b"two"]

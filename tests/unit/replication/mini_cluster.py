@@ -118,16 +118,22 @@ class StubController:
 class MiniCluster:
     """`await MiniCluster.start(tmp_path, n=3, **broker_config)`; brokers have ids 1..n."""
 
-    def __init__(self, tmp_path, n: int, overrides: dict) -> None:
+    def __init__(self, tmp_path, n: int, overrides: dict, racks: dict | None = None) -> None:
         self.tmp_path = tmp_path
         self.ids = list(range(1, n + 1))
         self.overrides = overrides
+        self.racks = racks or {}
         self.brokers: dict[int, BrokerServer] = {}
         self.controller = StubController(self)
 
     @classmethod
-    async def start(cls, tmp_path, n: int = 3, **overrides) -> MiniCluster:
-        c = cls(tmp_path, n, {k.replace("_", "."): str(v) for k, v in overrides.items()})
+    async def start(cls, tmp_path, n: int = 3, racks: dict | None = None,
+                    props: dict | None = None, **overrides) -> MiniCluster:
+        """`overrides`: broker keys with dots written as underscores; `props`: keys as they
+        are; `racks`: broker.rack by broker id."""
+        merged = {k.replace("_", "."): str(v) for k, v in overrides.items()}
+        merged.update(props or {})
+        c = cls(tmp_path, n, merged, racks)
         await c.controller.start()
         for b in c.ids:
             await c.start_broker(b)
@@ -139,6 +145,8 @@ class MiniCluster:
                  "log.dirs": str(self.tmp_path / f"broker-{broker_id}"),
                  "replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "50"}
         props.update(self.overrides)
+        if broker_id in self.racks:
+            props["broker.rack"] = self.racks[broker_id]
         return KafkaConfig(props)
 
     async def start_broker(self, broker_id: int) -> BrokerServer:
@@ -150,7 +158,13 @@ class MiniCluster:
     async def stop_broker(self, broker_id: int) -> None:
         """A clean in-process stop (the broker's fetchers and connections go away)."""
         server = self.brokers.pop(broker_id)
-        await server.shutdown()
+        try:
+            await asyncio.wait_for(asyncio.shield(server.shutdown()), 20)
+        except TimeoutError:
+            import sys
+            for t in asyncio.all_tasks():
+                t.print_stack(file=sys.stderr)
+            raise
 
     async def shutdown(self) -> None:
         for b in list(self.brokers):
@@ -215,10 +229,11 @@ class MiniCluster:
                 port=ctrl.server.port(), host="127.0.0.1", listener="PLAINTEXT",
                 security_protocol=0)], rack=None)]
         for b, server in self.brokers.items():
-            ep = server.services.advertised["PLAINTEXT"]
             live.append(UpdateMetadataRequest.UpdateMetadataBroker(
                 id=b, endpoints=[UpdateMetadataRequest.UpdateMetadataEndpoint(
-                    port=ep.port, host=ep.host, listener="PLAINTEXT", security_protocol=0)],
+                    port=ep.port, host=ep.host, listener=name,
+                    security_protocol=ep.security_protocol_id)
+                    for name, ep in server.services.advertised.items()],
                 rack=server.config.broker_rack))
         topics: dict[str, list] = {}
         for (topic, p), st in ctrl.state.items():

@@ -69,6 +69,13 @@ async def test_followers_copy_batches_unchanged_and_acks_all(cluster):
 
 
 async def test_isr_expands_through_alter_partition_and_shrinks_on_lag(cluster):
+    from broker.metrics import REGISTRY
+
+    shrinks = REGISTRY.meter("kafka.server:type=ReplicaManager,name=IsrShrinksPerSec")
+    expands = REGISTRY.meter("kafka.server:type=ReplicaManager,name=IsrExpandsPerSec")
+    replicated = REGISTRY.meter("kafka.server:type=BrokerTopicMetrics,"
+                                "name=ReplicationBytesInPerSec")
+    before = (shrinks.count, expands.count, replicated.count)
     ctrl = cluster.controller
     cluster.controller.state.clear()
     await cluster.create("t", [1, 2, 3])
@@ -85,6 +92,9 @@ async def test_isr_expands_through_alter_partition_and_shrinks_on_lag(cluster):
     await wait_for(lambda: in_sync(cluster, isr=(1, 2)), timeout=10, what="ISR {1,2}")
     r = await produce(cluster, 1, batch(1))
     assert r.error == ErrorCode.NONE
+    # the metrics (issue 17): expansions, one shrink, bytes the followers appended
+    assert expands.count - before[1] >= 1 and shrinks.count - before[0] >= 1
+    assert replicated.count > before[2]
 
 
 async def test_min_insync_replicas(cluster):
@@ -181,3 +191,46 @@ async def test_new_leader_rejects_duplicates_of_replicated_idempotent_batches(cl
     r = await produce(cluster, 2, batch(5, producer_id=pid, producer_epoch=epoch,
                                         base_sequence=15))
     assert r.error == ErrorCode.NONE and r.base_offset == 15
+
+
+async def test_epoch_led_without_appends_does_not_make_the_follower_diverge_forever(cluster):
+    """Broker 3 leads epoch 1 without appending anything (its epoch cache still records
+    epoch 1 at its LEO), then broker 2 leads epoch 2 and writes. Broker 3 fetches with
+    last fetched epoch 1, which broker 2 does not know: it must drop that empty epoch's entry
+    (Kafka's truncateTo at the LEO) and catch up, not diverge at the same offset forever."""
+    await cluster.create("t", [1, 2, 3])
+    assert (await produce(cluster, 1, batch(3))).error == ErrorCode.NONE
+    await cluster.elect("t", 0, 3)
+    p3 = cluster.partition(3, *TP)
+    await wait_for(lambda: p3.is_leader, what="broker 3 leads")
+    assert p3.log.leader_epoch_cache.entries == [(0, 0), (1, 3)]
+    await cluster.elect("t", 0, 2)
+    assert (await produce(cluster, 2, batch(2))).error == ErrorCode.NONE
+    leader = cluster.partition(2, *TP)
+    await wait_for(lambda: log_batches(p3) == log_batches(leader), what="broker 3 caught up")
+    assert p3.log.leader_epoch_cache.entries == [(0, 0), (2, 3)]
+    await wait_for(lambda: sorted(leader.isr) == [1, 2, 3], what="ISR")
+
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_admin="admin-secret";')
+
+
+async def test_followers_fetch_over_a_sasl_inter_broker_listener(tmp_path):
+    """The inter-broker listener is SASL_PLAINTEXT (PLAIN): fetchers authenticate through
+    broker.security.inter_broker before fetching."""
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+             "inter.broker.listener.name": "SASL_PLAINTEXT",
+             "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS}
+    cluster = await MiniCluster.start(tmp_path, 2, props=props)
+    try:
+        for b in cluster.ids:
+            assert cluster.brokers[b].config.inter_broker_security_protocol == "SASL_PLAINTEXT"
+        await cluster.create("t", [1, 2])
+        assert (await produce(cluster, 1, batch(3))).error == ErrorCode.NONE
+        f = cluster.partition(2, *TP)
+        await wait_for(lambda: log_batches(f) == log_batches(cluster.partition(1, *TP)),
+                       what="follower copy over SASL")
+    finally:
+        await cluster.shutdown()

@@ -234,6 +234,14 @@ def test_kip890_verification_guards(make_log):
     with pytest.raises(KafkaError) as e:  # a stale guard never starts a new transaction
         log.append_as_leader(txn(4), 0, verification_guard=guard)
     assert e.value.code == ErrorCode.INVALID_TXN_STATE
+    # KIP-890's ABA case: a verification starts, the coordinator aborts that transaction
+    # (its marker reaches this partition first): the verification is spent
+    stale = log.maybe_start_transaction_verification(7, 4, 0)
+    assert stale is not None
+    coord(log, marker("abort"))
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(txn(4), 0, verification_guard=stale)
+    assert e.value.code == ErrorCode.INVALID_TXN_STATE
     fresh = log.maybe_start_transaction_verification(7, 4, 0)
     assert fresh is not guard
     log.append_as_leader(txn(4), 0, verification_guard=fresh)
@@ -290,3 +298,29 @@ def test_dump_log_decodes_txnindex_and_snapshot_files(make_log, tmp_path):
     snap.write_bytes(snap.read_bytes()[:-1] + b"\x01")
     rc, out, err = _dump([snap])
     assert rc == 1 and "CRC mismatch" in err
+
+
+async def test_idle_producers_expire_but_open_transactions_stay(tmp_path, clock):
+    from storage.log_manager import LogManager
+
+    def at(ts, pid, transactional):
+        b = RecordBatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=0,
+                               is_transactional=transactional)
+        b.append(ts, b"k", b"v")
+        return bytearray(b.build())
+
+    lm = LogManager([str(tmp_path / "d")], LogConfig(), time_ms=clock,
+                    producer_id_expiration_ms=60_000)
+    await lm.startup(background=False)
+    try:
+        lg = lm.get_or_create_log(("t", 0))
+        lg.append_as_leader(at(clock(), 1, False), 0)
+        lg.append_as_leader(at(clock(), 2, True), 0)  # an open transaction
+        clock.advance(30_000)
+        assert await lm.remove_expired_producers() == 0
+        clock.advance(31_000)
+        assert await lm.remove_expired_producers() == 1
+        assert lg.producer_state.last_entry(1) is None
+        assert lg.producer_state.last_entry(2) is not None  # kept while its txn is open
+    finally:
+        await lm.shutdown()
