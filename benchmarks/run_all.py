@@ -13,8 +13,8 @@ afterwards) and its address as ``--bootstrap``.
 
 Each benchmark writes its own ``benchmarks/results/<name>.md``; afterwards this script writes
 ``benchmarks/RESULTS.md``: a date and machine line, then every results file (headings moved
-one level down) with the time it was last written, and a line per benchmark that failed in
-this invocation. Ratios inside one file come from one run; numbers in different files do not.
+down so that each file's top level is ``##``) with the time it was last written, and a line
+per benchmark that failed in this invocation. Ratios inside one file come from one run; numbers in different files do not.
 
 Quick mode leaves the committed results alone: it saves ``results/*.md`` first, merges the
 smoke-run files into ``$TMPDIR/josef-RESULTS-quick.md`` (``--out`` overrides), then puts the
@@ -55,8 +55,10 @@ QUICK: dict[str, tuple[list[str], dict[str, str]]] = {
 }
 #: Benchmarks that measure against a running broker given as ``--bootstrap host:port``.
 NEEDS_BROKER = {"spark"}
-#: Order of sections in RESULTS.md (others follow alphabetically).
-ORDER = ["broker", "network", "storage", "purgatory", "records", "spark", "metrics", "security"]
+#: Order of sections in RESULTS.md. Every ``results/*.md`` is merged: names not listed here
+#: follow alphabetically.
+ORDER = ["broker", "network", "storage", "purgatory", "records", "codec", "groups", "controller",
+         "replication", "transactions", "spark", "metrics", "security"]
 
 
 def machine_line() -> str:
@@ -169,7 +171,13 @@ def merge(quick: bool, failures: dict[str, str]) -> str:
     for name in order:
         text = files[name].read_text().rstrip("\n")
         written = written_at(files[name])
-        body = [("#" + line) if line.startswith("#") else line for line in text.splitlines()]
+        lines = text.splitlines()
+        # headings move down so that the file's top level becomes "##" (a file may start at
+        # "#" or at "##")
+        top = min((len(line) - len(line.lstrip("#")) for line in lines
+                   if line.startswith("#")), default=2)
+        shift = "#" * max(0, 2 - top)
+        body = [(shift + line) if line.startswith("#") else line for line in lines]
         if body and body[0].startswith("## "):
             parts += [body[0], "", f"_results/{name}.md, written {written}_", *body[1:], ""]
         else:
