@@ -34,9 +34,9 @@ def register(spark, ship_code: bool = True) -> None:
 
     With ``ship_code`` (default) the packages the connector runs on executors
     (``connectors``, ``client``, ``protocol``, ``broker.security``) are zipped and added with
-    ``SparkContext.addPyFile``, so Python workers need only the third-party packages
-    (``pip install 'josef[spark]'`` without the project itself would do: pyspark, pyarrow,
-    numpy, confluent-kafka, and for compressed topics lz4, python-snappy, zstandard, crc32c).
+    ``SparkContext.addPyFile``, so Python workers need only the third-party packages, not
+    the project itself: pyspark, pyarrow, numpy, confluent-kafka, and for compressed topics
+    lz4, python-snappy, zstandard, crc32c.
     Pass False when the project is installed on every node.
     """
     if ship_code:
