@@ -210,6 +210,18 @@ class KafkaTool:
             except BufferError:
                 producer.poll(0.05)
 
+    def end_offsets(self, topic: str, partitions: int) -> dict[int, int]:
+        """High watermark of each partition of ``topic`` (ListOffsets latest)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "w-" + topic,
+                             "enable.auto.commit": False, "log_level": 3})
+        try:
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                    for p in range(partitions)}
+        finally:
+            consumer.close()
+
     def consume_all(self, topic: str, partitions: int, expected: int,
                     linger_s: float = 1.0, timeout_s: float = 60.0) -> list:
         """Records of ``topic`` from offset 0: waits until ``expected`` have arrived, then
