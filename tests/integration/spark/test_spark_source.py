@@ -83,9 +83,10 @@ def collect_one(spark, output, i: int):
 
 
 def test_available_now_reads_all_once_then_resumes(spark, kafka, big_topic, tmp_path):
-    # big_topic is shared by both modes and this test appends MORE records to it, so the
-    # mode that runs second finds RECORDS + MORE: everything is relative to what is there now
-    # (records 0..held-1, record(i) at offset i // 6 of partition i % 6).
+    # This test appends MORE records to big_topic; when both modes' tests run without the
+    # module fixture being set up again in between (e.g. -k picks this test only), the second
+    # finds RECORDS + MORE. Everything is relative to what is there now (records
+    # 0..held-1, record(i) at offset i // 6 of partition i % 6).
     held = sum(kafka.end_offsets(big_topic, PARTITIONS).values())
     assert held in (RECORDS, RECORDS + MORE), held
     checkpoint, output = tmp_path / "ckpt", tmp_path / "out"
