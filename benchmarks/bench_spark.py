@@ -65,14 +65,16 @@ def produce(bootstrap: str, topic: str, records: int, value_bytes: int) -> None:
         raise TimeoutError("test records not acknowledged")
 
 
-def _consume(bootstrap: str, topic: str, partitions: list[int], expect: int, queue) -> None:
-    """One consumer process: read ``expect`` records of ``partitions`` from offset 0."""
+def _consume(bootstrap: str, topic: str, partitions: list[int], expect: int, queue,
+             go) -> None:
+    """One consumer process: read ``expect`` records of ``partitions`` from offset 0, once
+    ``go`` (an Event) is set; ``queue`` carries "ready" and the seconds back."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
                          "enable.auto.commit": False, "log_level": 4, **CONSUMER_TUNING})
     queue.put("ready")
-    queue.get()  # wait for the start signal
+    go.wait()  # the start signal (not on ``queue``: the parent could read its own message)
     started = time.perf_counter()
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     seen = nbytes = 0
@@ -95,16 +97,16 @@ def direct_read(bootstrap: str, topic: str, records: int, processes: int) -> flo
     shares = [list(range(PARTITIONS))[i::processes] for i in range(processes)]
     per_partition = records // PARTITIONS
     queues = [ctx.Queue() for _ in shares]
+    go = ctx.Event()
     procs = [ctx.Process(target=_consume, args=(bootstrap, topic, share,
-                                                per_partition * len(share), q))
+                                                per_partition * len(share), q, go))
              for share, q in zip(shares, queues, strict=True)]
     for proc in procs:
         proc.start()
     for q in queues:
         q.get(timeout=120)
     started = time.perf_counter()
-    for q in queues:
-        q.put("go")
+    go.set()
     for q in queues:
         q.get(timeout=1800)
     elapsed = time.perf_counter() - started
