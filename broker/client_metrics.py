@@ -21,8 +21,10 @@ type (UNSUPPORTED_COMPRESSION_TYPE), decompresses and decodes the OTLP
 
 Exporting (issue 17's Prometheus endpoint): ``ClientMetricsRegistry.snapshot()`` returns
 ``[PushedMetric(client_instance_id, client_id, name, value, timestamp_ms, attributes)]`` -
-the latest value of every metric each client pushed - and ``pushes`` / ``bytes`` count what
-arrived; ``ctx.broker.client_metrics.registry`` is the accessor.
+the latest value of every metric each live client pushed - and ``pushes`` / ``bytes`` count
+what arrived; ``ctx.broker.client_metrics.registry`` is the accessor. A client's values are
+dropped when it pushes with ``terminating`` set or sends no push for max(60 s, 3 x its push
+interval) (Kafka's client instance expiry); ``broker.metrics.client_telemetry`` exports them.
 Client software name/version are not tracked per connection: selectors on them match "".
 """
 
@@ -43,6 +45,7 @@ __all__ = ["ClientMetricsManager", "ClientMetricsRegistry", "PushedMetric", "dec
 SELECTORS = ("client_instance_id", "client_id", "client_software_name",
              "client_software_version", "client_source_address", "client_source_port")
 DEFAULT_INTERVAL_MS = 300_000
+CACHE_EXPIRY_MS = 60_000  # a client instance expires after max(this, 3 x its push interval)
 CONFIG_TYPES = {"metrics": ConfigType.LIST, "interval.ms": ConfigType.INT,
                 "match": ConfigType.LIST}
 ACCEPTED_COMPRESSION_TYPES = [4, 3, 1, 2]  # zstd, lz4, gzip, snappy (Kafka's order)
@@ -65,20 +68,24 @@ class _Client:
     bytes: int = 0
     metrics: dict = field(default_factory=dict)  # (name, attributes) -> PushedMetric
     terminated: bool = False
+    last_push: float = 0.0  # clock() seconds
+    interval_ms: int = DEFAULT_INTERVAL_MS
 
 
 class ClientMetricsRegistry:
-    """Latest pushed value per client and metric (thread-safe reads for an exporter)."""
+    """Latest pushed value per live client and metric (thread-safe reads for an exporter).
+    ``clock`` is monotonic seconds (a manual clock in tests)."""
 
-    def __init__(self, max_clients: int = 10_000) -> None:
+    def __init__(self, max_clients: int = 10_000, clock=time.monotonic) -> None:
         self._lock = threading.Lock()
+        self._clock = clock
         self._clients: dict[str, _Client] = {}
         self.max_clients = max_clients
         self.pushes = 0
         self.bytes = 0
 
     def record(self, instance: str, client_id: str, size: int, metrics: list[PushedMetric],
-               terminating: bool = False) -> None:
+               terminating: bool = False, interval_ms: int = DEFAULT_INTERVAL_MS) -> None:
         with self._lock:
             self.pushes += 1
             self.bytes += size
@@ -89,13 +96,23 @@ class ClientMetricsRegistry:
                 c = self._clients[instance] = _Client(client_id)
             c.pushes += 1
             c.bytes += size
+            c.last_push = self._clock()
+            c.interval_ms = interval_ms
+            c.terminated = c.terminated or terminating
+            if c.terminated:  # its series end with it (the counters stay until evicted)
+                c.metrics.clear()
+                return
             for m in metrics:
                 c.metrics[(m.name, m.attributes)] = m
-            # a terminating client's last values stay exported until evicted (oldest first)
-            c.terminated = c.terminated or terminating
 
     def snapshot(self) -> list[PushedMetric]:
+        """Latest values of the live clients; expired clients are dropped here."""
+        now = self._clock()
         with self._lock:
+            expired = [i for i, c in self._clients.items()
+                       if now - c.last_push > max(CACHE_EXPIRY_MS, 3 * c.interval_ms) / 1000]
+            for i in expired:
+                del self._clients[i]
             return [m for c in self._clients.values() for m in c.metrics.values()]
 
     def clients(self) -> dict[str, tuple[str, int, int, bool]]:
@@ -209,7 +226,7 @@ class ClientMetricsManager:
     # --- pushes -------------------------------------------------------------------------------
     def push(self, client: dict[str, str], subscription_id: int, compression_type: int,
              payload: bytes | None, terminating: bool) -> ErrorCode:
-        sub_id, requested, _ = self.subscription_for(client)
+        sub_id, requested, interval = self.subscription_for(client)
         if subscription_id != sub_id:
             return ErrorCode.UNKNOWN_SUBSCRIPTION_ID
         if payload is not None and len(payload) > self.max_bytes:
@@ -228,7 +245,7 @@ class ClientMetricsManager:
         if requested != [""]:
             metrics = [m for m in metrics if any(m.name.startswith(p) for p in requested)]
         self.registry.record(client.get("client_instance_id", ""), client.get("client_id", ""),
-                             len(payload or b""), metrics, terminating)
+                             len(payload or b""), metrics, terminating, interval)
         return ErrorCode.NONE
 
 

@@ -6,7 +6,8 @@ removes the finalized feature. Per feature: INVALID_REQUEST for a name given twi
 INVALID_UPDATE_VERSION for an unknown feature or a level outside the supported range,
 and for a lower level than the finalized one unless the update allows a downgrade
 (v0 ``allow_downgrade``, v1+ ``upgrade_type`` 2 safe / 3 unsafe; type 1 = upgrade only).
-Any per-feature error fails the whole request (top-level INVALID_UPDATE_VERSION is not
+Authorization first: ALTER on the cluster, else a top-level CLUSTER_AUTHORIZATION_FAILED with
+no per-feature results (``KafkaApis.handleUpdateFeatures``). Any per-feature error fails the whole request (top-level INVALID_UPDATE_VERSION is not
 used: the errors are per feature and nothing is applied), as Kafka. ``validate_only``
 (v1+) checks without applying. Applied levels are stored by the controller (``/feature``)
 and show in ApiVersions' ``finalized_features`` with the document's epoch.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from broker.handlers import authz
 from broker.handlers.registry import error_code_response, handles
 from protocol import api
 from protocol.errors import ErrorCode
@@ -57,6 +59,10 @@ def _check(name: str, level: int, downgrade_ok: bool, finalized: dict[str, int]
 
 @handles(API_KEY, 0, 2, error_response=error_code_response(UpdateFeaturesResponse))
 async def handle_update_features(ctx, request):
+    if not authz.authorize_cluster(ctx, authz.AclOperation.ALTER):
+        return UpdateFeaturesResponse(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                                      error_message="Cluster authorization failed.",
+                                      results=[])
     version = ctx.api_version
     controller = ctx.broker.controller
     _, finalized = controller.finalized_features() if controller else (-1, {})

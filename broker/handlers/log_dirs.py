@@ -18,7 +18,8 @@ Behaviour (Kafka's ``ReplicaManager.describeLogDirs``, KIP-113, KIP-827 for v4 s
 - v3+ top-level ``error_code`` is NONE.
 
 Authorization: DescribeLogDirs needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED
-(top level, no results).
+(top level, no results); AlterReplicaLogDirs needs ALTER on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED for every requested partition and nothing moves.
 
 Version notes: DescribeLogDirs v0-v4 (v2+ flexible; v3 top-level error code; v4
 total/usable bytes); AlterReplicaLogDirs v0-v2 (v2 flexible).
@@ -111,6 +112,8 @@ def alter_error_response(request, version: int, error):
 
 @handles(ALTER_REPLICA_LOG_DIRS, 0, 2, error_response=alter_error_response)
 def handle_alter_replica_log_dirs(ctx, request):
+    # ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED in every partition (KafkaApis).
+    authz.require_cluster(ctx, authz.AclOperation.ALTER)
     mover = getattr(ctx.broker, "log_dir_mover", None)
     R = AlterReplicaLogDirsResponse
     results: dict[str, list] = {}

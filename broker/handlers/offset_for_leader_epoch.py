@@ -3,8 +3,10 @@
 #   -> the log end offset; an older epoch -> the largest epoch <= it and the start offset of
 #   the next epoch; an unknown (newer) epoch or an empty cache -> epoch -1, offset -1.
 #   Consumers use it to detect log truncation after a leader change (KIP-320), followers to
-#   find where to truncate. replica_id -2 (debugging, and every v0-v2 request) may ask a
-#   follower; consumers (-1) and followers need the leader. Errors per partition:
+#   find where to truncate. Only the leader answers, whatever the replica_id (Kafka's
+#   ReplicaManager.lastOffsetForLeaderEpoch: fetchOnlyFromLeader = true; v0-v2 requests, e.g.
+#   librdkafka's, carry no replica_id): a lagging follower's epoch cache would tell a consumer
+#   its position was truncated away. Errors per partition:
 #   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH /
 #   UNKNOWN_LEADER_EPOCH (current_leader_epoch, v2+), TOPIC_AUTHORIZATION_FAILED (an authorizer
 #   denied CLUSTER_ACTION on the cluster and DESCRIBE on the topic).
@@ -20,7 +22,6 @@ from protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochR
 
 API_KEY = 23
 MIN_VERSION, MAX_VERSION = 0, 4
-DEBUGGING_REPLICA_ID = -2
 
 _TopicResp = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _PartResp = OffsetForLeaderEpochResponse.EpochEndOffset
@@ -40,8 +41,6 @@ def handle_offset_for_leader_epoch(ctx, req: OffsetForLeaderEpochRequest
                                    ) -> OffsetForLeaderEpochResponse:
     version = ctx.api_version
     rm = ctx.broker.replica_manager
-    replica_id = req.replica_id if version >= 3 else DEBUGGING_REPLICA_ID
-    only_leader = replica_id != DEBUGGING_REPLICA_ID
     denied: set[str] = set()
     if authz.enabled(ctx) and not authz.authorize_cluster(
             ctx, authz.AclOperation.CLUSTER_ACTION, log_if_denied=False):
@@ -58,8 +57,7 @@ def handle_offset_for_leader_epoch(ctx, req: OffsetForLeaderEpochRequest
             try:
                 part = rm.get_partition_or_error(t.topic, p.partition)
                 epoch, end = part.last_offset_for_leader_epoch(
-                    p.current_leader_epoch if version >= 2 else -1, p.leader_epoch,
-                    only_leader)
+                    p.current_leader_epoch if version >= 2 else -1, p.leader_epoch, True)
             except KafkaError as e:
                 parts.append(_PartResp(error_code=e.code, partition=p.partition,
                                        leader_epoch=-1, end_offset=-1))

@@ -20,6 +20,10 @@ answers as one without subscriptions:
   limit -> TELEMETRY_TOO_LARGE (118); otherwise NONE (there is no telemetry receiver, the
   metrics are dropped).
 
+Authorization: ListClientMetricsResources needs DESCRIBE_CONFIGS on the cluster, else a
+top-level CLUSTER_AUTHORIZATION_FAILED with no resources (``KafkaApis``); the two telemetry
+APIs need no ACL (as in Kafka).
+
 Version notes: v0 only (flexible), Kafka 3.7+.
 """
 
@@ -29,6 +33,7 @@ import uuid
 import zlib
 
 from broker.client_metrics import client_identity
+from broker.handlers import authz
 from broker.handlers.registry import error_code_response, handles
 from protocol import api
 from protocol.errors import ErrorCode
@@ -98,6 +103,8 @@ def handle_push_telemetry(ctx, request):
 @handles(LIST_CLIENT_METRICS_RESOURCES, 0, 0, error_response=error_code_response(
     ListClientMetricsResourcesResponse))
 def handle_list_client_metrics_resources(ctx, request):
+    # DESCRIBE_CONFIGS on the cluster, else a top-level CLUSTER_AUTHORIZATION_FAILED (KafkaApis).
+    authz.require_cluster(ctx, authz.AclOperation.DESCRIBE_CONFIGS)
     manager = getattr(ctx.broker, "client_metrics", None)
     names = sorted(manager.subscriptions()) if manager is not None else []
     R = ListClientMetricsResourcesResponse

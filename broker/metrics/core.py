@@ -29,7 +29,7 @@ import bisect
 import itertools
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Gauge", "Histogram", "Meter", "MetricsRegistry", "NativeFamily", "parse_mbean",
            "QUANTILES"]
@@ -204,6 +204,8 @@ class Snapshot:
     histograms: list[tuple[str, list[int], int, float, float, tuple]]
     native: list[NativeFamily]
     errors: list[str]
+    #: (key, convert, data) of deferred providers: ``convert(data)`` runs in the render thread
+    deferred: list[tuple[str, Callable, object]] = field(default_factory=list)
 
 
 class MetricsRegistry:
@@ -217,6 +219,8 @@ class MetricsRegistry:
         self.gauges: dict[str, Gauge] = {}
         self.gauge_providers: dict[str, Callable[[], Iterable[tuple[str, float]]]] = {}
         self.native_providers: dict[str, Callable[[], Iterable[NativeFamily]]] = {}
+        self.deferred_providers: dict[str, tuple[Callable[[], object],
+                                                 Callable[[object], Iterable[NativeFamily]]]] = {}
 
     def meter(self, mbean: str) -> Meter:
         m = self.meters.get(mbean)
@@ -245,20 +249,27 @@ class MetricsRegistry:
     def native_provider(self, key: str, fn: Callable[[], Iterable[NativeFamily]]) -> None:
         self.native_providers[key] = fn
 
+    def deferred_provider(self, key: str, fetch: Callable[[], object],
+                          convert: Callable[[object], Iterable[NativeFamily]]) -> None:
+        """``fetch()`` copies data on the event loop at scrape time; ``convert(data)`` turns
+        it into NativeFamily objects in the render thread (names, labels: the costly part)."""
+        self.deferred_providers[key] = (fetch, convert)
+
+    def _dicts(self) -> tuple[dict, ...]:
+        return (self.meters, self.histograms, self.gauges, self.gauge_providers,
+                self.native_providers, self.deferred_providers)
+
     def remove(self, mbean: str) -> None:
-        for d in (self.meters, self.histograms, self.gauges, self.gauge_providers,
-                  self.native_providers):
+        for d in self._dicts():
             d.pop(mbean, None)
 
     def remove_matching(self, prefix: str) -> None:
-        for d in (self.meters, self.histograms, self.gauges, self.gauge_providers,
-                  self.native_providers):
+        for d in self._dicts():
             for k in [k for k in d if k.startswith(prefix)]:
                 del d[k]
 
     def clear(self) -> None:
-        for d in (self.meters, self.histograms, self.gauges, self.gauge_providers,
-                  self.native_providers):
+        for d in self._dicts():
             d.clear()
 
     def snapshot(self) -> Snapshot:
@@ -289,4 +300,10 @@ class MetricsRegistry:
                 native.extend(fn())
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{k}: {e!r}")
-        return Snapshot(meters, gauges, hists, native, errors)
+        deferred: list[tuple[str, Callable, object]] = []
+        for k, (fetch, convert) in list(self.deferred_providers.items()):
+            try:
+                deferred.append((k, convert, fetch()))
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{k}: {e!r}")
+        return Snapshot(meters, gauges, hists, native, errors, deferred)

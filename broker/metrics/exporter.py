@@ -52,6 +52,18 @@ class _Fam:
         self.samples: list[tuple[str, tuple, float]] = []  # (sample name, labels, value)
 
 
+def _native(snap: Snapshot) -> list:
+    """The snapshot's native families plus its deferred providers' (converted here, in the
+    render thread); a failing conversion is logged and skipped."""
+    out = list(snap.native)
+    for key, to_families, data in snap.deferred:
+        try:
+            out.extend(to_families(data))
+        except Exception:  # noqa: BLE001 - one broken provider must not fail a scrape
+            log.warning("metrics: %s failed", key, exc_info=True)
+    return out
+
+
 def _families(snap: Snapshot) -> list[_Fam]:
     """Families (name, type, help, samples) from a snapshot (runs in the render thread)."""
     fams: dict[str, _Fam] = {}
@@ -92,7 +104,7 @@ def _families(snap: Snapshot) -> list[_Fam]:
             f.samples.append((q0.name + "_sum", c.labels, total))
         else:
             family(c.name, "unknown", mbean).samples.append((c.name, c.labels, count))
-    for nf in snap.native:
+    for nf in _native(snap):
         f = fams.get(nf.name)
         if f is None:
             base = nf.name[:-6] if nf.type == "counter" and nf.name.endswith("_total") \
@@ -267,7 +279,7 @@ class _Renderer:
             clines.append(cline + _number(count))
             if sline is not None:
                 clines.append(sline + _number(total))
-        for nf in snap.native:
+        for nf in _native(snap):
             base = nf.name[:-6] if nf.type == "counter" and nf.name.endswith("_total") \
                 else nf.name
             fam = self._family_header(base, nf.type, None, nf.help)

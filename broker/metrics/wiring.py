@@ -1,6 +1,6 @@
 """Start and stop the broker's metrics: the request-metrics hook on the SocketServer, the
-LogFlushStats observer, the broker gauges, the event-loop monitor and, when
-``prometheus.listener`` is set, the Prometheus endpoint."""
+LogFlushStats observer, the broker gauges, KIP-714 pushed client metrics, the event-loop
+monitor and, when ``prometheus.listener`` is set, the Prometheus endpoint."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ import logging
 
 from broker.metrics import REGISTRY, TOPIC_STATS
 from broker.metrics.broker_gauges import register_broker_gauges, unregister_broker_gauges
+from broker.metrics.client_telemetry import (
+    register_client_telemetry,
+    unregister_client_telemetry,
+)
 from broker.metrics.exporter import CONFIG_KEY, PrometheusExporter, parse_prometheus_listener
 from broker.metrics.loop_monitor import LoopMonitor
 from broker.metrics.request_metrics import RequestMetricsRecorder
@@ -43,6 +47,7 @@ class BrokerMetrics:
         self.loop_monitor.start()
         register_broker_gauges(self.registry, services, socket_server, self.loop_monitor,
                                TOPIC_STATS)
+        register_client_telemetry(self.registry, services)  # KIP-714 pushed metrics
         if self.listener is not None:
             exporter = PrometheusExporter(self.registry, *self.listener)
             await exporter.start()
@@ -55,4 +60,5 @@ class BrokerMetrics:
         if self._socket_server is not None:
             self._socket_server.request_completed = None
         unregister_broker_gauges(self.registry)
+        unregister_client_telemetry(self.registry)
         await self.loop_monitor.stop()

@@ -38,7 +38,6 @@ what a crashed test left behind.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import secrets
@@ -51,28 +50,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tests.integration.harness import BrokerProcess, free_port
+from tests.integration.harness import _LIVE, BrokerProcess, free_port  # one atexit registry
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")
 QUORUM_PEER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-
-_LIVE: dict[int, subprocess.Popen] = {}
-
-
-def _kill_leftovers() -> None:
-    for pid, proc in list(_LIVE.items()):
-        if proc.poll() is None:
-            try:
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGKILL)
-                proc.wait(5)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
-        _LIVE.pop(pid, None)
-
-
-atexit.register(_kill_leftovers)
 
 
 class ZooKeeperStartError(RuntimeError):

@@ -45,6 +45,7 @@ def _kill_leftovers() -> None:
     for pid, proc in list(_LIVE.items()):
         if proc.poll() is None:
             try:
+                os.kill(pid, signal.SIGCONT)  # a paused process (SIGSTOP) too
                 os.kill(pid, signal.SIGKILL)
                 proc.wait(5)
             except (ProcessLookupError, subprocess.TimeoutExpired):

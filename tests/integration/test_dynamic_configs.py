@@ -159,14 +159,19 @@ def test_features_update_and_show_in_api_versions(broker_factory, kcat):
 async def test_client_metrics_subscription_and_pushed_metrics(tmp_path):
     """In-process broker (its registry is the exporter's accessor): a subscription made with
     ``josef client-metrics`` makes librdkafka push its metrics, which land in
-    ``services.client_metrics.registry``."""
+    ``services.client_metrics.registry`` and on the Prometheus endpoint's ``/metrics``
+    labelled with the client's instance id."""
+    import urllib.request
+
     from broker.config import KafkaConfig
     from broker.server import BrokerServer
 
     cfg = KafkaConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path),
-                       "broker.id": "0", "offsets.topic.replication.factor": "1"})
+                       "broker.id": "0", "offsets.topic.replication.factor": "1",
+                       "prometheus.listener": "http://127.0.0.1:0"})
     server = BrokerServer(cfg)
     await server.startup()
+    held: list = []  # the producer stays alive (its close is a terminating push)
     try:
         bootstrap = f"127.0.0.1:{server.socket_server.port()}"
         run = await asyncio.to_thread(subprocess.run, [
@@ -179,9 +184,10 @@ async def test_client_metrics_subscription_and_pushed_metrics(tmp_path):
             capture_output=True, text=True, timeout=60)
         assert listed.stdout.split() == ["producers"]
 
-        def produce():
+        def produce(held: list) -> None:
             from confluent_kafka import Producer
             p = Producer({"bootstrap.servers": bootstrap, "client.id": "pusher"})
+            held.append(p)
             p.produce("cm-topic", b"v")
             p.flush(10)
             deadline = time.monotonic() + 30
@@ -190,10 +196,26 @@ async def test_client_metrics_subscription_and_pushed_metrics(tmp_path):
                 p.poll(0.2)
             p.flush(5)
 
-        await asyncio.to_thread(produce)
+        def scrape() -> list[str]:
+            url = f"http://127.0.0.1:{server.metrics.exporter.port}/metrics"
+            body = urllib.request.urlopen(url, timeout=30).read().decode()
+            return [ln for ln in body.splitlines()
+                    if ln.startswith("kafka_client_org_apache_kafka_producer_")]
+
+        await asyncio.to_thread(produce, held)
         snap = server.services.client_metrics.registry.snapshot()
         assert snap, "no pushed metrics"
         assert all(m.name.startswith("org.apache.kafka.producer.") for m in snap)
         assert {m.client_id for m in snap} == {"pusher"}
+        instance = snap[0].client_instance_id
+        lines = await asyncio.to_thread(scrape)
+        assert any(f'client_instance_id="{instance}"' in ln and 'client_id="pusher"' in ln
+                   for ln in lines), lines
+        await asyncio.to_thread(held.clear)  # librdkafka pushes with terminating=true
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and await asyncio.to_thread(scrape):
+            await asyncio.sleep(0.2)
+        assert await asyncio.to_thread(scrape) == [], "series kept after the client closed"
     finally:
+        await asyncio.to_thread(held.clear)
         await server.shutdown()

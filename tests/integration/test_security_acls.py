@@ -13,6 +13,8 @@ kafka-python and raw requests (exact error codes):
 - a prefixed ACL covers topics created later; Metadata and ListGroups only show what the
   principal may describe; authorized operations in Metadata and DescribeGroups;
 - denials are written to logs/kafka-authorizer.log in Kafka's format;
+- UpdateFeatures and AlterReplicaLogDirs need ALTER on the cluster, ListClientMetricsResources
+  DESCRIBE_CONFIGS (CLUSTER_AUTHORIZATION_FAILED without, success with the ACL);
 - ACLs are stored as Kafka's /kafka-acl znodes and survive a restart; DescribeAcls /
   DeleteAcls filters; josef acls output as kafka-acls.sh.
 """
@@ -38,7 +40,8 @@ pytestmark = [
 ]
 
 JAAS = PLAIN_JAAS.replace('user_alice="alice-secret";',
-                          'user_alice="alice-secret" user_bob="bob-secret";')
+                          'user_alice="alice-secret" user_bob="bob-secret" '
+                          'user_ops="ops-secret";')
 
 
 @pytest.fixture(scope="module")
@@ -251,6 +254,40 @@ def test_ssl_principal_mapping_and_cluster_acls(secure):
                                "host_filter": None, "operation": 1,
                                "permission_type": 1}).error_code == \
             ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_cluster_alter_and_describe_configs_acls(secure):
+    t = _topic("dirs")
+    josef(secure, "topics", "--create", "--topic", t)
+    denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    update = {"timeout_ms": 10000, "validate_only": True, "feature_updates": [
+        {"feature": "group.version", "max_version_level": 1, "upgrade_type": 1,
+         "allow_downgrade": False}]}
+    move = {"dirs": [{"path": str(secure.process.log_dir.resolve()),
+                      "topics": [{"name": t, "partitions": [0]}]}]}
+
+    def codes(resp):
+        return [p.error_code for r in resp.results for p in r.partitions]
+
+    with client(secure, "ops") as kc:
+        resp = kc.request(57, update)  # UpdateFeatures
+        assert (resp.error_code, resp.results) == (denied, [])
+        assert codes(kc.request(34, move)) == [denied]  # AlterReplicaLogDirs
+        resp = kc.request(74, {})  # ListClientMetricsResources
+        assert (resp.error_code, resp.client_metrics_resources) == (denied, [])
+    josef(secure, "acls", "--add", "--allow-principal", "User:ops", "--operation", "Alter",
+          "--operation", "DescribeConfigs", "--cluster")
+    with client(secure, "ops") as kc:
+        resp = kc.request(57, update)
+        assert resp.error_code == 0 and all(r.error_code == 0 for r in resp.results)
+        assert codes(kc.request(34, move)) == [0]  # already in that dir
+        assert kc.request(74, {}).error_code == 0
+    log = (secure.process.dir / "logs" / "kafka-authorizer.log").read_text()
+    for op, api_name in (("Alter", "UpdateFeatures"), ("Alter", "AlterReplicaLogDirs"),
+                         ("DescribeConfigs", "ListClientMetricsResources")):
+        assert (f"Principal = User:ops is Denied Operation = {op} from host = 127.0.0.1 on "
+                f"resource = Cluster:LITERAL:kafka-cluster for request = {api_name} "
+                "with resourceRefCount = 1") in log
 
 
 def test_acls_are_kafka_znodes_and_survive_restart(secure):

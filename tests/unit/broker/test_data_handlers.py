@@ -190,6 +190,24 @@ async def test_offset_for_leader_epoch(services):
     assert p.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+async def test_offset_for_leader_epoch_is_answered_by_the_leader_only(services):
+    """Kafka's ReplicaManager.lastOffsetForLeaderEpoch reads with fetchOnlyFromLeader = true
+    for every version and replica_id: a follower, whose epoch cache may lag the leader's,
+    must not answer a consumer's truncation check (v0-v2 carry no replica_id)."""
+    produce.handle_produce(ctx(services, 9), produce_req(batch(3)))
+    await services.replica_manager.become_leader_or_follower(
+        leader_and_isr(leader=2, leader_epoch=1, isr=(2, 1), replicas=(2, 1)))
+    for version, replica_id in ((0, -1), (2, -1), (3, -2), (3, -1), (4, -2)):
+        req = OffsetForLeaderEpochRequest(replica_id=replica_id, topics=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic="t", partitions=[
+                OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                    partition=0, current_leader_epoch=1, leader_epoch=0)])])
+        p = offset_for_leader_epoch.handle_offset_for_leader_epoch(ctx(services, version), req) \
+            .topics[0].partitions[0]
+        assert (p.error_code, p.leader_epoch, p.end_offset) == \
+            (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1), (version, replica_id)
+
+
 async def test_init_producer_id(services):
     req = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000)
     ids = [(await producer_id.handle_init_producer_id(ctx(services, 4), req)).producer_id
