@@ -131,14 +131,44 @@ def spark_sessions(request):
     sessions.release()
 
 
-@pytest.fixture(scope="module", params=SPARK_MODES)
-def spark(request, spark_sessions):
-    """A SparkSession with the ``josef`` format, once per mode: local[2], then the
-    standalone cluster (each module's tests run in both)."""
-    return spark_sessions.get(request.param)
+def _session_order(item) -> int:
+    """0: local[2] tests, 1: tests on this process's cluster session, 2: spark-submit
+    tests (they release the session and want the cluster idle)."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("spark_mode") == "cluster":
+        return 1
+    return 2 if "cluster" in getattr(item, "fixturenames", ()) else 0
 
 
-@pytest.fixture(scope="module")
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items) -> None:
+    """Run the Spark tests local first, then cluster, then spark-submit (a stable sort
+    within the slots the Spark tests already hold; other tests keep their places): one
+    SparkSession start per mode instead of one per module and mode."""
+    here = pathlib.Path(__file__).parent
+    slots = [i for i, item in enumerate(items) if here in pathlib.Path(item.path).parents]
+    ordered = sorted((items[i] for i in slots), key=_session_order)
+    for slot, item in zip(slots, ordered, strict=True):
+        items[slot] = item
+
+
+@pytest.fixture(scope="session", params=SPARK_MODES)
+def spark_mode(request) -> str:
+    """``local`` or ``cluster``. Session-scoped so that pytest runs every module's [local]
+    tests, then every module's [cluster] tests: the SparkSession is switched (a stop and a
+    start, executors included) about twice per run instead of twice per module."""
+    return request.param
+
+
+@pytest.fixture
+def spark(spark_mode, spark_sessions):
+    """A SparkSession with the ``josef`` format: local[2], then the standalone cluster
+    (each source/sink test runs in both). Looked up per test (cheap while the mode stays),
+    since spark-submit tests release the session in between."""
+    return spark_sessions.get(spark_mode)
+
+
+@pytest.fixture
 def spark_local(spark_sessions):
     """The local[2] SparkSession, for tests that need no cluster."""
     return spark_sessions.get("local")
@@ -209,6 +239,18 @@ class KafkaTool:
                 return
             except BufferError:
                 producer.poll(0.05)
+
+    def end_offsets(self, topic: str, partitions: int) -> dict[int, int]:
+        """High watermark of each partition of ``topic`` (ListOffsets latest)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "w-" + topic,
+                             "enable.auto.commit": False, "log_level": 3})
+        try:
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                    for p in range(partitions)}
+        finally:
+            consumer.close()
 
     def consume_all(self, topic: str, partitions: int, expected: int,
                     linger_s: float = 1.0, timeout_s: float = 60.0) -> list:

@@ -85,10 +85,12 @@ def checkpoint_state(checkpoint: pathlib.Path) -> tuple[int, int]:
 def test_query_killed_mid_stream_restarts_without_gap_or_duplicate(cluster, kafka, tmp_path):
     source = kafka.new_topic("spark-kill-in", 3)
     sink = kafka.new_topic("spark-kill-out", 2)
-    total = 6000
+    total, per_trigger = 3000, 500
+    batches = total // per_trigger
     kafka.produce(source, [(i % 3, b"k%d" % i, b"v%d" % i, None, None) for i in range(total)])
     checkpoint = tmp_path / "ckpt"
-    job = [str(HERE / "copy_job.py"), kafka.bootstrap, source, sink, str(checkpoint), "400"]
+    job = [str(HERE / "copy_job.py"), kafka.bootstrap, source, sink, str(checkpoint),
+           str(per_trigger)]
 
     log1 = open(tmp_path / "run1.txt", "wb")
     first = spark_submit(cluster.master_url, job[0], job[1:], stdout=log1,
@@ -101,6 +103,7 @@ def test_query_killed_mid_stream_restarts_without_gap_or_duplicate(cluster, kafk
             if committed >= 2 and planned > committed:
                 break
             assert first.poll() is None, (tmp_path / "run1.txt").read_text()[-3000:]
+            assert committed < batches, "killed too late: the job had finished"
             assert time.monotonic() < deadline, "the copy job made no progress"
             time.sleep(0.05)
     finally:
@@ -108,7 +111,7 @@ def test_query_killed_mid_stream_restarts_without_gap_or_duplicate(cluster, kafk
         first.wait(30)
         log1.close()
     planned, committed = checkpoint_state(checkpoint)
-    assert committed < total // 400, "killed too late: the job had finished"
+    assert committed < batches, "killed too late: the job had finished"
     cluster.wait_idle(120)  # the master tells the workers to kill the dead driver's executors
 
     with open(tmp_path / "run2.txt", "wb") as log2:
@@ -123,7 +126,7 @@ def test_query_killed_mid_stream_restarts_without_gap_or_duplicate(cluster, kafk
         .read_text().splitlines()[-1])
     assert sum(last[source].values()) == total
 
-    values = [m.value() for m in kafka.consume_all(sink, 2, expected=total, linger_s=3)]
+    values = [m.value() for m in kafka.consume_all(sink, 2, expected=total, linger_s=2)]
     assert len(values) == total and set(values) == {b"v%d" % i for i in range(total)}, (
         f"{len(values)} records, {len(set(values))} distinct (planned {planned}, "
         f"committed {committed} at the kill)")

@@ -21,7 +21,10 @@ def load_example():
     return module
 
 
-def test_example_pipeline_output(spark, kafka, tmp_path):
+def test_example_pipeline_output(spark_local, kafka, tmp_path):
+    # local[2] only: on the standalone cluster the same example runs under spark-submit
+    # (test_spark_cluster.py::test_example_pipeline_submitted_to_the_cluster).
+    spark = spark_local
     example = load_example()
     events, counts = example.create_topics(kafka.bootstrap, f"example-{uuid.uuid4().hex[:8]}")
     example.produce_events(kafka.bootstrap, events)
