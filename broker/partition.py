@@ -186,8 +186,10 @@ class Partition(LeaderIsrMixin):
     # --- controller decisions ---------------------------------------------------------------
     def make_leader(self, state, topic_id: uuid.UUID | None = None) -> bool:
         """Apply a LeaderAndIsr partition state naming this broker leader (Kafka's
-        makeLeader). Returns True if this is a new leadership or a new leader epoch (parked
-        operations on the partition must then be completed). A state with an older
+        makeLeader). Returns True if this is a new leadership or a new leader epoch, or if the
+        HW moved (a same-epoch state, e.g. from a new controller, may drop a pending ISR
+        change): parked operations on the partition must then be re-checked, as Kafka's
+        makeLeader does when the HW increments. A state with an older
         partition epoch than the one applied is ignored (False). On a new leader epoch the
         epoch is recorded as starting at the LEO (leader-epoch-checkpoint) and follower
         states are reset."""
@@ -213,8 +215,8 @@ class Partition(LeaderIsrMixin):
             for f in self.followers.values():
                 f.reset(now, leo, not was_leader, f.broker_id in self.isr)
         self.leader_id = self.local_broker_id
-        self.maybe_increment_high_watermark(now)
-        return changed
+        hw_moved = self.maybe_increment_high_watermark(now)
+        return changed or hw_moved
 
     def make_follower(self, state, topic_id: uuid.UUID | None = None) -> bool:
         """Apply a partition state naming another broker (or none) leader (Kafka's
@@ -291,7 +293,11 @@ class Partition(LeaderIsrMixin):
         info = self.log.append_as_leader(records, self.leader_epoch, origin,
                                          verification_guard)
         if info.duplicate or info.valid_bytes == 0:
-            return info, False
+            # Kafka recomputes the HW after every append, a retried duplicate included: the
+            # retry of a produce that timed out then completes once the HW can move, even if
+            # the event that unblocked the HW moved nothing itself (nothing else recomputes
+            # it once the producers only retry)
+            return info, bool(self.followers) and self.maybe_increment_high_watermark()
         self.end_bytes += info.valid_bytes
         if not self.followers:  # replicas {self}: the HW follows the LEO at once
             self.log.high_watermark = self.log.log_end_offset

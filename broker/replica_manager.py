@@ -175,10 +175,21 @@ class ReplicaManager:
 
     def maybe_shrink_isr(self) -> int:
         """Propose ISR shrinks for every led partition with out-of-sync followers; returns
-        how many were proposed."""
+        how many were proposed. The other led partitions get their HW recomputed: a
+        follower outside the ISR holds the HW only while it counts as caught up (within
+        replica.lag.time.max.ms) and its broker is alive, conditions that lapse with time or
+        metadata and move no offset, so no fetch or append would recompute it; parked
+        acks=-1 produces then complete here instead of timing out."""
         now = self.time_ms()
-        return sum(1 for p in list(self.partitions.values())
-                   if p.followers and p.is_leader and p.maybe_shrink_isr(now))
+        proposed = 0
+        for p in list(self.partitions.values()):
+            if not (p.followers and p.is_leader):
+                continue
+            if p.maybe_shrink_isr(now):
+                proposed += 1
+            elif p.maybe_increment_high_watermark(now):
+                self._wake((p.topic, p.partition))
+        return proposed
 
     def broker_epoch(self) -> int:
         """This broker's epoch (ZooKeeper: czxid of its registration), -1 if unknown."""

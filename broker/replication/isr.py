@@ -141,6 +141,8 @@ class LeaderIsrMixin:
             self.pending_isr = None
             log.info("%s-%d: AlterPartition %s rejected (%s); ISR stays %s", self.topic,
                      self.partition, pending.proposed, ErrorCode(code).name, list(self.isr))
+            if self.maybe_increment_high_watermark():  # a rejected expansion held the HW
+                self.on_delayed_wake()
         elif code in _AWAIT_METADATA:
             log.info("%s-%d: AlterPartition %s failed (%s); awaiting new leader and ISR state",
                      self.topic, self.partition, pending.proposed, ErrorCode(code).name)

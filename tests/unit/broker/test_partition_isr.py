@@ -313,3 +313,82 @@ async def test_kip704_leader_recovers_and_proposes_recovered(env):
     req.topic_states[0].partition_states[0].leader_recovery_state = 1
     await rm.become_leader_or_follower(req)
     assert p.leader_recovery_state == 1 and not p.is_leader
+
+
+def idempotent_batch(n: int):
+    return batch(n, producer_id=5, producer_epoch=0, base_sequence=0)
+
+
+async def _hw_held_by_lapsed_follower(rm, stub, clock):
+    """ISR {1, 2}; broker 3 (outside the ISR, its expansion rejected) counts as caught up,
+    so it holds the HW of a parked acks=-1 produce; then replica.lag.time.max.ms passes: it
+    no longer counts, but no offset moved, so no fetch or append recomputed the HW."""
+    p = await lead(rm, isr=(BROKER_ID, 2), replicas=(BROKER_ID, 2, 3))
+    follower_fetch(rm, 3, 0)
+    assert stub.proposals[-1][1].isr == (BROKER_ID, 2, 3)
+    stub.reject(ErrorCode.OPERATION_NOT_ATTEMPTED)
+    await asyncio.sleep(0)
+    assert p.pending_isr is None
+    fut = rm.append_records(120000, -1, {TP: idempotent_batch(3)})
+    assert isinstance(fut, asyncio.Future)
+    follower_fetch(rm, 2, 3)
+    assert p.high_watermark == 0 and not fut.done()  # broker 3 (caught up, alive) holds it
+    clock.now += LAG + 1
+    follower_fetch(rm, 2, 3)  # same offset: nothing recomputed
+    assert p.high_watermark == 0 and not fut.done()
+    return p, fut
+
+
+async def test_retried_duplicate_recomputes_hw_and_completes(env):
+    """Kafka recomputes the HW after every append, a duplicate included: the producer's
+    retry of a timed-out batch completes at once instead of parking again."""
+    rm, _, clock, stub = env
+    p, fut = await _hw_held_by_lapsed_follower(rm, stub, clock)
+    res = rm.append_records(120000, -1, {TP: idempotent_batch(3)})
+    assert not isinstance(res, asyncio.Future)
+    assert res[TP].error == ErrorCode.NONE and res[TP].base_offset == 0
+    assert p.high_watermark == 3 and p.log_end_offset == 3
+    await asyncio.sleep(0)
+    assert fut.done() and fut.result()[TP].error == ErrorCode.NONE
+
+
+async def test_isr_check_recomputes_hw_once_a_follower_lapses(env):
+    """The periodic ISR check recomputes the HW of led partitions it does not shrink."""
+    rm, _, clock, stub = env
+    p, fut = await _hw_held_by_lapsed_follower(rm, stub, clock)
+    assert rm.maybe_shrink_isr() == 0
+    assert p.high_watermark == 3
+    await asyncio.sleep(0)
+    assert fut.done() and fut.result()[TP].error == ErrorCode.NONE
+
+
+async def test_same_epoch_leader_and_isr_moving_hw_completes_parked_produce(env):
+    """A LeaderAndIsr with the same leader epoch (a new controller's) drops a pending
+    expansion; the HW it lets move completes parked produces (Kafka's makeLeader)."""
+    rm, _, clock, stub = env
+    p = await lead(rm, isr=(BROKER_ID, 2), replicas=(BROKER_ID, 2, 3))
+    follower_fetch(rm, 3, 0)
+    assert p.maximal_isr == (BROKER_ID, 2, 3)  # expansion pending, never answered
+    fut = rm.append_records(120000, -1, {TP: batch(2)})
+    follower_fetch(rm, 2, 2)
+    clock.now += LAG + 1
+    assert p.high_watermark == 0 and not fut.done()
+    p = await lead(rm, isr=(BROKER_ID, 2), replicas=(BROKER_ID, 2, 3))
+    assert p.pending_isr is None and p.high_watermark == 2
+    await asyncio.sleep(0)
+    assert fut.done() and fut.result()[TP].error == ErrorCode.NONE
+
+
+async def test_rejected_expansion_moving_hw_completes_parked_produce(env):
+    rm, _, clock, stub = env
+    p = await lead(rm, isr=(BROKER_ID, 2), replicas=(BROKER_ID, 2, 3))
+    follower_fetch(rm, 3, 0)
+    fut = rm.append_records(120000, -1, {TP: batch(2)})
+    follower_fetch(rm, 2, 2)
+    clock.now += LAG + 1
+    assert p.high_watermark == 0 and not fut.done()
+    stub.reject(ErrorCode.INELIGIBLE_REPLICA)
+    await asyncio.sleep(0)
+    assert p.pending_isr is None and p.high_watermark == 2
+    await asyncio.sleep(0)
+    assert fut.done() and fut.result()[TP].error == ErrorCode.NONE
