@@ -48,6 +48,7 @@ from controller.kafka_uuid import random_uuid, to_base64
 from controller.kafka_zk_client import BrokerIdAlreadyRegisteredError, KafkaZkClient
 from controller.zk_admin import ZkAdminMixin
 from controller.zk_client import ZkClient, ZkConnectionTimeoutError
+from controller.zk_features import FinalizedFeatureCache
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ControlledShutdownRequest
 
@@ -89,6 +90,7 @@ class ZkBroker(ZkAdminMixin, Controller):
         self.config_manager = ConfigChangeManager(self.kzk)
         self.config_manager.register("topics", self._on_topic_config)
         self.config_manager.register("brokers", self._on_broker_config)
+        self.feature_cache = FinalizedFeatureCache(self.zk_client)  # KIP-584 /feature
         self._cluster_id = ""
         self._broker_epoch = -1
         self._topic_configs: dict[str, dict[str, str]] = {}
@@ -165,6 +167,7 @@ class ZkBroker(ZkAdminMixin, Controller):
         await self._check_endpoints_unique(self.broker_info)
         self._broker_epoch = await self.kzk.register_broker(self.broker_info)
         await self.config_manager.startup()
+        await self.feature_cache.startup()
         self.controller = KafkaController(
             self._controller_config(), self.kzk, self.broker_info, self._broker_epoch,
             on_broker_epoch=self._set_broker_epoch, opener=self.inter_broker_opener)
@@ -196,9 +199,18 @@ class ZkBroker(ZkAdminMixin, Controller):
 
     async def shutdown(self) -> None:
         self.config_manager.shutdown()
+        self.feature_cache.shutdown()
         if self.controller is not None:
             await self.controller.shutdown()
         await self.zk_client.close()
+
+    # ------------------------------------------------------------------ features (KIP-584)
+
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        return self.feature_cache.epoch, dict(self.feature_cache.features)
+
+    async def update_features(self, levels: dict[str, int]) -> int:
+        return await self.feature_cache.update(levels)
 
     # ------------------------------------------------------------------ config changes
 

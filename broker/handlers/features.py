@@ -90,7 +90,7 @@ async def handle_update_features(ctx, request):
                                           error_message="no controller", results=[])
         try:
             await controller.update_features(levels)
-        except NotImplementedError as e:
+        except (NotImplementedError, OSError) as e:  # no feature store / its write failed
             return UpdateFeaturesResponse(error_code=int(ErrorCode.FEATURE_UPDATE_FAILED),
                                           error_message=str(e), results=[])
     R = UpdateFeaturesResponse.UpdatableFeatureResult

@@ -433,3 +433,34 @@ def test_dynamic_broker_configs_reach_every_broker(zk_cluster):
             entries = list(one.describe_configs([res]).values())[0].result(timeout=15)
             return entries["log.retention.ms"].value == "7777777"
         c.wait_until(f"broker {i} applied the default", applied)
+
+
+def test_features_finalized_through_the_feature_znode(zk_cluster):
+    """KIP-584 in ZooKeeper mode: `josef features upgrade` on one broker writes Kafka's
+    FeatureZNode v2 to /feature; every broker's ApiVersions (through `features describe`)
+    shows the finalized level, and a disable removes it everywhere."""
+    c = zk_cluster
+    ids = sorted(c.ids)
+
+    def describe(broker_id: int) -> str:
+        out = _josef("features", "describe", "--bootstrap-server", c.broker(broker_id).bootstrap)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def level_everywhere(level: str) -> bool:
+        return all(f"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+                   f"FinalizedVersionLevel: {level}" in describe(b) for b in ids)
+
+    out = _josef("features", "upgrade", "--bootstrap-server", c.broker(ids[0]).bootstrap,
+                 "--feature", "group.version=1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert c.zk_json("/feature") == {"version": 2, "status": 1,
+                                     "features": {"group.version": {"max_version_level": 1}}}
+    c.wait_until("group.version finalized on every broker", lambda: level_everywhere("1"),
+                 timeout=30)
+    out = _josef("features", "disable", "--bootstrap-server", c.broker(ids[-1]).bootstrap,
+                 "--feature", "group.version")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert c.zk_json("/feature")["features"] == {}
+    c.wait_until("group.version disabled on every broker", lambda: level_everywhere("-"),
+                 timeout=30)
