@@ -43,6 +43,17 @@ class FeatureZNode:
             separators=(",", ":")).encode()
 
     @staticmethod
+    def apply(current: dict[str, int], levels: dict[str, int]) -> dict[str, int]:
+        """``current`` with UpdateFeatures' ``levels`` applied: level > 0 sets, 0 removes."""
+        new = dict(current)
+        for name, level in levels.items():
+            if level > 0:
+                new[name] = level
+            else:
+                new.pop(name, None)
+        return new
+
+    @staticmethod
     def decode(data: bytes | None) -> dict[str, int]:
         if not data:
             return {}
@@ -154,13 +165,7 @@ class BrokerConfigAdmin:
     async def update_features(self, levels: dict[str, int]) -> int:
         async with self._lock:
             _, current = self.finalized_features()
-            new = dict(current)
-            for name, level in levels.items():
-                if level > 0:
-                    new[name] = level
-                else:
-                    new.pop(name, None)
-            data = FeatureZNode.encode(new)
+            data = FeatureZNode.encode(FeatureZNode.apply(current, levels))
             exists = self._store.exists(FeatureZNode.path) is not None
             await self._store.multi([SetData(FeatureZNode.path, data) if exists
                                      else Create(FeatureZNode.path, data)])

@@ -85,13 +85,7 @@ class FinalizedFeatureCache(ZNodeChangeHandler):
             try:
                 got = await self._zk.get_data(self.path)
                 current = FeatureZNode.decode(got[0]) if got is not None else {}
-                new = dict(current)
-                for name, level in levels.items():
-                    if level > 0:
-                        new[name] = level
-                    else:
-                        new.pop(name, None)
-                data = FeatureZNode.encode(new)
+                data = FeatureZNode.encode(FeatureZNode.apply(current, levels))
                 if got is None:
                     await self._zk.create(self.path, data)
                 else:
