@@ -128,7 +128,7 @@ class ReplicaFetcher:
 
     def __init__(self, name: str, fetcher_id: int, leader_id: int, replica_manager,
                  config: FetcherConfig, endpoint: Callable[[], tuple[str, int] | None],
-                 quota=None, connection_factory: Callable | None = None) -> None:
+                 quota=None) -> None:
         self.name = name
         self.fetcher_id = fetcher_id
         self.leader_id = leader_id
@@ -136,7 +136,6 @@ class ReplicaFetcher:
         self.config = config
         self.endpoint = endpoint
         self.quota = quota
-        self.connection_factory = connection_factory or self._default_connection
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self.failed: set[TopicPartition] = set()
         self.truncate_on_fetch = config.truncate_on_fetch
@@ -171,7 +170,7 @@ class ReplicaFetcher:
         if conn is not None:
             await conn.close()
 
-    def _default_connection(self, host: str, port: int) -> BrokerConnection:
+    def _new_connection(self, host: str, port: int) -> BrokerConnection:
         cfg = self.config
         return BrokerConnection(
             host, port, f"broker-{cfg.broker_id}-fetcher-{self.fetcher_id}",
@@ -268,7 +267,7 @@ class ReplicaFetcher:
         if self._conn is not None and self._conn.connected and self._conn_address == address:
             return True
         await self._close()
-        conn = self.connection_factory(*address)
+        conn = self._new_connection(*address)
         try:
             await conn.connect()
         except BrokerConnectionError as e:

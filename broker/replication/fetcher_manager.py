@@ -37,14 +37,12 @@ class ReplicaFetcherManager:
     ReplicaFetcher; `quota` the follower quota or None."""
 
     def __init__(self, replica_manager, config: FetcherConfig, num_fetchers: int,
-                 endpoint_of: Callable[[int], tuple[str, int] | None], quota=None,
-                 connection_factory: Callable | None = None) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None], quota=None) -> None:
         self.rm = replica_manager
         self.config = config
         self.num_fetchers = max(num_fetchers, 1)
         self.endpoint_of = endpoint_of
         self.quota = quota
-        self.connection_factory = connection_factory
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._shutdown = False
 
@@ -77,8 +75,7 @@ class ReplicaFetcherManager:
                 leader_id, fetcher_id = key
                 fetcher = ReplicaFetcher(
                     f"ReplicaFetcherThread-{fetcher_id}-{leader_id}", fetcher_id, leader_id,
-                    self.rm, self.config, lambda b=leader_id: self.endpoint_of(b), self.quota,
-                    self.connection_factory)
+                    self.rm, self.config, lambda b=leader_id: self.endpoint_of(b), self.quota)
                 self.fetchers[key] = fetcher
                 fetcher.start()
             fetcher.add_partitions(parts)
