@@ -254,7 +254,8 @@ class ReplicaManager:
         or loads logs with the topic's LogConfig. Stale controller epoch ->
         KafkaError(STALE_CONTROLLER_EPOCH); a partition whose leader epoch is older than the
         one applied answers STALE_CONTROLLER_EPOCH, one whose replicas do not name this broker
-        UNKNOWN_TOPIC_OR_PARTITION. Leaders: their replica fetchers stop, then they lead
+        UNKNOWN_TOPIC_OR_PARTITION, one whose log cannot be created (OSError)
+        KAFKA_STORAGE_ERROR. Leaders: their replica fetchers stop, then they lead
         (Partition.make_leader). Followers (Kafka's makeFollowers): the partition stops taking
         client writes, its fetcher stops, parked operations complete, then a fetcher starts
         from the LEO (the HW when the log knows no leader epoch) and reconciles with the
@@ -283,7 +284,13 @@ class ReplicaManager:
                     results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 if part is None:
-                    part = self._create_partition(topic, ps.partition_index, topic_id)
+                    try:
+                        part = self._create_partition(topic, ps.partition_index, topic_id)
+                    except OSError as e:  # EMFILE, ENOSPC, EIO...: Kafka's KafkaStorageException
+                        log.error("could not create the log of %s-%d: %s", topic,
+                                  ps.partition_index, e)
+                        results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                        continue
                 (leaders if ps.leader == self.broker_id else followers).append(
                     (part, ps, topic_id))
                 results[tp] = ErrorCode.NONE

@@ -140,6 +140,9 @@ class ControllerContext:
         self.topics_with_deletion_started: set[str] = set()
         self.topics_ineligible_for_deletion: set[str] = set()
         self.partitions_being_reassigned: set[TopicPartition] = set()
+        #: partitions a broker answered KAFKA_STORAGE_ERROR for in LeaderAndIsr (Kafka's
+        #: replicasOnOfflineDirs): their replicas there count as offline until it re-registers
+        self.replicas_on_offline_dirs: dict[int, set[TopicPartition]] = {}
 
     # ------------------------------------------------------------------ brokers
 
@@ -171,8 +174,11 @@ class ControllerContext:
     def is_replica_online(self, broker_id: int, tp: TopicPartition,
                           include_shutting_down: bool = False) -> bool:
         if include_shutting_down:
-            return broker_id in self.live_brokers
-        return self.is_live_broker(broker_id)
+            online = broker_id in self.live_brokers
+        else:
+            online = self.is_live_broker(broker_id)
+        offline = self.replicas_on_offline_dirs.get(broker_id)
+        return online and (not offline or tp not in offline)
 
     # ------------------------------------------------------------------ topics and assignment
 

@@ -163,6 +163,7 @@ class EmbeddedController(TopicAdmin, BrokerConfigAdmin, Controller):
     async def shutdown(self) -> None:
         async with self._lock:
             self._started = False
+        await self._store.close()
 
     async def _register(self) -> None:
         s = self._store

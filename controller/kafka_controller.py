@@ -51,9 +51,10 @@ from controller.leadership import LeadershipMixin
 from controller.partition_state_machine import OfflineStrategy, PartitionStateMachine
 from controller.reassignment import ReassignmentMixin
 from controller.replica_state_machine import ReplicaStateMachine
-from controller.request_batch import ControllerBrokerRequestBatch
+from controller.request_batch import ControllerBrokerRequestBatch, leader_and_isr_partition_errors
 from controller.topic_deletion import TopicDeletionManager
 from controller.zk_client import StateChangeHandler, ZNodeChangeHandler, ZNodeChildChangeHandler
+from protocol.errors import ErrorCode
 
 __all__ = ["ControllerConfig", "KafkaController"]
 
@@ -413,11 +414,29 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
             broker_id, response.error_code, errors))
 
     async def _process_leader_and_isr_response(self, e: ev.LeaderAndIsrResponseReceived) -> None:
+        """Kafka's processLeaderAndIsrResponseReceived: partitions the broker answered
+        KAFKA_STORAGE_ERROR for (a log it could not create or load, or an offline log dir)
+        go offline there; those answered NONE are online again."""
         if not self.is_active:
             return
         if e.response.error_code:
             log.error("Received error %d in LeaderAndIsr response from broker %d",
                       e.response.error_code, e.broker_id)
+            return
+        ctx = self.context
+        errors = leader_and_isr_partition_errors(e.response, ctx.topic_names)
+        offline = {tp for tp, code in errors.items() if code == ErrorCode.KAFKA_STORAGE_ERROR}
+        online = {tp for tp, code in errors.items() if code == ErrorCode.NONE}
+        previous = ctx.replicas_on_offline_dirs.get(e.broker_id, set())
+        current = (previous - online) | offline
+        if current:
+            ctx.replicas_on_offline_dirs[e.broker_id] = current
+        else:
+            ctx.replicas_on_offline_dirs.pop(e.broker_id, None)
+        new = current - previous
+        if new:
+            log.error("Mark replicas %s on broker %d as offline", sorted(new), e.broker_id)
+            await self._on_replicas_become_offline([(tp, e.broker_id) for tp in sorted(new)])
 
     async def _process_stop_replica_response(
             self, e: ev.TopicDeletionStopReplicaResponseReceived) -> None:
@@ -483,6 +502,8 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
     async def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
         log.info("New broker startup callback for %s", _ids(new_brokers))
+        for b in new_brokers:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
         self.send_update_metadata_request(existing)
         self.send_update_metadata_request(new_brokers, ctx.partitions_with_leaders())
