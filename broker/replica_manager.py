@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 
+from broker.loop_slice import LoopSlice
 from broker.metadata_cache import INTERNAL_TOPICS
 from broker.partition import READ_UNCOMMITTED, Partition
 from broker.purgatory.delayed_fetch import (
@@ -262,15 +263,18 @@ class ReplicaManager:
         leader by epochs. FULL requests drop hosted partitions they do not list. Returns
         (topic, partition) -> error code."""
         self._check_controller_epoch(request.controller_epoch)
+        await self._create_missing_logs(request)
         results: dict[TopicPartition, int] = {}
         listed: set[TopicPartition] = set()
         changed: list[TopicPartition] = []
         leaders: list[tuple[Partition, object, object]] = []
         followers: list[tuple[Partition, object, object]] = []
+        slicer = LoopSlice()  # thousands of partitions: let other requests run meanwhile
         for ts in request.topic_states:
             topic = ts.topic_name
             topic_id = ts.topic_id if ts.topic_id not in (None, ZERO_UUID) else None
             for ps in ts.partition_states:
+                await slicer.tick()
                 tp = (topic, ps.partition_index)
                 listed.add(tp)
                 part = self.partitions.get(tp)
@@ -299,10 +303,14 @@ class ReplicaManager:
             fetchers.remove_fetcher_for_partitions(
                 [(p.topic, p.partition) for p, _, _ in leaders])
         for part, ps, topic_id in leaders:
+            await slicer.tick()
             if part.make_leader(ps, topic_id):
                 changed.append((part.topic, part.partition))
-        new_followers = [part for part, ps, topic_id in followers
-                         if part.make_follower(ps, topic_id)]
+        new_followers = []
+        for part, ps, topic_id in followers:
+            await slicer.tick()
+            if part.make_follower(ps, topic_id):
+                new_followers.append(part)
         if new_followers:
             self._make_followers(new_followers)
             changed.extend((p.topic, p.partition) for p in new_followers)
@@ -314,6 +322,22 @@ class ReplicaManager:
         if fetchers is not None:
             await fetchers.shutdown_idle_fetchers()
         return results
+
+    async def _create_missing_logs(self, request) -> None:
+        """Create the logs of new partitions off the event loop, in bulk (the disk's time
+        for thousands of directories and files); one that fails is created again, and
+        answered, by `_create_partition`."""
+        create_logs = getattr(self.log_manager, "create_logs", None)
+        specs = []
+        for ts in request.topic_states:
+            topic_id = ts.topic_id if ts.topic_id not in (None, ZERO_UUID) else None
+            for ps in ts.partition_states:
+                tp = (ts.topic_name, ps.partition_index)
+                if tp not in self.partitions and (not ps.replicas or self.broker_id in ps.replicas):
+                    specs.append((tp, self.log_config_for(tp[0]),
+                                  None if topic_id is None else str(topic_id)))
+        if create_logs is not None and len(specs) > 1:
+            await create_logs(specs)
 
     def _make_followers(self, parts: list[Partition]) -> None:
         """Restart the fetchers of partitions whose leader or leader epoch changed."""

@@ -105,11 +105,12 @@ class AbstractIndex:
         self._closed = False
         self._dirty = False  # the file changed since the last fsync
         self._verify: tuple[int, Callable[[CorruptIndexError], None] | None] | None = None  # deferred check
+        self._on_disk = True
         try:
             length = os.stat(path).st_size
-        except FileNotFoundError:
+        except FileNotFoundError:  # created on the first write-out (a new segment's)
             length = 0
-            os.close(open_with_retry(path, os.O_RDWR | os.O_CREAT))  # every segment has its files
+            self._on_disk = False
         self._corrupt_length = length % self.entry_size != 0
         self._entries = length // self.entry_size
         self._file_size = length
@@ -141,12 +142,28 @@ class AbstractIndex:
                 self._buf = None  # read on first use
                 self._flushed = self._entries
             if self._file_size != size:
-                if self._buf is None and self._entries * self.entry_size > size:
-                    self._materialize_locked()
-                os.truncate(self.path, size)
+                if self._on_disk:
+                    if self._buf is None and self._entries * self.entry_size > size:
+                        self._materialize_locked()
+                    os.truncate(self.path, size)
+                    self._dirty = True
                 self._file_size = size
-                self._dirty = True
             self._capacity = size // self.entry_size
+
+    def _ensure_file_locked(self) -> None:
+        """Create the file (preallocated to its size) if it does not exist yet: a new
+        segment's indexes reach the disk on their first write-out, not at creation (a new
+        partition costs two fewer file creations)."""
+        if self._on_disk:
+            return
+        fd = open_with_retry(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            if self._file_size:
+                os.ftruncate(fd, self._file_size)
+        finally:
+            os.close(fd)
+        self._on_disk = True
+        self._dirty = True
 
     def _materialize_locked(self) -> bytearray:
         n = self._entries * self.entry_size
@@ -231,6 +248,7 @@ class AbstractIndex:
         """Write out the entries, shrink the file to exactly them and become non-active (on
         roll / close / after recovery)."""
         with self._lock:
+            self._ensure_file_locked()
             if not self._writable:
                 if self._file_size == self._entries * self.entry_size:
                     return
@@ -253,6 +271,7 @@ class AbstractIndex:
         data = bytes(buf[start:end])
         own = fd is None
         if own:
+            self._ensure_file_locked()
             fd = open_with_retry(self.path, os.O_WRONLY)
         try:
             view, pos = memoryview(data), start
@@ -371,6 +390,10 @@ class AbstractIndex:
         changed since the last flush."""
         if not self._dirty and not (self._writable and self._flushed < self._entries):
             return
+        with self._lock:
+            if self._closed and not self._on_disk:
+                return
+            self._ensure_file_locked()
         path = self.path
         try:
             fd = open_with_retry(path, os.O_WRONLY)
@@ -414,7 +437,8 @@ class AbstractIndex:
 
     def rename_to(self, new_path: str) -> None:
         with self._lock:
-            os.replace(self.path, new_path)
+            if self._on_disk:
+                os.replace(self.path, new_path)
             self.path = new_path
 
     def delete(self) -> None:

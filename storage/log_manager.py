@@ -219,18 +219,75 @@ class LogManager:
             return log
         if not tp[0] or "/" in tp[0] or tp[0] in (".", ".."):
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"bad topic name {tp[0]!r}")
+        d = self._pick_dirs(1)[0]
+        log = self._new_log(tp, d, config, topic_id)
+        self._register(tp, d, log)
+        return log
+
+    def _pick_dirs(self, n: int) -> list[str]:
+        """Dirs for `n` new logs, each to the dir holding the fewest partitions so far (one
+        count of the existing logs, not one per new log)."""
+        if len(self.log_dirs) == 1:
+            return self.log_dirs * n
         counts = {d: 0 for d in self.log_dirs}
         for d in self._log_dir_of.values():
             counts[d] += 1
-        d = min(self.log_dirs, key=lambda x: counts[x])
-        path = os.path.join(d, f"{tp[0]}-{tp[1]}")
-        log = Log(path, config or self.default_config, clean_shutdown=True,
-                  time_ms=self.time_ms, on_roll=self._on_roll,
-                  on_flush_needed=self._on_roll, topic_id=topic_id)
+        out = []
+        for _ in range(n):
+            d = min(self.log_dirs, key=lambda x: counts[x])
+            counts[d] += 1
+            out.append(d)
+        return out
+
+    def _new_log(self, tp: TopicPartition, d: str, config: LogConfig | None,
+                 topic_id: str | None) -> Log:
+        """Create (or load) the log in `d` without registering it (any thread)."""
+        return Log(os.path.join(d, f"{tp[0]}-{tp[1]}"), config or self.default_config,
+                   clean_shutdown=True, time_ms=self.time_ms, on_roll=self._on_roll,
+                   on_flush_needed=self._on_roll, topic_id=topic_id)
+
+    def _register(self, tp: TopicPartition, d: str, log: Log) -> None:
         self._attach(log)
         self._logs[tp] = log
         self._log_dir_of[tp] = d
-        return log
+
+    async def create_logs(self, specs: list[tuple[TopicPartition, LogConfig | None, str | None]]
+                          ) -> dict[TopicPartition, Exception]:
+        """Create the logs of `specs` (``(tp, config, topic id)``) that do not exist yet, with
+        the directory and file creation in the executor (a LeaderAndIsr for thousands of new
+        partitions does not hold the event loop for the disk's time); they are registered
+        on the loop. Returns the partitions that failed, with their error (OSError /
+        KafkaError); `get_or_create_log` answers for them again."""
+        todo: dict[TopicPartition, tuple[LogConfig | None, str | None]] = {}
+        for tp, config, topic_id in specs:
+            tp = (tp[0], int(tp[1]))
+            if tp not in self._logs and tp[0] and "/" not in tp[0] and tp[0] not in (".", ".."):
+                todo[tp] = (config, topic_id)
+        failed: dict[TopicPartition, Exception] = {}
+        if not todo:
+            return failed
+        items = [(tp, d, *todo[tp]) for tp, d in zip(todo, self._pick_dirs(len(todo)),
+                                                      strict=True)]
+
+        def build(chunk):
+            out = []
+            for tp, d, config, topic_id in chunk:
+                try:
+                    out.append((tp, d, self._new_log(tp, d, config, topic_id)))
+                except (OSError, KafkaError) as e:
+                    out.append((tp, d, e))
+            return out
+
+        loop = asyncio.get_running_loop()
+        for i in range(0, len(items), 256):
+            for tp, d, got in await loop.run_in_executor(None, build, items[i:i + 256]):
+                if isinstance(got, Exception):
+                    failed[tp] = got
+                elif tp in self._logs:  # created meanwhile on the loop: keep that one
+                    got.close_handlers()
+                else:
+                    self._register(tp, d, got)
+        return failed
 
     def replace_log(self, tp: TopicPartition, new_log: Log, new_dir: str) -> None:
         """AlterReplicaLogDirs (KIP-113): ``new_log`` (the promoted future replica, already in

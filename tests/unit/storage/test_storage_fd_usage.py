@@ -186,11 +186,12 @@ def test_active_index_holds_no_descriptor_and_lazy_index_maps_on_use(tmp_path):
     path = str(tmp_path / "00000000000000000000.index")
     before = open_fds()
     idx = OffsetIndex(path, 0, 8000)
-    assert not idx.is_loaded and open_fds() == before and os.path.getsize(path) == 8000
+    assert open_fds() == before and not os.path.exists(path)  # created on first write-out
     for i in range(10):
         idx.append(i * 10, i * 100)
     assert idx.lookup(55) == (50, 500) and open_fds() == before
-    idx.flush()  # the entries reach the file
+    idx.flush()  # the entries reach the file, preallocated as Kafka's
+    assert os.path.getsize(path) == 8000
     with open(path, "rb") as f:
         assert f.read(16) == bytes.fromhex("00000000 00000000 0000000a 00000064")
     idx.append(100, 1000)
