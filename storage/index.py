@@ -105,12 +105,12 @@ class AbstractIndex:
         self._closed = False
         self._dirty = False  # the file changed since the last fsync
         self._verify: tuple[int, Callable[[CorruptIndexError], None] | None] | None = None  # deferred check
-        self._on_disk = True
         try:
             length = os.stat(path).st_size
+            self._disk_size: int | None = length  # the file's length; None: not created
         except FileNotFoundError:  # created on the first write-out (a new segment's)
             length = 0
-            self._on_disk = False
+            self._disk_size = None
         self._corrupt_length = length % self.entry_size != 0
         self._entries = length // self.entry_size
         self._file_size = length
@@ -142,27 +142,29 @@ class AbstractIndex:
                 self._buf = None  # read on first use
                 self._flushed = self._entries
             if self._file_size != size:
-                if self._on_disk:
+                if self._disk_size is not None and size < self._disk_size:
                     if self._buf is None and self._entries * self.entry_size > size:
                         self._materialize_locked()
-                    os.truncate(self.path, size)
-                    self._dirty = True
-                self._file_size = size
+                    self._size_file_locked(size)
+                self._file_size = size  # growing the file waits for the first write-out
             self._capacity = size // self.entry_size
 
-    def _ensure_file_locked(self) -> None:
-        """Create the file (preallocated to its size) if it does not exist yet: a new
-        segment's indexes reach the disk on their first write-out, not at creation (a new
-        partition costs two fewer file creations)."""
-        if self._on_disk:
+    def _size_file_locked(self, size: int) -> None:
+        """Give the file exactly `size` bytes, creating it if needed. A new segment's
+        indexes reach the disk on their first write-out and a loaded active index is
+        preallocated then too, not at creation or load (a new partition costs two fewer
+        file creations, a restart two fewer truncations per partition)."""
+        if self._disk_size == size:
             return
-        fd = open_with_retry(self.path, os.O_RDWR | os.O_CREAT)
-        try:
-            if self._file_size:
-                os.ftruncate(fd, self._file_size)
-        finally:
-            os.close(fd)
-        self._on_disk = True
+        if self._disk_size is None:
+            fd = open_with_retry(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
+        else:
+            os.truncate(self.path, size)
+        self._disk_size = size
         self._dirty = True
 
     def _materialize_locked(self) -> bytearray:
@@ -248,16 +250,11 @@ class AbstractIndex:
         """Write out the entries, shrink the file to exactly them and become non-active (on
         roll / close / after recovery)."""
         with self._lock:
-            self._ensure_file_locked()
-            if not self._writable:
-                if self._file_size == self._entries * self.entry_size:
-                    return
-                os.truncate(self.path, self._entries * self.entry_size)
-            else:
+            if self._writable:
                 self._write_pending()
-                os.truncate(self.path, self._entries * self.entry_size)
                 self._writable = False
                 self._buf = None
+            self._size_file_locked(self._entries * self.entry_size)
             self._capacity = self._entries
             self._file_size = self._entries * self.entry_size
             self._dirty = True
@@ -271,7 +268,7 @@ class AbstractIndex:
         data = bytes(buf[start:end])
         own = fd is None
         if own:
-            self._ensure_file_locked()
+            self._size_file_locked(self._file_size)
             fd = open_with_retry(self.path, os.O_WRONLY)
         try:
             view, pos = memoryview(data), start
@@ -373,10 +370,8 @@ class AbstractIndex:
             if self._buf is not None:
                 del self._buf[n * self.entry_size:]
             if self._flushed > n:
-                os.truncate(self.path, n * self.entry_size)
-                os.truncate(self.path, self._file_size)
+                self._size_file_locked(n * self.entry_size)  # grown again on write-out
                 self._flushed = n
-                self._dirty = True
             self._entries = n
 
     def reset(self) -> None:
@@ -391,9 +386,10 @@ class AbstractIndex:
         if not self._dirty and not (self._writable and self._flushed < self._entries):
             return
         with self._lock:
-            if self._closed and not self._on_disk:
+            if self._writable:
+                self._size_file_locked(self._file_size)  # preallocated, as Kafka's
+            elif self._disk_size is None:
                 return
-            self._ensure_file_locked()
         path = self.path
         try:
             fd = open_with_retry(path, os.O_WRONLY)
@@ -437,7 +433,7 @@ class AbstractIndex:
 
     def rename_to(self, new_path: str) -> None:
         with self._lock:
-            if self._on_disk:
+            if self._disk_size is not None:
                 os.replace(self.path, new_path)
             self.path = new_path
 

@@ -502,7 +502,11 @@ class Log(LogTransactions):
         if target <= self.recovery_point:
             return
         self.last_flush_ms = self.time_ms()
-        for seg in list(self.segments):
+        segs = list(self.segments)
+        # only the segments from the one holding the recovery point (Kafka's
+        # logSegments(recoveryPoint, offset)): those below were fsynced before
+        first = max(bisect.bisect_right([s.base_offset for s in segs], self.recovery_point) - 1, 0)
+        for seg in segs[first:]:
             if seg.base_offset < target:
                 seg.flush()
         self.leader_epoch_cache.flush()
@@ -519,12 +523,16 @@ class Log(LogTransactions):
         return self.unflushed_messages > 0 and \
             self.time_ms() - self.last_flush_ms >= self.config.flush_interval_ms
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         """Trim the active indexes and close every file (clean shutdown, after `flush`);
-        a producer snapshot at the log end lets the next load skip the replay."""
+        a producer snapshot at the log end lets the next load skip the replay (none for an
+        empty log: there is nothing to replay). `sync=False` leaves the snapshot's fsync to
+        the caller (`producer_state.sync_snapshots()`, LogManager fsyncs many in parallel)."""
         self.leader_epoch_cache.flush()
-        self.producer_state.take_snapshot(self.log_end_offset, sync=True)
-        self.producer_state.sync_snapshots()
+        if self.log_end_offset > self.log_start_offset or self.producer_state.producers:
+            self.producer_state.take_snapshot(self.log_end_offset, sync=sync)
+        if sync:
+            self.producer_state.sync_snapshots()
         for seg in self.segments:
             if seg is self.active_segment and seg.max_timestamp_so_far >= 0:
                 seg.on_become_inactive()

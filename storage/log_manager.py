@@ -22,6 +22,7 @@ runs in the default executor, so the loop never blocks on the disk:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import os
@@ -48,6 +49,7 @@ from storage.log import Log, parse_topic_partition, wall_clock_ms
 from storage.segment import LogSegment
 
 TopicPartition = tuple[str, int]
+SHUTDOWN_SYNC_THREADS = 16
 
 
 class LogManager:
@@ -184,13 +186,19 @@ class LogManager:
             log = self._deleting.pop(target)
             log.close_handlers()
             shutil.rmtree(target, ignore_errors=True)
-        for log in self._logs.values():
-            log.flush()
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
-        self.checkpoint_replication_offsets()
-        for log in self._logs.values():
-            log.close()
+        logs = list(self._logs.values())
+        # fsyncs of many logs at once share the file system's journal commits (100,000
+        # partitions: one at a time took minutes)
+        with concurrent.futures.ThreadPoolExecutor(SHUTDOWN_SYNC_THREADS) as pool:
+            for _ in pool.map(Log.flush, logs):
+                pass
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+            self.checkpoint_replication_offsets()
+            for log in logs:
+                log.close(sync=False)
+            for _ in pool.map(lambda lg: lg.producer_state.sync_snapshots(), logs):
+                pass
         for d in self.log_dirs:
             with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "wb") as f:
                 os.fsync(f.fileno())

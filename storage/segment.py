@@ -473,6 +473,7 @@ class LogSegment:
         passed loading) and reset the time state from them."""
         for idx in (self.offset_index, self.time_index):
             idx.cancel_deferred_check()
+        active = self.offset_index.writable
         self._reset_time_state()
         self.offset_index.reset()
         self.time_index.reset()
@@ -480,6 +481,9 @@ class LogSegment:
         for h in self.iter_headers(0):
             self._index_batch(h.last_offset, h.max_timestamp, h.size, h.position)
         self.bytes_since_last_index_entry = 0
+        if not active:  # a rolled segment's indexes go back to the disk at once
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
 
     def load_time_state(self) -> None:
         """Restore max timestamp / rolling timestamp after a clean load from the indexes
