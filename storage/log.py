@@ -526,13 +526,16 @@ class Log(LogTransactions):
     def close(self, sync: bool = True) -> None:
         """Trim the active indexes and close every file (clean shutdown, after `flush`);
         a producer snapshot at the log end lets the next load skip the replay (none for an
-        empty log: there is nothing to replay). `sync=False` leaves the snapshot's fsync to
-        the caller (`producer_state.sync_snapshots()`, LogManager fsyncs many in parallel)."""
-        self.leader_epoch_cache.flush()
+        empty log: there is nothing to replay). `sync=False` leaves
+        the durability of the snapshot and the epoch checkpoint to the caller (LogManager
+        syncs the whole file system once at shutdown)."""
+        self.leader_epoch_cache.flush(sync=sync)
         if self.log_end_offset > self.log_start_offset or self.producer_state.producers:
             self.producer_state.take_snapshot(self.log_end_offset, sync=sync)
         if sync:
             self.producer_state.sync_snapshots()
+        else:
+            self.producer_state.unsynced_snapshots.clear()
         for seg in self.segments:
             if seg is self.active_segment and seg.max_timestamp_so_far >= 0:
                 seg.on_become_inactive()

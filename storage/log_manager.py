@@ -41,6 +41,7 @@ from storage.checkpoints import (
     OffsetCheckpointFile,
     fsync_dir,
     read_meta_properties,
+    sync_filesystem,
     write_meta_properties,
 )
 from storage.cleaner import CleanerConfig, LogCleaner
@@ -50,6 +51,12 @@ from storage.segment import LogSegment
 
 TopicPartition = tuple[str, int]
 SHUTDOWN_SYNC_THREADS = 16
+
+
+def _close_log(log: Log) -> None:
+    """Close one log at shutdown (a thread of the shutdown pool: logs are independent),
+    without fsyncs: `close_all` syncs each log dir's file system once afterwards."""
+    log.close(sync=False)
 
 
 class LogManager:
@@ -195,10 +202,10 @@ class LogManager:
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()
             self.checkpoint_replication_offsets()
-            for log in logs:
-                log.close(sync=False)
-            for _ in pool.map(lambda lg: lg.producer_state.sync_snapshots(), logs):
+            for _ in pool.map(_close_log, logs):  # epoch checkpoints, snapshots, indexes
                 pass
+        for d in self.log_dirs:  # one syncfs per dir instead of fsyncs per file
+            sync_filesystem(d)
         for d in self.log_dirs:
             with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "wb") as f:
                 os.fsync(f.fileno())
