@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from controller import elections
 from controller.context import (
@@ -75,10 +75,9 @@ def new_leader_and_isr(state: State, leader: int, isr: Iterable[int], controller
                        recovery: int | None = None) -> State:
     """The next state: leader epoch + 1; the partition epoch stays the version the write is
     conditional on (the written znode's new version replaces it afterwards)."""
-    return replace(state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=tuple(isr),
-                   controller_epoch=controller_epoch,
-                   leader_recovery_state=state.leader_recovery_state if recovery is None
-                   else recovery)
+    return State(leader, state.leader_epoch + 1, tuple(isr), controller_epoch,
+                 state.partition_epoch,
+                 state.leader_recovery_state if recovery is None else recovery)
 
 
 class PartitionStateMachine:
