@@ -238,7 +238,7 @@ def storm(work: Path, names: int, rows: list) -> None:
 
 
 def cluster(work: Path, partitions: int, rows: list) -> None:
-    zk = ZooKeeperServer(work / "zk").start()
+    zk = ZooKeeperServer(work / "zk", heap_mb=2048).start()
     c = Cluster(work / "cluster", zk, 3, session_timeout_ms=18000, startup_timeout=3600,
                 props={"zookeeper.connection.timeout.ms": "60000"})
     out: list[tuple[str, str]] = []

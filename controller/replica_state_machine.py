@@ -33,7 +33,7 @@ from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from controller.partition_state_machine import (
     ChangeLog,
     StateChangeFailedError,
-    _fmt,
+    _tp_fmt,
     new_leader_and_isr,
 )
 from controller.request_batch import ControllerBrokerRequestBatch
@@ -159,7 +159,7 @@ class ReplicaStateMachine:
                                 f"{replica_id} from the ISR as part of transition to "
                                 "OfflineReplica")
             for tp, state in updated.items():
-                changes.add(f"{tp[0]}-{tp[1]} {_fmt(state)}")
+                changes.add_lazy(_tp_fmt, tp, state)
                 if not ctx.is_topic_queued_up_for_deletion(tp[0]):
                     recipients = [b for b in ctx.partition_replica_assignment(tp)
                                   if b != replica_id]
