@@ -70,6 +70,16 @@ async def test_one_warning_per_interval_with_count(caplog):
         loop.set_exception_handler(previous)
 
 
+def fill_descriptors(fillers: list[int]) -> None:
+    """Open /dev/null until EMFILE (the descriptors go to ``fillers``)."""
+    while True:
+        try:
+            fillers.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError as e:
+            assert e.errno == errno.EMFILE
+            return
+
+
 def echo(request) -> Response:
     return Response([struct.pack(">i", request.correlation_id), request.frame[8:]])
 
@@ -83,12 +93,7 @@ async def test_real_emfile_logs_once_and_accepts_after_descriptors_free(socket_s
     fillers: list[int] = []
     resource.setrlimit(resource.RLIMIT_NOFILE, (fds + 64, hard))
     try:
-        while True:
-            try:
-                fillers.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError as e:
-                assert e.errno == errno.EMFILE
-                break
+        fill_descriptors(fillers)
         with caplog.at_level(logging.WARNING):
             try:
                 client.connect(("127.0.0.1", server.port()))
@@ -133,12 +138,7 @@ async def test_emfile_on_accept_releases_idle_segment_descriptors(socket_servers
     fillers: list[int] = []
     resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 32, hard))
     try:
-        while True:
-            try:
-                fillers.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError as e:
-                assert e.errno == errno.EMFILE
-                break
+        fill_descriptors(fillers)
         try:
             client.connect(("127.0.0.1", server.port()))
         except BlockingIOError:
