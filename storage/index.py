@@ -254,7 +254,11 @@ class AbstractIndex:
                 self._write_pending()
                 self._writable = False
                 self._buf = None
-            self._size_file_locked(self._entries * self.entry_size)
+            if self._disk_size is not None or self._entries:
+                self._size_file_locked(self._entries * self.entry_size)
+            # else: an index that never had an entry is not created at all (100,000 new,
+            # idle partitions closed at once cost 200,000 file creations otherwise); the
+            # loader treats a missing index as empty, Kafka's rebuilds it
             self._capacity = self._entries
             self._file_size = self._entries * self.entry_size
             self._dirty = True

@@ -529,7 +529,8 @@ class Log(LogTransactions):
         empty log: there is nothing to replay). `sync=False` leaves
         the durability of the snapshot and the epoch checkpoint to the caller (LogManager
         syncs the whole file system once at shutdown)."""
-        self.leader_epoch_cache.flush(sync=sync)
+        if self.log_end_offset > 0:  # a never-written log's epochs are all at offset 0: the
+            self.leader_epoch_cache.flush(sync=sync)  # next LeaderAndIsr assigns them again
         if self.log_end_offset > self.log_start_offset or self.producer_state.producers:
             self.producer_state.take_snapshot(self.log_end_offset, sync=sync)
         if sync:
