@@ -513,15 +513,25 @@ class KafkaZkClient:
 
     async def get_entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
         """The overrides of ``/config/<type>/<name>`` ({} when absent or malformed)."""
-        path = zd.ConfigEntityZNode.path(entity_type, name)
-        got = await self.zk.get_data(path)
-        if got is None:
-            return {}
-        try:
-            return zd.ConfigEntityZNode.decode(got[0])
-        except zd.ZkDataError as e:
-            log.error("ignoring malformed config znode %s: %s", path, e)
-            return {}
+        return (await self.get_entity_configs_many(entity_type, [name]))[name]
+
+    async def get_entity_configs_many(self, entity_type: str, names: Iterable[str]
+                                      ) -> dict[str, dict[str, str]]:
+        """``get_entity_configs`` for many entities, read pipelined (multiRead)."""
+        names = list(names)
+        paths = [zd.ConfigEntityZNode.path(entity_type, n) for n in names]
+        got = await self.zk.get_data_many(paths) if len(paths) > 1 else \
+            [await self.zk.get_data(p) for p in paths]
+        out: dict[str, dict[str, str]] = {}
+        for name, path, g in zip(names, paths, got, strict=True):
+            out[name] = {}
+            if g is None:
+                continue
+            try:
+                out[name] = zd.ConfigEntityZNode.decode(g[0])
+            except zd.ZkDataError as e:
+                log.error("ignoring malformed config znode %s: %s", path, e)
+        return out
 
     async def get_all_entities_with_config(self, entity_type: str) -> list[str]:
         return sorted(await self.zk.get_children(zd.ConfigEntityTypeZNode.path(entity_type)) or [])
