@@ -316,9 +316,9 @@ class ReplicaManager:
             changed.extend((p.topic, p.partition) for p in new_followers)
         if getattr(request, "type", 0) == 2:  # TYPE_FULL: drop what the controller forgot
             for tp in [tp for tp in self.partitions if tp not in listed]:
-                self._remove_partition(tp, delete=False)
-        for tp in changed:
-            self._wake(tp)
+                self._remove_partition(tp, delete=False, wake=False)
+                changed.append(tp)
+        self._wake_many(changed)
         if fetchers is not None:
             await fetchers.shutdown_idle_fetchers()
         return results
@@ -412,20 +412,23 @@ class ReplicaManager:
                         ps.leader_epoch < part.leader_epoch:
                     results[tp] = ErrorCode.FENCED_LEADER_EPOCH
                     continue
-                self._remove_partition(tp, delete)
+                self._remove_partition(tp, delete, wake=False)
                 results[tp] = ErrorCode.NONE
+        self._wake_many(results)
         return results
 
     def partitions_deleted(self, tps: Iterable[TopicPartition]) -> None:
         """UpdateMetadata removed these partitions (topic deletion in progress): complete the
         operations parked on them. Logs are deleted by the StopReplica that follows."""
+        keys = []
         for tp in tps:
             part = self.partitions.get(tuple(tp))
             if part is not None:
                 part.leader_id = -1
-            self._wake(tuple(tp))
+            keys.append(tuple(tp))
+        self._wake_many(keys)
 
-    def _remove_partition(self, tp: TopicPartition, delete: bool) -> None:
+    def _remove_partition(self, tp: TopicPartition, delete: bool, wake: bool = True) -> None:
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_fetcher_for_partitions([tp])
         part = self.partitions.pop(tp, None)
@@ -433,12 +436,22 @@ class ReplicaManager:
             part.deleted = True
         if delete:
             self.log_manager.delete_log(tp)
-        self._wake(tp)
+        if wake:
+            self._wake(tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         key = TopicPartitionKey(*tp)
         self.delayed_fetch_purgatory.check_and_complete(key)
         self.delayed_produce_purgatory.check_and_complete(key)
+
+    def _wake_many(self, tps: Iterable[TopicPartition]) -> None:
+        """`_wake` for many partitions, each parked operation tried once."""
+        keys = [TopicPartitionKey(*tp) for tp in tps]
+        if len(keys) == 1:
+            self._wake(tuple(keys[0]))
+        elif keys:
+            self.delayed_fetch_purgatory.check_and_complete_many(keys)
+            self.delayed_produce_purgatory.check_and_complete_many(keys)
 
     # --- produce -------------------------------------------------------------------------------
     def append_records(self, timeout_ms: int, required_acks: int,
@@ -617,8 +630,7 @@ class ReplicaManager:
                                          read.last_stable_offset, read.log_start_offset,
                                          read.records, diverging_epoch=diverging,
                                          aborted_transactions=read.aborted_transactions)
-        for tp in hw_moved:
-            self._wake(tp)
+        self._wake_many(hw_moved)
         return out
 
     def _preferred_read_replica(self, part: Partition, fetch_offset: int, rack: str

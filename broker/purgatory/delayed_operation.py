@@ -386,6 +386,25 @@ class DelayedOperationPurgatory:
             self.purge_completed()
         return completed
 
+    def check_and_complete_many(self, keys: Iterable[Hashable]) -> int:
+        """`check_and_complete` for many keys at once, each operation watching any of them
+        tried once: a LeaderAndIsr changing 100,000 partitions would otherwise try a follower
+        fetch parked on all of them once per partition, each try looking at all of them
+        (quadratic: a broker stalled for hours). Completed operations leave the watch lists
+        on their keys' next check or the purge. Returns the number completed."""
+        seen: dict[int, DelayedOperation] = {}
+        watchers = self._watchers
+        for key in keys:
+            w = watchers.get(key)
+            if w is not None:
+                for op in w.ops:
+                    seen[id(op)] = op
+        completed = 0
+        for op in seen.values():
+            if not op._completed and op.maybe_try_complete():
+                completed += 1
+        return completed
+
     def _operation_completed(self, op: DelayedOperation) -> None:
         # Called once by a watched operation when it completes, by whatever path.
         self._pending -= 1
