@@ -49,7 +49,14 @@ from broker.replication.isr import LeaderIsrMixin
 from broker.replication.replica_state import LEADER_RECOVERED, FollowerState, PendingIsrChange
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import iter_batches
-from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogAppendInfo
+from storage.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+    LogAppendInfo,
+    UnexpectedAppendOffsetError,
+)
 from storage.segment import FileRecords
 
 __all__ = ["Partition", "LogReadInfo", "FollowerState", "READ_UNCOMMITTED", "READ_COMMITTED",
@@ -440,8 +447,24 @@ class Partition(LeaderIsrMixin):
     # --- follower side -----------------------------------------------------------------------
     def append_records_as_follower(self, records) -> LogAppendInfo:
         """Append batches fetched from the leader unchanged (offsets, epochs, producer ids,
-        timestamps; Kafka's appendRecordsToFollowerOrFutureReplica). The log's errors."""
-        info = self.log.append_as_follower(records)
+        timestamps; Kafka's appendRecordsToFollowerOrFutureReplica). The log's errors.
+
+        An empty log (LEO = log start) whose first fetched batch starts below its LEO and
+        ends at or after it restarts at that batch's base offset: the leader's log start
+        offset fell inside a batch (DeleteRecords) and a new or wiped replica fetched from
+        it; the leader's log start offset, taken after this append, moves the start back."""
+        try:
+            info = self.log.append_as_follower(records)
+        except UnexpectedAppendOffsetError as e:
+            plog = self.log
+            leo = plog.log_end_offset
+            if not (leo == plog.log_start_offset and e.first_offset < leo <= e.last_offset):
+                raise
+            log.info("%s-%d: first fetched batch starts at %d below the empty log's start %d; "
+                     "restarting the log at %d", self.topic, self.partition, e.first_offset,
+                     leo, e.first_offset)
+            self.truncate_fully_and_start_at(e.first_offset)
+            info = plog.append_as_follower(records)
         if info.valid_bytes:
             self.end_bytes += info.valid_bytes
             self._pending_hw.append((self.log.log_end_offset, self.end_bytes))
