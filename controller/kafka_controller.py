@@ -46,7 +46,7 @@ from controller.context import (
 )
 from controller.event_manager import ControllerEvent, ControllerEventManager
 from controller.kafka_uuid import random_uuid
-from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient, lost_controllership
 from controller.leadership import LeadershipMixin
 from controller.partition_state_machine import OfflineStrategy, PartitionStateMachine
 from controller.reassignment import ReassignmentMixin
@@ -212,7 +212,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
             if hasattr(event, "future"):
                 event.preempt()
             await self._maybe_resign()
-        except Exception:
+        except Exception as e:
+            if lost_controllership(e):  # the session ended: Expire resigns
+                log.info("ZooKeeper session ended while processing %r.", event)
+                if hasattr(event, "future"):
+                    event.preempt()
+                return
             log.exception("Error processing event %r", event)
             if hasattr(event, "future") and not event.future.done():
                 event.preempt()

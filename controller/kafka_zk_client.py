@@ -38,7 +38,8 @@ from controller.zk_client import (
     ZkOp,
 )
 
-__all__ = ["ControllerMovedError", "KafkaZkClient", "TopicPartition", "UpdateLeaderAndIsrResult"]
+__all__ = ["ControllerMovedError", "KafkaZkClient", "TopicPartition", "UpdateLeaderAndIsrResult",
+           "lost_controllership"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,16 @@ BATCH = 200
 
 class ControllerMovedError(Exception):
     """The controller epoch znode changed: this broker is no longer the controller."""
+
+
+def lost_controllership(exc: BaseException) -> bool:
+    """True when ``exc`` means the write was not made because this broker stopped being
+    the controller: the controller-epoch check failed, or the ZooKeeper session that held
+    ``/controller`` ended. Controller requests then answer NOT_CONTROLLER, never
+    UNKNOWN_SERVER_ERROR."""
+    from kazoo.exceptions import ConnectionClosedError, SessionExpiredError
+
+    return isinstance(exc, ControllerMovedError | SessionExpiredError | ConnectionClosedError)
 
 
 class BrokerIdAlreadyRegisteredError(Exception):

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from controller import controller_events as ev
 from controller.context import PartitionState, ReplicaState, TopicPartition
+from controller.kafka_zk_client import lost_controllership
 from controller.partition_state_machine import (
     CONTROLLED_SHUTDOWN,
     PREFERRED,
@@ -184,6 +185,8 @@ class LeadershipMixin:
                     e.election_type == ELECTION_PREFERRED else \
                     ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 results[tp] = (code, str(r))
+            elif isinstance(r, Exception) and lost_controllership(r):
+                results[tp] = (ErrorCode.NOT_CONTROLLER, None)
             elif isinstance(r, Exception):
                 results[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(r))
             else:
@@ -302,8 +305,12 @@ class LeadershipMixin:
                                        e: ev.AlterPartitionReceived) -> None:
         try:
             responses = await self._try_alter_partition(e)
-        except Exception:
+        except Exception as exc:
             if not e.future.done():
+                if lost_controllership(exc) or not self.is_active:
+                    # deposed while processing: the leader must ask the new controller
+                    e.complete(AlterPartitionResponse(error_code=int(ErrorCode.NOT_CONTROLLER)))
+                    raise
                 log.exception("Error when processing AlterPartition: %r", e.request)
                 e.complete(AlterPartitionResponse(error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR)))
                 return
@@ -380,7 +387,9 @@ class LeadershipMixin:
         succeeded = []
         failed = ChangeLog(logging.ERROR, "Failed to update ISR")
         for tp, r in result.finished.items():
-            if isinstance(r, Exception):
+            if isinstance(r, Exception) and lost_controllership(r):
+                responses[tp] = ErrorCode.NOT_CONTROLLER
+            elif isinstance(r, Exception):
                 failed.add(f"{tp[0]}-{tp[1]}: {r!r}")
                 responses[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
             else:

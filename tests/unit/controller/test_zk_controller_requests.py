@@ -29,6 +29,10 @@ class _ZkStub:
     async def register_znode_change_handler_and_check_existence(self, h):
         return False
 
+    def unregister_znode_child_change_handler(self, path): ...
+
+    def unregister_znode_change_handler(self, path): ...
+
 
 def _controller(brokers=(1, 2, 3), state=DEFAULT_STATE):
     zk = FakeKafkaZkClient()
@@ -116,6 +120,21 @@ async def test_alter_partition_on_a_non_controller():
     c.active_controller_id = 2
     resp = await _run(c, _alter())
     assert resp.error_code == ErrorCode.NOT_CONTROLLER and not resp.topics
+
+
+async def test_alter_partition_on_a_deposed_controller_is_not_controller():
+    """Issue 26: the epoch check of the ISR write fails (another broker became controller
+    while this one processed the request): NOT_CONTROLLER, never UNKNOWN_SERVER_ERROR, and
+    the controller resigns."""
+    c, zk = _controller()
+    zk.epoch_zk_version = 99
+
+    async def controller_id():
+        return 2
+    zk.get_controller_id = controller_id
+    resp = await _run(c, _alter())
+    assert resp.error_code == ErrorCode.NOT_CONTROLLER
+    assert not c.is_active
 
 
 async def test_controlled_shutdown_moves_leadership_and_leaves_isrs():
