@@ -13,7 +13,9 @@
 - ControlledShutdown (v0-v3): the broker joins the shutting-down set; partitions it leads
   (replication factor > 1) get a new leader from the ISR (ControlledShutdown strategy), it
   leaves the ISR of partitions it follows (StopReplica without delete). Answers the
-  partitions it still leads. NOT_CONTROLLER, STALE_BROKER_EPOCH, BROKER_NOT_AVAILABLE.
+  partitions it still leads that could move (another live ISR member that is not shutting
+  down): RF 1 leaders and partitions with no other live ISR member do not hold the shutdown
+  back (Kafka counts the latter). NOT_CONTROLLER, STALE_BROKER_EPOCH, BROKER_NOT_AVAILABLE.
 - AlterPartition (KIP-497) from partition leaders, validated as Kafka does:
   STALE_BROKER_EPOCH (unknown broker or other epoch), UNKNOWN_TOPIC_ID /
   UNKNOWN_TOPIC_OR_PARTITION, NOT_CONTROLLER (the request carries a newer leader or
@@ -296,8 +298,20 @@ class LeadershipMixin:
         self.batch.send_requests_to_brokers(ctx.epoch)
         await self.replica_sm.handle_state_changes([(tp, e.broker_id) for tp in followed],
                                                    ReplicaState.OFFLINE)
-        remaining = sorted(ctx.partition_leaders_on_broker(e.broker_id))
-        e.complete((ErrorCode.NONE, remaining))
+        e.complete((ErrorCode.NONE, self._leaderships_that_could_move(e.broker_id)))
+
+    def _leaderships_that_could_move(self: KafkaController, broker_id: int
+                                     ) -> list[TopicPartition]:
+        """The partitions ``broker_id`` still leads that another live, not shutting down
+        ISR member could lead (Kafka's replicatedPartitionsBrokerLeads, which also counts
+        partitions with no such member: those would make every retry fail and the shutdown
+        unclean, though no retry can move them). RF 1 partitions and topics being deleted
+        never count."""
+        ctx = self.context
+        return sorted(tp for tp in ctx.partition_leaders_on_broker(broker_id)
+                      if len(ctx.partition_replica_assignment(tp)) > 1
+                      and any(r != broker_id and ctx.is_live_broker(r)
+                              for r in ctx.leadership[tp].isr))
 
     # ------------------------------------------------------------------ AlterPartition
 

@@ -10,7 +10,8 @@ from controller import controller_events as ev
 from controller.context import PartitionState, ReplicaState
 from controller.event_manager import ControllerEvent, ControllerEventManager
 from controller.kafka_controller import ControllerConfig, KafkaController
-from controller.zk_data import BrokerInfo, Endpoint
+from controller.kafka_zk_client import UpdateLeaderAndIsrResult
+from controller.zk_data import BrokerInfo, Endpoint, ReplicaAssignment
 from controller.zk_data import LeaderIsrAndControllerEpoch as S
 from protocol.errors import ErrorCode
 from protocol.messages import AlterPartitionRequest
@@ -155,11 +156,28 @@ async def test_controlled_shutdown_moves_leadership_and_leaves_isrs():
     assert await _run(c, ev.ControlledShutdown(8, -1)) == (ErrorCode.BROKER_NOT_AVAILABLE, [])
 
 
-async def test_controlled_shutdown_reports_what_cannot_move():
+async def test_controlled_shutdown_is_not_held_back_by_what_cannot_move():
+    # issue 26: no other live ISR member -> the leadership cannot move: not "remaining"
     c, zk = _controller(brokers=(1, 2, 3), state=S(2, 4, (2,), 5, 10))
     code, remaining = await _run(c, ev.ControlledShutdown(2, 102))
-    assert code == ErrorCode.NONE and remaining == [TP]  # no other ISR member
+    assert code == ErrorCode.NONE and remaining == []
     assert zk.states[TP].leader == 2
+    # RF 1: never remaining
+    rf1 = ("r", 0)
+    c.context.update_partition_full_replica_assignment(rf1, ReplicaAssignment((3,)))
+    zk.states[rf1] = c.context.leadership[rf1] = S(3, 0, (3,), 5, 0)
+    assert await _run(c, ev.ControlledShutdown(3, 103)) == (ErrorCode.NONE, [])
+
+
+async def test_controlled_shutdown_reports_what_could_move_but_did_not():
+    c, zk = _controller(brokers=(1, 2, 3), state=S(2, 4, (2, 3), 5, 10))
+    async def failing_write(states, ezv):  # the election's write fails: the leader stays
+        res = UpdateLeaderAndIsrResult()
+        res.finished.update((tp, RuntimeError("write failed")) for tp in states)
+        return res
+    zk.update_leader_and_isr = failing_write
+    code, remaining = await _run(c, ev.ControlledShutdown(2, 102))
+    assert code == ErrorCode.NONE and remaining == [TP]
 
 
 async def test_admin_elections_report_kafkas_codes():
