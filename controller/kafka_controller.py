@@ -152,6 +152,8 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
         self._broker_handlers: dict[int, _NodeHandler] = {}
         self._rebalance_timer: asyncio.TimerHandle | None = None
         self.failovers = 0
+        self._controller_znode_stale = False  # /controller names us from another session
+        self._stale_controller_logged = 0  # the stale session last logged
         self._controller_handler = _NodeHandler(
             zd.ControllerZNode.path,
             on_create=lambda: self.event_manager.put(ev.ControllerChange()),
@@ -229,8 +231,29 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
             self._controller_handler)
         await self._elect()
 
+    async def _read_controller_id(self) -> int:
+        """The broker ``/controller`` names, or -1: absent, or naming this broker from an
+        earlier ZooKeeper session (a crash and a quick restart). That controller is gone;
+        its znode goes when the old session expires, and the deletion watch (Reelect) runs
+        the election again, so no broker acts on a controllership nobody holds."""
+        got = await self.zk.get_controller()
+        self._controller_znode_stale = False
+        if got is None:
+            return -1
+        cid, owner = got
+        if cid == self.broker_id and owner != self.zk.zk.session_id:
+            self._controller_znode_stale = True
+            if owner != self._stale_controller_logged:
+                self._stale_controller_logged = owner
+                log.info("%s names this broker from an earlier ZooKeeper session 0x%x; "
+                         "waiting for that session to expire", zd.ControllerZNode.path, owner)
+            return -1
+        return cid
+
     async def _elect(self) -> None:
-        self.active_controller_id = await self.zk.get_controller_id() or -1
+        self.active_controller_id = await self._read_controller_id()
+        if self._controller_znode_stale:
+            return  # its deletion (the old session expiring) triggers Reelect
         if self.active_controller_id != -1:
             log.debug("Broker %d has been elected as the controller, so stopping the election "
                       "process.", self.active_controller_id)
@@ -264,12 +287,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
         was_active = self.is_active
         await self.zk.zk.register_znode_change_handler_and_check_existence(
             self._controller_handler)
-        self.active_controller_id = await self.zk.get_controller_id() or -1
+        self.active_controller_id = await self._read_controller_id()
         if was_active and not self.is_active:
             await self._on_controller_resignation()
 
     async def _trigger_controller_move(self) -> None:
-        self.active_controller_id = await self.zk.get_controller_id() or -1
+        self.active_controller_id = await self._read_controller_id()
         if not self.is_active:
             log.warning("Controller has already moved when trying to trigger controller "
                         "movement")

@@ -17,6 +17,7 @@ way; ``ezv = -1`` means unfenced (admin writes from any broker, as Kafka's Admin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -51,6 +52,21 @@ BATCH = 200
 
 class ControllerMovedError(Exception):
     """The controller epoch znode changed: this broker is no longer the controller."""
+
+
+#: how long past ``zookeeper.session.timeout.ms`` a restarted broker waits for the
+#: registration of its previous (crashed) session to expire: ZooKeeper checks expiry once per
+#: tick, and the old session may have negotiated a longer timeout
+STALE_REGISTRATION_MARGIN_MS = 5000
+STALE_REGISTRATION_POLL_S = 0.25
+
+
+def _same_endpoints(info: zd.BrokerInfo, data: bytes | None) -> bool:
+    try:
+        other = zd.BrokerIdZNode.decode(info.id, data)
+    except zd.ZkDataError:
+        return False
+    return {(e.host, e.port) for e in other.endpoints} == {(e.host, e.port) for e in info.endpoints}
 
 
 def lost_controllership(exc: BaseException) -> bool:
@@ -171,10 +187,19 @@ class KafkaZkClient:
 
     async def register_broker(self, info: zd.BrokerInfo) -> int:
         """Create the ephemeral ``/brokers/ids/<id>``; returns the broker epoch (its czxid).
-        A znode left by this broker's previous session is replaced; one owned by another
-        live session raises BrokerIdAlreadyRegisteredError (Kafka's NodeExistsException)."""
+
+        A registration held by another session is most often this broker's own from before
+        a crash (kill -9 and an immediate restart): its session lives on in ZooKeeper until
+        ``zookeeper.session.timeout.ms`` passes. The broker waits for it to go (logging once
+        why), up to that timeout plus ``STALE_REGISTRATION_MARGIN_MS``, then registers (Kafka
+        fails at once with NodeExistsException). Past the wait, a registration with other
+        endpoints is a live duplicate broker id: BrokerIdAlreadyRegisteredError with Kafka's
+        message; one with this broker's own endpoints (whose listener port this process has
+        bound, so its former owner is gone) is deleted and replaced."""
         path = zd.BrokerIdZNode.path(info.id)
         data = zd.BrokerIdZNode.encode(info)
+        wait_ms = self.zk.session_timeout_ms + STALE_REGISTRATION_MARGIN_MS
+        deadline: float | None = None
         while True:
             try:
                 results = await self.zk.multi([CreateOp(path, None, ephemeral=True),
@@ -189,12 +214,29 @@ class KafkaZkClient:
                 got = await self.zk.get_data(path)
                 if got is None:
                     continue  # went away meanwhile: create again
-                _data, stat = got
+                old_data, stat = got
                 if stat.ephemeralOwner != self.zk.session_id:
-                    raise BrokerIdAlreadyRegisteredError(
-                        f"Error while creating ephemeral at {path}, node already exists and owner "
-                        f"'0x{stat.ephemeralOwner:x}' does not match current session "
-                        f"'0x{self.zk.session_id:x}'") from None
+                    now = time.monotonic()
+                    if deadline is None:
+                        deadline = now + wait_ms / 1000
+                        log.info("%s is still registered by session 0x%x (a previous run of "
+                                 "this broker, or another broker with id %d); waiting up to "
+                                 "%d ms for that session to expire", path, stat.ephemeralOwner,
+                                 info.id, wait_ms)
+                    if now < deadline:
+                        await asyncio.sleep(STALE_REGISTRATION_POLL_S)
+                        continue
+                    if not _same_endpoints(info, old_data):
+                        raise BrokerIdAlreadyRegisteredError(
+                            f"Error while creating ephemeral at {path}, node already exists and "
+                            f"owner '0x{stat.ephemeralOwner:x}' does not match current session "
+                            f"'0x{self.zk.session_id:x}'") from None
+                    log.warning("%s still names this broker's endpoints after %d ms; replacing "
+                                "the registration of session 0x%x", path, wait_ms,
+                                stat.ephemeralOwner)
+                    with contextlib.suppress(NoNodeError, BadVersionError):
+                        await self.zk.delete(path, stat.version)
+                    continue
             log.info("Registered broker %d at path %s with addresses: %s, czxid (broker epoch): %d",
                      info.id, path, ",".join(e.connection_string() for e in info.endpoints),
                      stat.czxid)
@@ -232,11 +274,17 @@ class KafkaZkClient:
     # ------------------------------------------------------------------ controller
 
     async def get_controller_id(self) -> int | None:
+        got = await self.get_controller()
+        return None if got is None else got[0]
+
+    async def get_controller(self) -> tuple[int, int] | None:
+        """``(controller broker id, ephemeral owner session id)`` of ``/controller``, or
+        None (absent or malformed: logged)."""
         got = await self.zk.get_data(zd.ControllerZNode.path)
         if got is None:
             return None
         try:
-            return zd.ControllerZNode.decode(got[0])
+            return zd.ControllerZNode.decode(got[0]), got[1].ephemeralOwner
         except zd.ZkDataError as e:
             log.error("malformed %s: %s", zd.ControllerZNode.path, e)
             return None

@@ -130,9 +130,9 @@ async def test_alter_partition_on_a_deposed_controller_is_not_controller():
     c, zk = _controller()
     zk.epoch_zk_version = 99
 
-    async def controller_id():
-        return 2
-    zk.get_controller_id = controller_id
+    async def get_controller():
+        return 2, 0x22
+    zk.get_controller = get_controller
     resp = await _run(c, _alter())
     assert resp.error_code == ErrorCode.NOT_CONTROLLER
     assert not c.is_active
