@@ -43,7 +43,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from broker.replication.isr import LeaderIsrMixin
 from broker.replication.replica_state import LEADER_RECOVERED, FollowerState, PendingIsrChange
@@ -609,6 +609,20 @@ class Partition(LeaderIsrMixin):
         self.check_leader_epoch(current_leader_epoch, fetch_only_from_leader)
         return self.log.leader_epoch_cache.end_offset_for_epoch(leader_epoch,
                                                                 self.log.log_end_offset)
+
+
+def timestamp_bounds(configs: Mapping[str, str], default: tuple[int, int],
+                      difference_ms: int | None) -> tuple[int, int]:
+    """(before.max.ms, after.max.ms) from topic overrides over `default`; the deprecated
+    message.timestamp.difference.max.ms bounds both when it is stricter (Kafka 3.6+)."""
+    try:
+        before = int(configs.get("message.timestamp.before.max.ms", default[0]))
+        after = int(configs.get("message.timestamp.after.max.ms", default[1]))
+        diff = configs.get("message.timestamp.difference.max.ms", difference_ms)
+        diff = LONG_MAX if diff is None else int(diff)
+    except (TypeError, ValueError):
+        return default
+    return min(before, diff), min(after, diff)
 
 
 def _partition_epoch(state) -> int:

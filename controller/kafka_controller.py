@@ -6,8 +6,9 @@ All work is an event on the single :class:`~controller.event_manager.ControllerE
 queue, processed one at a time.
 
 Failover (``_on_controller_failover``): watch ``/brokers/ids``, ``/brokers/topics``,
-``/admin/delete_topics``, ``/isr_change_notification``, ``/admin/preferred_replica_election``,
-``/admin/reassign_partitions``; drop stale ISR-change notifications; load live brokers and
+``/admin/delete_topics``, ``/isr_change_notification``, ``/log_dir_event_notification``,
+``/admin/preferred_replica_election``, ``/admin/reassign_partitions``; drop stale ISR-change
+and log-dir notifications; load live brokers and
 epochs, topics, topic IDs (missing ones are created), assignments and partition states;
 UpdateMetadata to every live broker; start the replica and partition state machines (which
 send LeaderAndIsr for every partition and elect leaders for offline ones); resume
@@ -24,7 +25,9 @@ that fails the controller-epoch check (:class:`ControllerMovedError`). Everythin
 is dropped and the channel manager closed.
 
 The leadership requests (ControlledShutdown, AlterPartition, ElectLeaders, auto rebalance)
-live in :mod:`controller.leadership`, reassignments in :mod:`controller.reassignment`.
+live in :mod:`controller.leadership`, reassignments in :mod:`controller.reassignment`, ISR
+change and log dir failure notifications and LeaderAndIsr responses in
+:mod:`controller.notifications`.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from controller.event_manager import ControllerEvent, ControllerEventManager
 from controller.kafka_uuid import random_uuid
 from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient, lost_controllership
 from controller.leadership import LeadershipMixin
+from controller.notifications import NotificationsMixin
 from controller.partition_state_machine import OfflineStrategy, PartitionStateMachine
 from controller.reassignment import ReassignmentMixin
 from controller.replica_state_machine import ReplicaStateMachine
@@ -118,7 +122,7 @@ class _SessionHandler(StateChangeHandler):
         self.c.event_manager.put(ev.RegisterBrokerAndReelect())
 
 
-class KafkaController(LeadershipMixin, ReassignmentMixin):
+class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
     """``register_broker`` re-registers this broker (returns the new broker epoch) on a new
     ZooKeeper session; ``on_broker_epoch(epoch)`` tells the broker its new epoch."""
 
@@ -168,6 +172,9 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
         self._isr_change = _ChildHandler(zd.IsrChangeNotificationZNode.path,
                                          lambda: self.event_manager.put(
                                              ev.IsrChangeNotification()))
+        self._log_dir_event = _ChildHandler(zd.LogDirEventNotificationZNode.path,
+                                            lambda: self.event_manager.put(
+                                                ev.LogDirEventNotification()))
         self._reassign_handler = _NodeHandler(
             zd.ReassignPartitionsZNode.path,
             on_create=lambda: self.event_manager.put(ev.ZkPartitionReassignment()))
@@ -329,13 +336,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
     async def _on_controller_failover(self) -> None:
         zkc = self.zk.zk
         self.failovers += 1
-        for h in (self._broker_change, self._topic_change, self._topic_deletion,
-                  self._isr_change):
+        for h in (self._broker_change, self._topic_change, self._topic_deletion):
             zkc.register_znode_child_change_handler(h)
+        self._register_notification_handlers()
         for h in (self._preferred_handler, self._reassign_handler):
             await zkc.register_znode_change_handler_and_check_existence(h)
-        await self.zk.delete_all_children(zd.IsrChangeNotificationZNode.path,
-                                          self.context.epoch_zk_version)
+        await self._delete_stale_notifications()
         await self._initialize_controller_context()
         to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
         await self.deletion.init(to_delete, ineligible)
@@ -398,9 +404,9 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
 
     async def _on_controller_resignation(self) -> None:
         zkc = self.zk.zk
-        for path in (zd.IsrChangeNotificationZNode.path, zd.TopicsZNode.path,
-                     zd.DeleteTopicsZNode.path, zd.BrokerIdsZNode.path):
+        for path in (zd.TopicsZNode.path, zd.DeleteTopicsZNode.path, zd.BrokerIdsZNode.path):
             zkc.unregister_znode_child_change_handler(path)
+        self._unregister_notification_handlers()
         for path in (zd.ReassignPartitionsZNode.path, zd.PreferredReplicaElectionZNode.path):
             zkc.unregister_znode_change_handler(path)
         for b in list(self._broker_handlers):
@@ -433,19 +439,9 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
         self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids),
                                           partitions)
 
-    def _leader_and_isr_response(self, response, broker_id: int) -> None:
-        self.event_manager.put(ev.LeaderAndIsrResponseReceived(response, broker_id))
-
     def _stop_replica_response(self, broker_id: int, response, errors: dict) -> None:
         self.event_manager.put(ev.TopicDeletionStopReplicaResponseReceived(
             broker_id, response.error_code, errors))
-
-    async def _process_leader_and_isr_response(self, e: ev.LeaderAndIsrResponseReceived) -> None:
-        if not self.is_active:
-            return
-        if e.response.error_code:
-            log.error("Received error %d in LeaderAndIsr response from broker %d",
-                      e.response.error_code, e.broker_id)
 
     async def _process_stop_replica_response(
             self, e: ev.TopicDeletionStopReplicaResponseReceived) -> None:
@@ -511,6 +507,8 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
     async def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
         log.info("New broker startup callback for %s", _ids(new_brokers))
+        for b in new_brokers:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
         self.send_update_metadata_request(existing)
         self.send_update_metadata_request(new_brokers, ctx.partitions_with_leaders())
@@ -531,6 +529,8 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
     async def _on_broker_failure(self, dead: list[int]) -> None:
         ctx = self.context
         log.info("Broker failure callback for %s", _ids(dead))
+        for b in dead:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         was_shutting = [b for b in dead if b in ctx.shutting_down_broker_ids]
         ctx.shutting_down_broker_ids -= set(dead)
         if was_shutting:
@@ -657,23 +657,6 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
                                                              "topic reassignment in progress")
             await self.deletion.enqueue_topics_for_deletion(to_delete)
 
-    async def _process_isr_change_notification(self, _e) -> None:
-        if not self.is_active:
-            return
-        ctx = self.context
-        names = await self.zk.get_isr_change_notifications()
-        try:
-            tps = await self.zk.get_partitions_from_isr_change_notifications(names)
-            if tps:
-                ctx.leadership.update(await self.zk.get_partition_states(tps))
-                self.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids),
-                                                  tps)
-                for tp in tps:
-                    if tp in ctx.partitions_being_reassigned:
-                        await self.maybe_complete_reassignment(tp)
-        finally:
-            await self.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)
-
     async def _default_unclean(self, topic: str) -> bool:
         configs = await self.zk.get_entity_configs("topics", topic)
         value = configs.get("unclean.leader.election.enable")
@@ -699,9 +682,8 @@ KafkaController._dispatch = {
     ev.TopicChange: KafkaController._process_topic_change,
     ev.PartitionModifications: KafkaController._process_partition_modifications,
     ev.TopicDeletion: KafkaController._process_topic_deletion,
-    ev.IsrChangeNotification: KafkaController._process_isr_change_notification,
-    ev.LeaderAndIsrResponseReceived: KafkaController._process_leader_and_isr_response,
     ev.TopicDeletionStopReplicaResponseReceived: KafkaController._process_stop_replica_response,
     **LeadershipMixin.handlers(),
     **ReassignmentMixin.handlers(),
+    **NotificationsMixin.handlers(),
 }

@@ -543,6 +543,33 @@ class KafkaZkClient:
         await self._fenced_many([DeleteOp(f"{zd.IsrChangeNotificationZNode.path}/{n}")
                                  for n in names], ezv)
 
+    async def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A broker's log dir failed (KIP-112): a new sequential notification for the
+        controller. Returns its path."""
+        return await self.zk.create(zd.LogDirEventNotificationSequenceZNode.create_path,
+                                    zd.LogDirEventNotificationSequenceZNode.encode(broker_id),
+                                    sequential=True, make_parents=True)
+
+    async def get_log_dir_event_notifications(self) -> list[str]:
+        return sorted(await self.zk.get_children(zd.LogDirEventNotificationZNode.path) or [])
+
+    async def get_broker_ids_from_log_dir_events(self, names: Iterable[str]) -> list[int]:
+        out: set[int] = set()
+        for name in names:
+            path = f"{zd.LogDirEventNotificationZNode.path}/{name}"
+            got = await self.zk.get_data(path)
+            if got is None:
+                continue
+            try:
+                out.add(zd.LogDirEventNotificationSequenceZNode.decode(got[0]))
+            except zd.ZkDataError as e:
+                log.error("skipping malformed %s: %s", path, e)
+        return sorted(out)
+
+    async def delete_log_dir_event_notifications(self, names: Iterable[str], ezv: int) -> None:
+        await self._fenced_many([DeleteOp(f"{zd.LogDirEventNotificationZNode.path}/{n}")
+                                 for n in names], ezv)
+
     async def delete_all_children(self, path: str, ezv: int) -> None:
         """Delete every child of ``path`` (fenced), e.g. stale notifications on failover."""
         children = await self.zk.get_children(path) or []
