@@ -120,6 +120,8 @@ class Partition(LeaderIsrMixin):
         self.leader_recovery_state = LEADER_RECOVERED
         self.leader_epoch_start_offset: int | None = None
         self.pending_isr: PendingIsrChange | None = None
+        #: replica -> (not before ms, last wait ms): additions the controller refused
+        self.refused_isr_adds: dict[int, tuple[int, int]] = {}
         self.min_insync_replicas = 1
         self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
         self.alter_partition: Callable | None = None

@@ -154,6 +154,13 @@ class ReplicaManager:
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
 
+    async def stop_fetchers(self) -> None:
+        """After a successful controlled shutdown (this broker left every ISR): stop fetching
+        now, or leaders keep proposing it for ISRs the controller refuses."""
+        self._shutdown = True
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.shutdown()
+
     async def _isr_expiration(self) -> None:
         interval = max(self.replica_lag_time_max_ms / 2, 10) / 1000
         while not self._shutdown:
@@ -190,9 +197,9 @@ class ReplicaManager:
         return self.partitions.get((topic, partition))
 
     def get_partition_or_error(self, topic: str, partition: int) -> Partition:
-        """The hosted partition, or KafkaError: KAFKA_STORAGE_ERROR if it is in a failed log
-        dir, NOT_LEADER_OR_FOLLOWER if the topic exists in the metadata (another broker
-        hosts it), else UNKNOWN_TOPIC_OR_PARTITION."""
+        """The hosted partition, or KafkaError: KAFKA_STORAGE_ERROR (in a failed log dir),
+        NOT_LEADER_OR_FOLLOWER (in the metadata: another broker hosts it), else
+        UNKNOWN_TOPIC_OR_PARTITION."""
         p = self.partitions.get((topic, partition))
         if p is not None:
             return p

@@ -499,7 +499,9 @@ class BrokerServer:
         if self._started and self.zk_broker is not None and \
                 self.config.get("controlled.shutdown.enable"):
             try:
-                await self.zk_broker.controlled_shutdown_before_exit()
+                if await self.zk_broker.controlled_shutdown_before_exit() and \
+                        self.replica_manager is not None:
+                    await self.replica_manager.stop_fetchers()
             except Exception:
                 log.exception("controlled shutdown failed")
         steps: list[tuple[str, Any]] = []

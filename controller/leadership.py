@@ -58,6 +58,7 @@ State = LeaderIsrAndControllerEpoch
 
 
 class LeadershipMixin:
+    _last_refusal: tuple[int, frozenset] | None = None  # logged at INFO once per repeat
     # ------------------------------------------------------------------ public API
 
     async def elect_leaders(self: KafkaController, partitions: set[TopicPartition] | None,
@@ -361,6 +362,7 @@ class LeadershipMixin:
                 wanted[(name, p.partition_index)] = (p.leader_epoch, isr,
                                                      p.leader_recovery_state, p.partition_epoch)
         adjusted: dict[TopicPartition, State] = {}
+        refused: set[int] = set()
         live = ctx.live_broker_ids
         rejected = ChangeLog(logging.INFO, f"Rejecting AlterPartition request from node "
                              f"{req.broker_id} because it specified ineligible replicas in the "
@@ -390,12 +392,18 @@ class LeadershipMixin:
             else:
                 ineligible = sorted(set(isr) - live)
                 if ineligible:
+                    refused.update(ineligible)
                     rejected.add(f"{tp[0]}-{tp[1]}: ineligible {ineligible} in {isr}")
                     responses[tp] = ErrorCode.INELIGIBLE_REPLICA if version > 1 \
                         else ErrorCode.OPERATION_NOT_ATTEMPTED
                 else:
                     adjusted[tp] = State(req.broker_id, leader_epoch, tuple(isr), ctx.epoch,
                                          partition_epoch, recovery)
+        if refused:  # the same refusal again (leaders retry with back-off): DEBUG
+            seen = (req.broker_id, frozenset(refused))
+            if seen == self._last_refusal:
+                rejected.level = logging.DEBUG
+            self._last_refusal = seen
         rejected.emit()
         result = await self.zk.update_leader_and_isr(adjusted, ctx.epoch_zk_version)
         succeeded = []

@@ -115,12 +115,16 @@ class AbstractIndex:
         self._used = False  # read since the mapped-index limit last looked (second chance)
         self._verify: tuple[int, Callable[[CorruptIndexError], None] | None] | None = None  # deferred check
         self._reserved = 0  # bytes of the file known to be allocated (see _reserve)
+        #: the file did not exist and was created empty (a lost index: the loader rebuilds
+        #: it, as Kafka's LogSegment.sanityCheck does for a newly created index file)
+        self.created = False
         try:
             length = os.stat(path).st_size
         except FileNotFoundError:
             length = 0
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # every segment has its files
             os.close(fd)
+            self.created = True
         self._corrupt_length = length % self.entry_size != 0
         self._entries = length // self.entry_size
         self._file_size = length
