@@ -243,7 +243,7 @@ def _produce_until_failure(bootstrap: str, topic: str, partition: int, limit: in
             errors.append(err.name())
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "retries": 0,
-                  "linger.ms": 5, "message.timeout.ms": 20000,
+                  "linger.ms": 5, "message.timeout.ms": 5000,
                   "enable.idempotence": False})
     for i in range(limit):
         try:
