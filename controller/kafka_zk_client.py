@@ -527,21 +527,12 @@ class KafkaZkClient:
 
     async def get_partitions_from_isr_change_notifications(self, names: Iterable[str]
                                                            ) -> list[TopicPartition]:
-        out: set[TopicPartition] = set()
-        for name in names:
-            path = f"{zd.IsrChangeNotificationZNode.path}/{name}"
-            got = await self.zk.get_data(path)
-            if got is None:
-                continue
-            try:
-                out.update(zd.IsrChangeNotificationSequenceZNode.decode(got[0]))
-            except zd.ZkDataError as e:
-                log.error("skipping malformed %s: %s", path, e)
-        return sorted(out)
+        decoded = await self._read_notifications(
+            zd.IsrChangeNotificationZNode.path, names, zd.IsrChangeNotificationSequenceZNode.decode)
+        return sorted({tp for tps in decoded for tp in tps})
 
     async def delete_isr_change_notifications(self, names: Iterable[str], ezv: int) -> None:
-        await self._fenced_many([DeleteOp(f"{zd.IsrChangeNotificationZNode.path}/{n}")
-                                 for n in names], ezv)
+        await self._delete_notifications(zd.IsrChangeNotificationZNode.path, names, ezv)
 
     async def propagate_log_dir_event(self, broker_id: int) -> str:
         """A broker's log dir failed (KIP-112): a new sequential notification for the
@@ -554,21 +545,31 @@ class KafkaZkClient:
         return sorted(await self.zk.get_children(zd.LogDirEventNotificationZNode.path) or [])
 
     async def get_broker_ids_from_log_dir_events(self, names: Iterable[str]) -> list[int]:
-        out: set[int] = set()
+        return sorted(set(await self._read_notifications(
+            zd.LogDirEventNotificationZNode.path, names,
+            zd.LogDirEventNotificationSequenceZNode.decode)))
+
+    async def delete_log_dir_event_notifications(self, names: Iterable[str], ezv: int) -> None:
+        await self._delete_notifications(zd.LogDirEventNotificationZNode.path, names, ezv)
+
+    async def _read_notifications(self, parent: str, names: Iterable[str],
+                                  decode: Callable[[bytes | None], Any]) -> list[Any]:
+        """The decoded notifications ``parent/<name>``; gone ones are skipped, malformed ones
+        logged and skipped."""
+        out = []
         for name in names:
-            path = f"{zd.LogDirEventNotificationZNode.path}/{name}"
+            path = f"{parent}/{name}"
             got = await self.zk.get_data(path)
             if got is None:
                 continue
             try:
-                out.add(zd.LogDirEventNotificationSequenceZNode.decode(got[0]))
+                out.append(decode(got[0]))
             except zd.ZkDataError as e:
                 log.error("skipping malformed %s: %s", path, e)
-        return sorted(out)
+        return out
 
-    async def delete_log_dir_event_notifications(self, names: Iterable[str], ezv: int) -> None:
-        await self._fenced_many([DeleteOp(f"{zd.LogDirEventNotificationZNode.path}/{n}")
-                                 for n in names], ezv)
+    async def _delete_notifications(self, parent: str, names: Iterable[str], ezv: int) -> None:
+        await self._fenced_many([DeleteOp(f"{parent}/{n}") for n in names], ezv)
 
     async def delete_all_children(self, path: str, ezv: int) -> None:
         """Delete every child of ``path`` (fenced), e.g. stale notifications on failover."""

@@ -138,6 +138,26 @@ async def test_alter_partition_on_a_deposed_controller_is_not_controller():
     assert not c.is_active
 
 
+async def test_storage_error_answers_mark_replicas_offline_and_move_leadership():
+    """KIP-112 (issue 26): a broker answering LeaderAndIsr with KAFKA_STORAGE_ERROR has that
+    replica in a failed log dir: it is offline, its leadership moves to another ISR member
+    and it leaves the ISR; an answer NONE later makes it online again."""
+    from protocol.messages import LeaderAndIsrResponse as R
+
+    c, zk = _controller(state=S(2, 4, (2, 1, 3), 5, 10))
+
+    def answer(code):
+        return R(error_code=0, topics=[R.LeaderAndIsrTopicError(
+            topic_id=TOPIC_ID, partition_errors=[R.LeaderAndIsrPartitionError(
+                partition_index=0, error_code=int(code))])])
+    await c.process(ev.LeaderAndIsrResponseReceived(answer(ErrorCode.KAFKA_STORAGE_ERROR), 2))
+    assert c.context.replicas_on_offline_dirs == {2: {TP}}
+    assert not c.context.is_replica_online(2, TP) and c.context.is_replica_online(1, TP)
+    assert zk.states[TP].leader in (1, 3) and 2 not in zk.states[TP].isr
+    await c.process(ev.LeaderAndIsrResponseReceived(answer(ErrorCode.NONE), 2))
+    assert c.context.replicas_on_offline_dirs == {}
+
+
 async def test_controlled_shutdown_moves_leadership_and_leaves_isrs():
     c, zk = _controller(state=S(2, 4, (2, 1, 3), 5, 10))
     tp1 = ("t", 1)
