@@ -48,6 +48,14 @@ async def cluster(tmp_path):
     await c.shutdown()
 
 
+async def rejoin(cluster, broker):
+    """Start a stopped broker again and make it a follower of `TP`; its Partition."""
+    await cluster.start_broker(broker)
+    await cluster.update_metadata()
+    await cluster.leader_and_isr("t", [0], brokers=[broker])
+    return cluster.partition(broker, *TP)
+
+
 def in_sync(cluster, broker=1, isr=(1, 2, 3)):
     p = cluster.partition(broker, *TP)
     return p is not None and sorted(p.isr) == sorted(isr) and p.pending_isr is None
@@ -164,10 +172,7 @@ async def test_follower_behind_leader_log_start_restarts_there(cluster):
     leader.log.delete_records_before(20)
     assert leader.log_start_offset == 20
     await produce(cluster, 1, batch(2), acks=1)
-    await cluster.start_broker(3)
-    await cluster.update_metadata()
-    await cluster.leader_and_isr("t", [0], brokers=[3])
-    f = cluster.partition(3, *TP)
+    f = await rejoin(cluster, 3)
     await wait_for(lambda: f.log_end_offset == 22 and f.log_start_offset == 20,
                    what="follower restarted at the leader's log start")
     assert log_batches(f) == log_batches(leader)
@@ -185,10 +190,7 @@ async def test_new_replica_catches_up_when_log_start_is_inside_a_batch(cluster):
     leader.log.delete_records_before(5)
     await cluster.stop_broker(3)
     shutil.rmtree(cluster.config(3).log_dirs[0])
-    await cluster.start_broker(3)
-    await cluster.update_metadata()
-    await cluster.leader_and_isr("t", [0], brokers=[3])
-    f = cluster.partition(3, *TP)
+    f = await rejoin(cluster, 3)
     await wait_for(lambda: f.log_end_offset == 10 and f.log_start_offset == 5,
                    what="wiped follower caught up")
     assert log_batches(f) == log_batches(leader)
