@@ -14,12 +14,9 @@ Offsets below the share-partition start offset (SPSO, `start_offset`) are done. 
   acquisition lock of `record_lock_duration_ms` on the timing wheel. New records are taken
   only while SPEO < SPSO + `max_record_locks` (hard cap); `max_records` is a soft cap that
   rounds up to the end of a fetched batch, as Kafka's.
-- Acknowledgement (`acknowledge`, KIP-932 "Acknowledging records"): all or nothing per call.
-  INVALID_REQUEST for a malformed batch (type not 0..3, first > last, a type list whose
-  length is not 1 or the range size, overlapping or unsorted batches); INVALID_RECORD_STATE
-  when an offset >= SPSO is not Acquired by this member (never fetched, lock expired, someone
-  else's). Offsets below SPSO are ignored (already done). The change is persisted before the
-  call returns NONE; a persister error rolls it back and comes back mapped by
+- Acknowledgement (`acknowledge`, KIP-932 "Acknowledging records"): all or nothing per call,
+  rules and error codes in `coordinator.share.acknowledgement`. The change is persisted
+  before the call returns NONE; a persister error rolls it back and comes back mapped by
   `persister.client_error`.
 - Lock expiry and member departure release like RELEASE, without waiting for the persister
   (as Kafka); their write is retried until it lands, carrying any dead-letter intents.
@@ -41,9 +38,15 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
+from coordinator.share.acknowledgement import (
+    Plan,
+    plan_acknowledge,
+    plan_release_member,
+    release_target,
+)
 from coordinator.share.acquisition import acquire_records
 from coordinator.share.config import SharePartitionConfig
 from coordinator.share.in_flight import InFlightBatch, InFlightCache, InFlightState, RangeTimeout
@@ -51,10 +54,8 @@ from coordinator.share.persister import Persister, WriteStateRequest, client_err
 from coordinator.share.state import (
     AbortedTransaction,
     AcknowledgementBatch,
-    AcknowledgeType,
     AcquiredRecords,
     DeadLetterIntent,
-    DeadLetterReason,
     FetchedBatch,
     RecordState,
     StateBatch,
@@ -99,20 +100,6 @@ class SharePartitionStats:
     pending_dead_letters: int
 
 
-@dataclass(slots=True)
-class _Change:
-    state: InFlightState
-    first: int
-    last: int
-    new_state: RecordState
-    reason: int | None  # DeadLetterReason when the change dead-letters each offset
-
-
-@dataclass(slots=True)
-class _Plan:
-    changes: list[_Change] = field(default_factory=list)
-
-
 class SharePartition:
     """State machine of one share-partition; see the module docstring for the rules."""
 
@@ -146,6 +133,7 @@ class SharePartition:
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
         self._flush_scheduled = False
+        self._retry_scheduled = False
         # Lock-expiry / departure results applied in memory but not yet persisted (oldest
         # first): state batches, and dead-letter intents without their sequence yet.
         self._unpersisted: list[StateBatch] = []
@@ -258,11 +246,11 @@ class SharePartition:
     # ---------------------------------------------------------------- acknowledgement
     async def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> ErrorCode:
         """Apply ShareFetch/ShareAcknowledge acknowledgements; NONE once persisted."""
-        return await self._write(lambda: self._plan_acknowledge(member_id, batches))
+        return await self._write(lambda: plan_acknowledge(self, member_id, batches))
 
     async def release_acquired_records(self, member_id: str) -> ErrorCode:
         """Release everything `member_id` holds (share session closed, member left)."""
-        return await self._write(lambda: self._plan_release_member(member_id))
+        return await self._write(lambda: plan_release_member(self, member_id))
 
     async def complete_dead_letters(self, sequences: Iterable[int]) -> ErrorCode:
         """Record that these intents' dead letters are durably in the DLQ topic."""
@@ -313,103 +301,13 @@ class SharePartition:
                 st.drop_lock()
                 st.drop_backoff()
 
-    # ---------------------------------------------------------------- plans
-    def _release_target(self, st: InFlightState, last: int) -> tuple[RecordState, int | None]:
-        """Where a released/expired record goes, and the dead-letter reason if any."""
-        if last < self._start:
-            return _ARCHIVED, None
-        if st.delivery_count >= self.config.delivery_count_limit:
-            return _ARCHIVED, self._dlq(DeadLetterReason.DELIVERY_COUNT_LIMIT)
-        if self.config.redelivery_backoff_ms > 0:
-            return _DELAYED, None
-        return _AVAILABLE, None
-
-    def _dlq(self, reason: DeadLetterReason) -> int | None:
-        return int(reason) if self.config.dead_letter_topic else None
-
-    def _ack_target(self, ack: int, st: InFlightState, last: int) -> tuple[RecordState, int | None]:
-        if ack == AcknowledgeType.ACCEPT:
-            return RecordState.ACKNOWLEDGED, None
-        if ack == AcknowledgeType.RELEASE:
-            return self._release_target(st, last)
-        if ack == AcknowledgeType.REJECT:
-            return _ARCHIVED, self._dlq(DeadLetterReason.REJECTED)
-        return _ARCHIVED, None  # GAP: no record at this offset
-
-    def _plan_acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> _Plan | ErrorCode:
-        prev_last = None
-        for b in batches:
-            n = b.last_offset - b.first_offset + 1
-            if (n <= 0 or len(b.acknowledge_types) not in (1, n)
-                    or any(t not in (0, 1, 2, 3) for t in b.acknowledge_types)
-                    or (prev_last is not None and b.first_offset <= prev_last)):
-                return ErrorCode.INVALID_REQUEST
-            prev_last = b.last_offset
-        plan = _Plan()
-        for b in batches:
-            if b.last_offset < self._start:
-                continue
-            lo = max(b.first_offset, self._start)
-            if b.last_offset >= self._end:
-                return self._abandon(plan, ErrorCode.INVALID_RECORD_STATE)
-            types = b.acknowledge_types
-            pos = lo
-            for batch in self.cache.overlapping(lo, b.last_offset):
-                if batch.first_offset > pos:
-                    return self._abandon(plan, ErrorCode.INVALID_RECORD_STATE)
-                uniform = len(types) == 1 or len(set(
-                    types[max(batch.first_offset, b.first_offset) - b.first_offset:
-                          min(batch.last_offset, b.last_offset) - b.first_offset + 1])) == 1
-                if not (batch.first_offset >= lo and batch.last_offset <= b.last_offset and uniform):
-                    batch.split()
-                for s_lo, s_hi, st in batch.states(lo, b.last_offset):
-                    if st.state is not _ACQUIRED or st.member_id != member_id or st.pending:
-                        return self._abandon(plan, ErrorCode.INVALID_RECORD_STATE)
-                    ack = types[0] if len(types) == 1 else types[s_lo - b.first_offset]
-                    new_state, reason = self._ack_target(ack, st, s_hi)
-                    st.pending = True
-                    plan.changes.append(_Change(st, s_lo, s_hi, new_state, reason))
-                pos = batch.last_offset + 1
-            if pos <= b.last_offset:
-                return self._abandon(plan, ErrorCode.INVALID_RECORD_STATE)
-        return plan
-
-    def _plan_release_member(self, member_id: str) -> _Plan:
-        plan = _Plan()
-        for batch in self.cache:
-            st = batch.batch_state
-            if st is not None:
-                if not self._held(st, member_id):
-                    continue
-                if not batch.first_offset < self._start <= batch.last_offset:
-                    self._plan_release(plan, batch.first_offset, batch.last_offset, st)
-                    continue
-                batch.split()  # straddles the SPSO: per offset, the part below is archived
-            for lo, hi, st in batch.all_states():
-                if self._held(st, member_id):
-                    self._plan_release(plan, lo, hi, st)
-        return plan
-
-    @staticmethod
-    def _held(st: InFlightState, member_id: str) -> bool:
-        return st.state is _ACQUIRED and st.member_id == member_id and not st.pending
-
-    def _plan_release(self, plan: _Plan, lo: int, hi: int, st: InFlightState) -> None:
-        new_state, reason = self._release_target(st, hi)
-        st.pending = True
-        plan.changes.append(_Change(st, lo, hi, new_state, reason))
-
-    def _abandon(self, plan: _Plan, error: ErrorCode) -> ErrorCode:
-        self._rollback(plan)
-        return error
-
     # ---------------------------------------------------------------- writes
     async def _write(self, build, *, done: tuple[int, ...] = (),
                      producer: tuple[int, int] | None = None, force: bool = False) -> ErrorCode:
         async with self._write_lock:
             if self._fenced is not None:
                 return self._fenced
-            plan = build() if build is not None else _Plan()
+            plan = build() if build is not None else Plan()
             if isinstance(plan, ErrorCode):
                 return plan
             carried, self._unpersisted = self._unpersisted, []
@@ -447,8 +345,10 @@ class SharePartition:
             self._unpersisted = carried + self._unpersisted
             self._unpersisted_dl = carried_dl + self._unpersisted_dl
             self._rollback(plan)
-            if (self._unpersisted or self._unpersisted_dl) and self._fenced is None:
-                self._timer.schedule(WRITE_RETRY_BACKOFF_MS, self._schedule_flush)
+            if (self._unpersisted or self._unpersisted_dl) and self._fenced is None \
+                    and not self._retry_scheduled:
+                self._retry_scheduled = True
+                self._timer.schedule(WRITE_RETRY_BACKOFF_MS, self._retry_flush)
             return self._fenced if self._fenced is not None else client_error(code)
 
     async def _persist(self, request: WriteStateRequest) -> int:
@@ -463,11 +363,11 @@ class SharePartition:
             self.close(client_error(code))
         return code
 
-    def _simulated_start(self, plan: _Plan) -> int:
+    def _simulated_start(self, plan: Plan) -> int:
         """The SPSO once `plan` is applied (nothing changes)."""
         return self._first_open_offset({id(c.state): c.new_state for c in plan.changes})
 
-    def _commit(self, plan: _Plan) -> None:
+    def _commit(self, plan: Plan) -> None:
         delayed: list[tuple[int, int, InFlightState]] = []
         available = False
         for c in plan.changes:
@@ -487,7 +387,7 @@ class SharePartition:
             self._find_next = True
             self._notify_available()
 
-    def _rollback(self, plan: _Plan) -> None:
+    def _rollback(self, plan: Plan) -> None:
         expired = []
         for c in plan.changes:
             c.state.pending = False
@@ -506,6 +406,10 @@ class SharePartition:
             self._dead_letters[i.sequence] = i
         if self._listener is not None:
             self._listener.on_dead_letters(self, list(intents))
+
+    def _retry_flush(self) -> None:
+        self._retry_scheduled = False
+        self._schedule_flush()
 
     def _schedule_flush(self) -> None:
         if self._flush_scheduled or self._fenced is not None:
@@ -543,11 +447,14 @@ class SharePartition:
 
     def _expire(self, st: InFlightState, lo: int, hi: int) -> None:
         """Release an Acquired state without the persister (lock expiry, failed ack)."""
-        new_state, reason = self._release_target(st, hi)
+        new_state, reason = release_target(self, st, hi)
         st.drop_lock()
         st.state = new_state
         st.member_id = None
         self._unpersisted.append(StateBatch(lo, hi, new_state.persisted, st.delivery_count))
+        if len(self._unpersisted) > 2 * self.config.max_record_locks:
+            # The coordinator is unreachable and locks keep expiring: keep the backlog small.
+            self._unpersisted = overlay((), self._unpersisted)
         if reason is not None:
             self._unpersisted_dl.extend((off, st.delivery_count, reason) for off in range(lo, hi + 1))
         if new_state is _DELAYED:
