@@ -338,7 +338,7 @@ class SharePartition:
                     self.dead_letter_producer = producer
                 for s in done:
                     self._dead_letters.pop(s, None)
-                self._commit(plan)
+                self._commit(plan, start)
                 self._add_dead_letters(intents)
                 return ErrorCode.NONE
             self._next_dl_sequence = seq0
@@ -367,7 +367,12 @@ class SharePartition:
         """The SPSO once `plan` is applied (nothing changes)."""
         return self._first_open_offset({id(c.state): c.new_state for c in plan.changes})
 
-    def _commit(self, plan: Plan) -> None:
+    def _commit(self, plan: Plan, start: int) -> None:
+        """Apply a persisted plan; `start` is the SPSO the write carried.
+
+        Offsets below `start` were terminal or planned terminal when the write was built, and
+        terminal states are final, so the SPSO scan may begin there.
+        """
         delayed: list[tuple[int, int, InFlightState]] = []
         available = False
         for c in plan.changes:
@@ -382,6 +387,7 @@ class SharePartition:
             elif c.new_state is _AVAILABLE:
                 available = True
         self._start_backoff(delayed)
+        self._start = max(self._start, min(start, self._end))
         self._advance_start()
         if available:
             self._find_next = True

@@ -5,7 +5,8 @@ the share-partition start offset (SPSO). A write or a ShareUpdate carries new ru
 overlap the old ones; the newer run wins offset by offset. `overlay` applies a sequence of
 runs in order (later wins), drops everything below `start_offset`, trims runs straddling
 it, and coalesces adjacent runs with the same state and delivery count, so snapshots stay
-small. Pure functions over immutable batches; each update run costs O(n) for n runs.
+small. Pure functions over immutable batches: one linear merge when the updates are sorted
+and disjoint (what a share-partition writes), O(n) per update run otherwise.
 """
 
 from __future__ import annotations
@@ -26,15 +27,14 @@ def overlay(
     `start_offset` -1 keeps every offset; otherwise offsets below it are dropped.
     """
     runs = _clip(base, start_offset)  # sorted, disjoint
-    for upd in updates:
-        if upd.last_offset < upd.first_offset:
-            continue
-        if start_offset >= 0 and upd.last_offset < start_offset:
-            continue
-        if start_offset >= 0 and upd.first_offset < start_offset:
-            upd = StateBatch(start_offset, upd.last_offset, upd.delivery_state, upd.delivery_count)
-        runs = _paint(runs, upd)
-    return coalesce(runs)
+    upd = _clip([u for u in updates if u.last_offset >= u.first_offset], start_offset,
+                keep_order=True)
+    if not _sorted_disjoint(upd):
+        resolved: list[StateBatch] = []
+        for u in upd:
+            resolved = _paint(resolved, u)
+        upd = resolved
+    return coalesce(_merge(runs, upd))
 
 
 def coalesce(runs: Sequence[StateBatch]) -> list[StateBatch]:
@@ -53,8 +53,8 @@ def coalesce(runs: Sequence[StateBatch]) -> list[StateBatch]:
     return out
 
 
-def _clip(runs: Sequence[StateBatch], start_offset: int) -> list[StateBatch]:
-    out = sorted(runs, key=lambda b: b.first_offset)
+def _clip(runs: Iterable[StateBatch], start_offset: int, keep_order: bool = False) -> list[StateBatch]:
+    out = list(runs) if keep_order else sorted(runs, key=lambda b: b.first_offset)
     if start_offset < 0:
         return out
     clipped = []
@@ -65,6 +65,42 @@ def _clip(runs: Sequence[StateBatch], start_offset: int) -> list[StateBatch]:
             b = StateBatch(start_offset, b.last_offset, b.delivery_state, b.delivery_count)
         clipped.append(b)
     return clipped
+
+
+def _sorted_disjoint(runs: Sequence[StateBatch]) -> bool:
+    return all(a.last_offset < b.first_offset for a, b in zip(runs, runs[1:], strict=False))
+
+
+def _merge(base: list[StateBatch], upd: list[StateBatch]) -> list[StateBatch]:
+    """Sorted, disjoint `base` overwritten by sorted, disjoint `upd`, in one sweep."""
+    if not upd:
+        return base
+    if not base:
+        return upd
+    out: list[StateBatch] = []
+    i = 0
+    for u in upd:
+        # Base runs wholly before u survive; the part of one that starts before u is cut.
+        while i < len(base) and base[i].first_offset < u.first_offset:
+            b = base[i]
+            if b.last_offset < u.first_offset:
+                out.append(b)
+                i += 1
+                continue
+            out.append(StateBatch(b.first_offset, u.first_offset - 1, b.delivery_state,
+                                  b.delivery_count))
+            break
+        out.append(u)
+        # Skip what u covers; keep the tail of a run that outlasts it for the next step.
+        while i < len(base) and base[i].first_offset <= u.last_offset:
+            b = base[i]
+            if b.last_offset > u.last_offset:
+                base[i] = StateBatch(u.last_offset + 1, b.last_offset, b.delivery_state,
+                                     b.delivery_count)
+                break
+            i += 1
+    out.extend(base[i:])
+    return out
 
 
 def _paint(runs: list[StateBatch], upd: StateBatch) -> list[StateBatch]:

@@ -6,6 +6,7 @@ import random
 
 from coordinator.share.config import SharePartitionConfig, parse_auto_offset_reset
 from coordinator.share.load import LogOffsets, load_share_partition
+from coordinator.share.persister import InitializeStateRequest
 from coordinator.share.state import AcquiredRecords, RecordState
 from protocol.errors import ErrorCode
 from tests.unit.coordinator.share.share_helpers import GROUP, TOPIC_ID, ShareHarness, ack, batches
@@ -220,3 +221,19 @@ async def test_randomized_failovers_never_lose_or_repeat_an_acknowledged_record(
         assert len(offsets) == len(set(offsets)), seed  # no record dead-lettered twice
         assert rejected <= set(offsets), seed  # every answered REJECT has its dead letter
         assert failovers >= 10 and len(rejected) >= 5 and len(offsets) > len(rejected), seed
+
+
+async def test_offsets_reset_by_initialize_fence_the_leader_until_it_reloads():
+    """AlterShareGroupOffsets: InitializeShareGroupState with a bumped state epoch."""
+    h = ShareHarness()
+    sp = await h.load()
+    sp.acquire("m1", batches(0, 9), 100)
+    assert await h.coordinator.initialize_state(
+        InitializeStateRequest(GROUP, TOPIC_ID, 0, state_epoch=1, start_offset=500)) == ErrorCode.NONE
+    assert await sp.acknowledge("m1", [ack(0, 9, ACCEPT)]) == ErrorCode.FENCED_STATE_EPOCH
+    assert sp.fenced == ErrorCode.FENCED_STATE_EPOCH
+    sp2 = await h.load()  # same leader epoch: the broker reloads the share-partition
+    assert (sp2.start_offset, sp2.state_epoch) == (500, 1)
+    got = sp2.acquire("m1", batches(495, 504), 100)
+    assert got == [AcquiredRecords(500, 504, 1)]
+    assert await sp2.acknowledge("m1", [ack(500, 504, ACCEPT)]) == ErrorCode.NONE
