@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coordinator.share.assignor import assign_share_group
 from coordinator.share.config import (
@@ -172,3 +174,33 @@ def test_simple_rules_are_sticky():
     assert moved <= 2  # only what the newcomer needs to reach its share
     assert sum(len(a["t"]) for a in second.values()) == 8
     assert len(second["m4"]["t"]) >= 1
+
+
+def _naive(base, updates, start):
+    cells = {}
+    for r in list(base) + list(updates):
+        for o in range(r.first_offset, r.last_offset + 1):
+            cells[o] = (r.delivery_state, r.delivery_count)
+    return {o: v for o, v in cells.items() if start < 0 or o >= start}
+
+
+def _cells(runs):
+    return {o: (r.delivery_state, r.delivery_count) for r in runs
+            for o in range(r.first_offset, r.last_offset + 1)}
+
+
+_run = st.builds(lambda f, n, s, c: StateBatch(f, f + n, s, c), st.integers(0, 60),
+                 st.integers(0, 8), st.sampled_from((0, 2, 4)), st.integers(0, 3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.lists(_run, max_size=6), updates=st.lists(_run, max_size=8),
+       start=st.integers(-1, 40))
+def test_overlay_matches_offset_by_offset_painting(base, updates, start):
+    disjoint_base = overlay([], base)  # a valid stored state: sorted, disjoint
+    got = overlay(disjoint_base, updates, start)
+    assert _cells(got) == _naive(disjoint_base, updates, start)
+    assert all(a.last_offset < b.first_offset for a, b in zip(got, got[1:], strict=False))
+    # Coalesced: no two neighbours could be joined.
+    assert not any(a.last_offset + 1 == b.first_offset and a.delivery_state == b.delivery_state
+                   and a.delivery_count == b.delivery_count for a, b in zip(got, got[1:], strict=False))
