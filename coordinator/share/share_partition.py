@@ -167,16 +167,7 @@ class SharePartition:
         """
         if not self._find_next:
             return self._end
-        pos = self._start
-        for batch in self.cache:
-            if batch.last_offset < pos:
-                continue
-            if batch.first_offset > pos:
-                return pos
-            for lo, _hi, st in batch.states(pos, batch.last_offset):
-                if st.state is _AVAILABLE and not st.pending:
-                    return max(lo, pos)
-            pos = batch.last_offset + 1
+        pos = self._scan(lambda st: st.state is _AVAILABLE and not st.pending)
         if pos < self._end:
             return pos
         self._find_next = False
@@ -518,6 +509,11 @@ class SharePartition:
 
         `planned` maps id(state) to the state a pending write will give it.
         """
+        return self._scan(lambda st: not planned.get(id(st), st.state).terminal)
+
+    def _scan(self, stop) -> int:
+        """First offset >= SPSO not covered by a batch or whose state satisfies `stop`,
+        else the offset after the last batch (SPSO when the cache is empty)."""
         pos = self._start
         for batch in self.cache:
             if batch.last_offset < pos:
@@ -525,7 +521,7 @@ class SharePartition:
             if batch.first_offset > pos:
                 return pos
             for lo, _hi, st in batch.states(pos, batch.last_offset):
-                if not planned.get(id(st), st.state).terminal:
+                if stop(st):
                     return max(lo, pos)
             pos = batch.last_offset + 1
         return pos
