@@ -193,7 +193,7 @@ _run = st.builds(lambda f, n, s, c: StateBatch(f, f + n, s, c), st.integers(0, 6
                  st.integers(0, 8), st.sampled_from((0, 2, 4)), st.integers(0, 3))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(base=st.lists(_run, max_size=6), updates=st.lists(_run, max_size=8),
        start=st.integers(-1, 40))
 def test_overlay_matches_offset_by_offset_painting(base, updates, start):
