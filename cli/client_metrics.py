@@ -36,7 +36,7 @@ def _names(client) -> list[str]:
     r = client.request(LIST, {})
     if r.error_code:
         raise UsageError(f"ListClientMetricsResources failed: {error_name(r.error_code)}")
-    return sorted(x.name for x in r.client_metrics_resources)
+    return sorted(x.resource_name for x in r.config_resources)
 
 
 @tool_main(COMMAND)

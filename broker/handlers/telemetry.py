@@ -39,7 +39,7 @@ from protocol import api
 from protocol.errors import ErrorCode
 
 GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY, LIST_CLIENT_METRICS_RESOURCES = 71, 72, 74
-ListClientMetricsResourcesResponse = api.API_KEYS[LIST_CLIENT_METRICS_RESOURCES].response_cls
+ListConfigResourcesResponse = api.API_KEYS[LIST_CLIENT_METRICS_RESOURCES].response_cls
 GetTelemetrySubscriptionsResponse = api.API_KEYS[GET_TELEMETRY_SUBSCRIPTIONS].response_cls
 PushTelemetryResponse = api.API_KEYS[PUSH_TELEMETRY].response_cls
 
@@ -101,12 +101,11 @@ def handle_push_telemetry(ctx, request):
 
 
 @handles(LIST_CLIENT_METRICS_RESOURCES, 0, 0, error_response=error_code_response(
-    ListClientMetricsResourcesResponse))
+    ListConfigResourcesResponse))
 def handle_list_client_metrics_resources(ctx, request):
     # DESCRIBE_CONFIGS on the cluster, else a top-level CLUSTER_AUTHORIZATION_FAILED (KafkaApis).
     authz.require_cluster(ctx, authz.AclOperation.DESCRIBE_CONFIGS)
     manager = getattr(ctx.broker, "client_metrics", None)
     names = sorted(manager.subscriptions()) if manager is not None else []
-    R = ListClientMetricsResourcesResponse
-    return R(error_code=0, client_metrics_resources=[R.ClientMetricsResource(name=n)
-                                                     for n in names])
+    R = ListConfigResourcesResponse
+    return R(error_code=0, config_resources=[R.ConfigResource(resource_name=n) for n in names])

@@ -274,7 +274,7 @@ def test_cluster_alter_and_describe_configs_acls(secure):
         assert (resp.error_code, resp.results) == (denied, [])
         assert codes(kc.request(34, move)) == [denied]  # AlterReplicaLogDirs
         resp = kc.request(74, {})  # ListClientMetricsResources
-        assert (resp.error_code, resp.client_metrics_resources) == (denied, [])
+        assert (resp.error_code, resp.config_resources) == (denied, [])
     josef(secure, "acls", "--add", "--allow-principal", "User:ops", "--operation", "Alter",
           "--operation", "DescribeConfigs", "--cluster")
     with client(secure, "ops") as kc:
