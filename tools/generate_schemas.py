@@ -3,8 +3,18 @@
 Usage: python tools/generate_schemas.py [SPEC_DIR] [OUT_DIR]
 
 SPEC_DIR defaults to ../shared/kafka-protocol (relative to the repo root) or
-/work/shared/kafka-protocol; it must hold messages/*.json and may hold
-coordinator-records/*.json. OUT_DIR defaults to protocol/schema_gen.
+/work/shared/kafka-protocol; it must hold messages/*.json (Kafka 4.0-SNAPSHOT, with every
+version Kafka 3.9 speaks) and may hold messages-4.2/*.json (Kafka 4.2.0-SNAPSHOT, which
+dropped the oldest versions, KIP-896), coordinator-records/ and coordinator-records-4.2/.
+OUT_DIR defaults to protocol/schema_gen.
+
+Each message's table is the union of both sets: versions below the 4.2 file's lowest one come
+from `messages/`, the rest from `messages-4.2/` (`merge_message`); fields are clipped to the
+versions each set contributes and joined by name, and `check_union` proves every version of
+the result reads exactly as its source spec (a MergeError stops the run otherwise). APIs only
+in 4.2 (share groups, streams groups, ListConfigResources which renamed key 74) are taken as
+they are. 4.2's coordinator keys number their versions from 0 with the record type in
+`apiKey`; they are moved to the older model that Josef writes (key version = record type).
 
 The JSON files carry `//` line comments; they are stripped (outside strings) before
 parsing. The output is plain Python data, no prose: each message is a dict
