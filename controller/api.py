@@ -338,3 +338,17 @@ class Controller(abc.ABC):
             mem[name] = dict(configs)
         else:
             mem.pop(name, None)
+
+    # Per-group configs (config resource type GROUP, broker.group_configs). Default: kept in
+    # memory by this controller object (not persisted).
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        """``{group id: configs}``."""
+        return dict(getattr(self, "_group_configs_mem", {}))
+
+    async def set_group_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Store a group's configs (validated by the broker); {} deletes them."""
+        mem = self.__dict__.setdefault("_group_configs_mem", {})
+        if configs:
+            mem[name] = dict(configs)
+        else:
+            mem.pop(name, None)

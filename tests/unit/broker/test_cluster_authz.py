@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from types import SimpleNamespace
 
-from broker.handlers import features, log_dirs, telemetry
+from broker.handlers import configs, features, log_dirs
 from broker.handlers.registry import REGISTRY
 from broker.security.acl import (
     CLUSTER_NAME,
@@ -115,7 +115,7 @@ async def test_alter_replica_log_dirs_needs_alter_on_cluster():
 
 async def test_list_client_metrics_resources_needs_describe_configs_on_cluster():
     broker = await make_broker()
-    key = telemetry.LIST_CLIENT_METRICS_RESOURCES
+    key = configs.LIST_CONFIG_RESOURCES
     resp = await call(broker, "eve", key, 0, ListConfigResourcesRequest())
     assert resp.error_code == DENIED and resp.config_resources == []
     resp = await call(broker, "ops", key, 0, ListConfigResourcesRequest())
