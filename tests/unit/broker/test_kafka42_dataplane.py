@@ -134,3 +134,20 @@ async def test_fetch_v18_reads_as_v17(broker):
                 for v in (18, 17))
     assert (p18.error_code, p18.high_watermark) == (0, 2)
     assert p18.records.read_bytes() == p17.records.read_bytes() and len(p18.records) > 0
+
+
+async def test_init_producer_id_v6_without_two_phase_commit(broker):
+    from broker.handlers import producer_id
+    from protocol.messages import InitProducerIdRequest
+
+    broker.transaction_coordinator = None
+    req = InitProducerIdRequest(transactional_id="t", transaction_timeout_ms=1000,
+                                enable2_pc=True)
+    resp = await producer_id.handle_init_producer_id(ctx(broker, 6), req)
+    assert resp.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    req = InitProducerIdRequest(transactional_id="t", transaction_timeout_ms=1000,
+                                keep_prepared_txn=True)
+    resp = await producer_id.handle_init_producer_id(ctx(broker, 6), req)
+    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+    wire = api.decode_response(22, 6, api.encode_response(resp, 6))
+    assert (wire.ongoing_txn_producer_id, wire.ongoing_txn_producer_epoch) == (-1, -1)
