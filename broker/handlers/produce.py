@@ -43,6 +43,10 @@ import asyncio
 import struct
 
 from broker.coordinator.transaction.verification import verify_produce
+from broker.coordinator.transaction.versions import (
+    finalized_transaction_version,
+    produce_adds_partitions,
+)
 from broker.handlers import authz, throttling
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
 from broker.handlers.transactions import authorize_transactional_id
@@ -192,8 +196,9 @@ async def _produce_transactional(ctx, req: ProduceRequest, acks: int, entries: d
         return _finish(req, acks, throttle_ms=throttle_ms,
                        results={**failed, **{tp: ProducePartitionResult(denied)
                                                 for tp in entries}})
+    add = produce_adds_partitions(ctx.api_version, finalized_transaction_version(ctx.broker))
     guards, rejected = await verify_produce(ctx.broker, req.transactional_id, entries,
-                                            generic_errors=ctx.api_version > 10)
+                                            generic_errors=ctx.api_version > 10, add=add)
     for tp, (code, message) in rejected.items():
         entries.pop(tp, None)
         failed[tp] = ProducePartitionResult(code, error_message=message)
