@@ -191,3 +191,18 @@ async def test_produce_v12_and_end_txn_v5_follow_the_finalized_version(h, levels
     marker = next(iter_batches(log.read(1, 1 << 20).records.read_bytes()))
     assert (log.log_end_offset, marker.is_control, marker.producer_epoch) == \
         (2, True, epoch + 1 if bumped else epoch)
+
+
+async def test_a_newer_epoch_is_verified_while_the_previous_transaction_is_open(h):
+    """The next TV 2 transaction's first batch (epoch + 1) may reach a leader before the
+    previous transaction's marker: it must go to the coordinator (which answers
+    CONCURRENT_TRANSACTIONS until the markers are out), not join the open transaction."""
+    from protocol.records import RecordBatchBuilder
+    b = RecordBatchBuilder(producer_id=5, producer_epoch=3, base_sequence=0,
+                           is_transactional=True)
+    b.append(1000, b"k", b"v")
+    part = h.rm.get_partition("t", 0)
+    guard = part.maybe_start_transaction_verification(5, 0, 3)
+    part.log.append_as_leader(memoryview(bytearray(b.build())), 0, verification_guard=guard)
+    assert part.maybe_start_transaction_verification(5, 1, 3) is None  # same epoch: open
+    assert part.maybe_start_transaction_verification(5, 0, 4) is not None
