@@ -202,6 +202,19 @@ def confluent_transactions(bootstrap: str, topic: str) -> None:
         (p.commit_transaction if keep else p.abort_transaction)(30)
 
 
+def kafka_python_transactions(bootstrap: str, topic: str) -> None:
+    """kafka-python's transactional producer (transaction version 1): one commit, one abort."""
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-tx")
+    p.init_transactions()
+    for keep in (True, False):
+        p.begin_transaction()
+        for i in range(4):
+            p.send(topic, value=b"kp-%s-%d" % (b"keep" if keep else b"drop", i), partition=i % 3)
+        p.commit_transaction() if keep else p.abort_transaction()
+    p.close()
+
+
 def test_transaction_version_2_commits_aborts_fences_and_fails_over(cluster_factory, request):
     from confluent_kafka.admin import AdminClient, NewTopic
     c = cluster_factory(3, props=PROPS)
@@ -269,6 +282,23 @@ def test_transaction_version_2_commits_aborts_fences_and_fails_over(cluster_fact
 
     # --- transaction version 1 clients keep working with the feature finalized -----------------
     confluent_transactions(c.bootstrap, "tv2")
-    got = read_committed(c.bootstrap, "tv2", len(expected) + 5)
+    kafka_python_transactions(c.bootstrap, "tv2")
+    java = None
+    try:
+        java = request.getfixturevalue("java_client")
+    except pytest.skip.Exception:
+        pass
+    extra = 5 + 4
+    if java is not None:
+        from tests.integration.harness import run_java_client
+        r = run_java_client(java, "txn-produce", "--bootstrap", c.bootstrap, "--topic", "tv2",
+                            "--count", "20", "--txn-id", "java-tv2", "--txn-size", "10",
+                            "--abort-every", "2", "--partitions", "3")
+        assert r.returncode == 0, r.stderr
+        extra += 10
+    got = read_committed(c.bootstrap, "tv2", len(expected) + extra)
     assert sorted(v for v in got if v.startswith(b"ck-")) == \
         sorted(b"ck-keep-%d" % i for i in range(5))
+    assert sorted(v for v in got if v.startswith(b"kp-")) == \
+        sorted(b"kp-keep-%d" % i for i in range(4))
+    assert len(got) == len(expected) + extra
