@@ -31,6 +31,7 @@ from collections.abc import Callable
 from broker.coordinator.consumer_records import ConsumerGroupReplay
 from broker.coordinator.group import GroupMetadata, GroupState
 from broker.coordinator.records import GroupRecord, OffsetRecord, decode_record, group_from_value
+from coordinator.keys import java_string_hashcode
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import RecordBatchBuilder, iter_batches_lenient
 
@@ -58,15 +59,6 @@ COMPRESSION_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 COMPRESSION_CODECS_ALLOWED = ", ".join(f"{k} ({v})" for k, v in COMPRESSION_CODECS.items())
 SIZE_ERRORS = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
                          ErrorCode.INVALID_FETCH_SIZE})
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit signed overflow)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 @functools.lru_cache(maxsize=65536)
