@@ -45,12 +45,17 @@ class FeatureZNode:
             name: {"max_version_level": level} for name, level in sorted(features.items())}},
             separators=(",", ":")).encode()
 
+    #: features finalized by default (a fresh cluster has them on, as Kafka 4.2 bootstraps
+    #: share.version=1): disabling one stores an explicit level 0 instead of removing it
+    DEFAULT_ON = frozenset({"share.version"})
+
     @staticmethod
     def apply(current: dict[str, int], levels: dict[str, int]) -> dict[str, int]:
-        """``current`` with UpdateFeatures' ``levels`` applied: level > 0 sets, 0 removes."""
+        """``current`` with UpdateFeatures' ``levels`` applied: level > 0 sets, 0 removes
+        (or stores 0 for a ``DEFAULT_ON`` feature)."""
         new = dict(current)
         for name, level in levels.items():
-            if level > 0:
+            if level > 0 or name in FeatureZNode.DEFAULT_ON:
                 new[name] = level
             else:
                 new.pop(name, None)
