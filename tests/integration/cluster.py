@@ -265,6 +265,8 @@ class Cluster:
                 "offsets.topic.replication.factor": str(min(n, 3)),
                 "transaction.state.log.replication.factor": str(min(n, 3)),
                 "transaction.state.log.min.isr": "1",
+                "share.coordinator.state.topic.replication.factor": str(min(n, 3)),
+                "share.coordinator.state.topic.min.isr": "1",
                 "offsets.topic.num.partitions": "6",
                 "transaction.state.log.num.partitions": "6",
                 "group.initial.rebalance.delay.ms": "0",
