@@ -157,7 +157,8 @@ async def handle_share_fetch(ctx, request):
         params = ShareFetchParams(request.max_wait_ms, request.min_bytes, request.max_bytes,
                                   request.max_records, request.batch_size)
         fetchable = [tp for tp in session.partitions if tp not in denied]
-        results = await manager.fetcher.fetch(group, member, fetchable, params)
+        results = await manager.fetcher.fetch(group, member, fetchable, params,
+                                              refresh=epoch == INITIAL_EPOCH)
         for tp in session.partitions:
             if tp in denied:
                 results[tp] = PartitionResult(denied[tp])

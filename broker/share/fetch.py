@@ -109,12 +109,15 @@ class ShareFetcher:
         self.parked = 0
 
     async def fetch(self, group_id: str, member_id: str,
-                    partitions: list[tuple[uuid.UUID, int]], params: ShareFetchParams
-                    ) -> dict[tuple[uuid.UUID, int], PartitionResult]:
+                    partitions: list[tuple[uuid.UUID, int]], params: ShareFetchParams,
+                    refresh: bool = False) -> dict[tuple[uuid.UUID, int], PartitionResult]:
+        """`refresh`: the session was just opened (`SharePartitionManager.partition`)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(params.max_wait_ms, 0) / 1000
         while True:
-            results, checks = await self._fetch_once(group_id, member_id, partitions, params)
+            results, checks = await self._fetch_once(group_id, member_id, partitions, params,
+                                                     refresh)
+            refresh = False
             done = any(r.acquired or r.error != E.NONE for r in results.values())
             remaining_ms = int((deadline - loop.time()) * 1000)
             if done or remaining_ms <= 0 or not checks or not self.manager.active:
@@ -129,7 +132,7 @@ class ShareFetcher:
                 results, _ = await self._fetch_once(group_id, member_id, partitions, params)
                 return results
 
-    async def _fetch_once(self, group_id, member_id, partitions, params):
+    async def _fetch_once(self, group_id, member_id, partitions, params, refresh=False):
         results: dict[tuple[uuid.UUID, int], PartitionResult] = {}
         checks = []
         n = len(partitions)
@@ -141,7 +144,7 @@ class ShareFetcher:
         for i in range(n):
             tp = partitions[(start + i) % n]
             results[tp] = r = PartitionResult()
-            sp = await self.manager.partition(group_id, *tp)
+            sp = await self.manager.partition(group_id, *tp, refresh=refresh)
             if isinstance(sp, ErrorCode):
                 r.error = sp
                 continue

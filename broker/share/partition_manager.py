@@ -90,15 +90,21 @@ class SharePartitionManager:
             return SharePartitionConfig()
         return manager.share_partition_config(group_id)
 
-    async def partition(self, group_id: str, topic_id: uuid.UUID, index: int
-                        ) -> SharePartition | ErrorCode:
-        """The loaded SharePartition, or the error to answer for this partition."""
+    async def partition(self, group_id: str, topic_id: uuid.UUID, index: int,
+                        refresh: bool = False) -> SharePartition | ErrorCode:
+        """The loaded SharePartition, or the error to answer for this partition. `refresh`
+        (a member opens a share session on it): an idle one (nothing acquired, nothing being
+        written) is loaded afresh, so offsets altered or deleted while the group was empty
+        take effect."""
         try:
             name, part = self.topic_partition(topic_id, index)
         except KafkaError as e:
             return e.code
         key = (group_id, topic_id, index)
         sp = self.partitions.get(key)
+        if sp is not None and refresh and sp.idle():
+            self._drop(key, sp)
+            sp = None
         if sp is not None and (sp.fenced is not None or sp.leader_epoch != part.leader_epoch):
             self._drop(key, sp)
             sp = None
