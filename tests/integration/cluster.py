@@ -267,6 +267,7 @@ class Cluster:
                 "transaction.state.log.min.isr": "1",
                 "share.coordinator.state.topic.replication.factor": str(min(n, 3)),
                 "share.coordinator.state.topic.min.isr": "1",
+                "share.coordinator.state.topic.num.partitions": "6",
                 "offsets.topic.num.partitions": "6",
                 "transaction.state.log.num.partitions": "6",
                 "group.initial.rebalance.delay.ms": "0",

@@ -15,6 +15,7 @@ acknowledged once its "acked" line is out. Options:
   --hold                acknowledge nothing, keep polling (to be SIGKILLed holding records)
   --seconds S           stop after S seconds (default 60); --idle S: after S s without records
   --sleep-ms MS         sleep this long per record (slow worker)
+  --max-records N       max.poll.records (the ShareFetch MaxRecords; default 500)
 
 Values are the record values as decimal integers. stdout is line-buffered JSON.
 """
@@ -54,11 +55,13 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--idle", type=float, default=0.0)
     ap.add_argument("--sleep-ms", type=int, default=0)
+    ap.add_argument("--max-records", type=int, default=500)
     args = ap.parse_args()
     reject, release_once = _mod(args.reject_mod), _mod(args.release_once)
     poison = {int(v) for v in args.release_values.split(",") if v}
     c = ShareConsumer({"bootstrap.servers": args.bootstrap, "group.id": args.group,
                        "share.acknowledgement.mode": "explicit",
+                       "max.poll.records": args.max_records,
                        "socket.timeout.ms": 10000})
     c.subscribe([args.topic])
     _emit(e="start")

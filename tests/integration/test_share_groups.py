@@ -79,7 +79,7 @@ def produce(bootstrap: str, topic: str, values, *, pause: float = 0.0, chunk: in
     for i, v in enumerate(values):
         p.produce(topic, str(v).encode(), key=f"k{v}".encode(), headers=[("origin", b"test")],
                   **extra)
-        if chunk and pause and (i + 1) % chunk == 0:
+        if chunk and (i + 1) % chunk == 0:  # one RecordBatch per chunk
             p.flush(30)
             time.sleep(pause)
     assert p.flush(30) == 0
@@ -291,9 +291,9 @@ def test_broker_killed_and_restarted_mid_stream(tmp_path):
         create_topic(bs, topic)
         set_group_configs(bs, group, share_auto_offset_reset="earliest",
                           share_record_lock_duration_ms="3000")
-        produce(bs, topic, range(n))
+        produce(bs, topic, range(n), chunk=10)
         workers = [Worker(tmp_path, f"r{i}", bs, group, topic, "--sleep-ms", "3",
-                          "--seconds", "90") for i in range(2)]
+                          "--max-records", "50", "--seconds", "90") for i in range(2)]
 
         def accepted():
             _, acked = ledger(workers)

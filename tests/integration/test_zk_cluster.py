@@ -508,3 +508,66 @@ def test_group_configs_reach_every_broker(zk_cluster):
             listed = client.request(74, {"resource_types": [32]}, version=1)
             assert ("zk-group-cfg", 32) in {(r.resource_name, r.resource_type)
                                             for r in listed.config_resources}, i
+
+
+def test_share_group_survives_leader_failovers(zk_cluster, tmp_path):
+    """Share groups (KIP-932) in the cluster: two ShareConsumers acknowledge while the topic
+    partition's leader, then the leader of its ``__share_group_state`` partition, are
+    SIGKILLed. The new leaders reload the share state: no record is handed out again after
+    its ACCEPT was answered, none is lost, each is accepted once."""
+    from confluent_kafka.admin import NewTopic
+
+    from coordinator.keys import java_abs, java_string_hashcode
+    from tests.integration.test_share_groups import (
+        ACCEPT,
+        Worker,
+        assert_no_delivery_after_final_ack,
+        ledger,
+        produce,
+        set_group_configs,
+        wait_until,
+    )
+
+    c = zk_cluster
+    topic = group = "share-failover"
+    n = 600
+    admin = _admin(c)
+    _wait_futures(admin.create_topics([NewTopic(topic, 1, 3)], request_timeout=30))
+    c.wait_metadata_converged([topic])
+    set_group_configs(c.bootstrap, group, share_auto_offset_reset="earliest")
+    produce(c.bootstrap, topic, range(n), chunk=10)
+    workers = [Worker(tmp_path, f"f{i}", c.bootstrap, group, topic, "--sleep-ms", "5",
+                      "--max-records", "30", "--seconds", "120") for i in range(2)]
+
+    def accepted() -> int:
+        _, acked = ledger(workers)
+        return sum(1 for kinds in acked.values() if ACCEPT in kinds)
+
+    killed = []
+    try:
+        wait_until("progress", lambda: accepted() >= 60, 60)
+        leader = c.partition_state(topic, 0)["leader"]
+        c.kill(leader)  # the share-partition leader
+        killed.append(leader)
+        c.wait_for_leaders(topic, 1, exclude=killed, timeout=30)
+        done = accepted()
+        wait_until("progress on the new leader", lambda: accepted() >= done + 60, 60)
+        topic_id = c.zk_json(f"/brokers/topics/{topic}")["topic_id"]
+        state_partition = java_abs(java_string_hashcode(f"{group}:{topic_id}:0")) % 6
+        state_leader = c.partition_state("__share_group_state", state_partition)["leader"]
+        if state_leader not in killed:  # the share coordinator of this share-partition
+            c.kill(state_leader)
+            killed.append(state_leader)
+            c.wait_for_leaders("__share_group_state", 6, exclude=killed, timeout=30)
+        wait_until("every record accepted", lambda: accepted() >= n, 90)
+    finally:
+        for w in workers:
+            w.kill()
+        for b in killed:
+            c.start_broker(b)
+    c.wait_for_brokers_registered([1, 2, 3])
+    history, acked = ledger(workers)
+    assert_no_delivery_after_final_ack(history)
+    assert set(acked) == set(range(n))
+    assert all(kinds.count(ACCEPT) == 1 for kinds in acked.values())
+    c.wait_metadata_converged([topic])
