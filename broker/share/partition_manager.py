@@ -13,8 +13,8 @@ Per call (`partition`):
   with FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH: AlterShareGroupOffsets, a newer leader), is
   closed and loaded afresh;
 - its config is refreshed from the group's configs (`GroupConfigManager.
-  share_partition_config`: lock duration, delivery limit, backoff, DLQ topic, ...) and the
-  log start offset is applied (retention, DeleteRecords).
+  share_partition_config`: lock duration, delivery limit, backoff, DLQ topic, ...; re-read
+  at most once a second) and the log start offset is applied (retention, DeleteRecords).
 
 Leadership: after every LeaderAndIsr / StopReplica the manager closes SharePartitions whose
 partition this broker no longer leads (their timers stop; a new leader reloads the state).
@@ -48,6 +48,8 @@ __all__ = ["SharePartitionManager"]
 log = logging.getLogger(__name__)
 E = ErrorCode
 Key = tuple[str, uuid.UUID, int]
+#: how long a group's resolved share settings are reused (ms)
+CONFIG_REFRESH_MS = 1000
 
 
 class SharePartitionManager:
@@ -59,6 +61,7 @@ class SharePartitionManager:
         self.timer = timer  # coordinator.runtime.CoordinatorTimer
         self.partitions: dict[Key, SharePartition] = {}
         self._loading: dict[Key, asyncio.Task] = {}
+        self._configs: dict[str, tuple[float, SharePartitionConfig]] = {}
         self.sessions = ShareSessionCache(max_sessions, on_close=self._session_closed)
         self.dead_letters = None  # broker.share.dead_letters.DeadLetterWriter
         self.on_wake = None  # callable(topic, partition): parked ShareFetches re-check
@@ -85,10 +88,19 @@ class SharePartitionManager:
         return name, part
 
     def config_for(self, group_id: str) -> SharePartitionConfig:
+        """The group's settings, re-read at most every `CONFIG_REFRESH_MS` (a GROUP config
+        change applies within that)."""
+        now = time.monotonic()
+        cached = self._configs.get(group_id)
+        if cached is not None and now - cached[0] < CONFIG_REFRESH_MS / 1000:
+            return cached[1]
         manager = getattr(self.services, "group_configs", None)
-        if manager is None:
-            return SharePartitionConfig()
-        return manager.share_partition_config(group_id)
+        cfg = SharePartitionConfig() if manager is None else \
+            manager.share_partition_config(group_id)
+        if len(self._configs) > 10_000:
+            self._configs.clear()
+        self._configs[group_id] = (now, cfg)
+        return cfg
 
     async def partition(self, group_id: str, topic_id: uuid.UUID, index: int,
                         refresh: bool = False) -> SharePartition | ErrorCode:

@@ -192,3 +192,19 @@ async def test_offsets_admin(env):
     assert res == [("a", T1, E.NONE, None)]
     assert T1 not in env.sc.groups["g"].initialized
     assert (await env.sc.describe_offsets("nope", None))[0] == E.GROUP_ID_NOT_FOUND
+
+
+async def test_classic_and_consumer_protocols_refuse_a_share_group_id(env):
+    from broker.coordinator.consumer_coordinator import (
+        ConsumerGroupConfig,
+        ConsumerGroupCoordinator,
+    )
+    await beat(env, "m1", 0, ["a"])
+    out = env.join(group="g")
+    await env.coordinator.wait_idle()
+    assert out[0].error == E.GROUP_ID_NOT_FOUND
+    env.coordinator.consumer = ConsumerGroupCoordinator(
+        env.coordinator, ConsumerGroupConfig(), TopicView(topics=env.topics))
+    r = await env.coordinator.consumer.heartbeat("g", "c1", 0, None, None, 30000, ["a"], None,
+                                                 None, {}, "client", "/h")
+    assert (r.error, r.message) == (E.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
