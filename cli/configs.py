@@ -11,6 +11,10 @@ every topic (or the broker defaults) is described. ``--alter --add-config k=v,k2
 updating config for topic t."; a broker that lacks IncrementalAlterConfigs is refused with a
 message. APIs: DescribeConfigs, IncrementalAlterConfigs, Metadata.
 
+``--entity-type groups --entity-name g``: a group's configs (GROUP resources: Kafka 4.2's
+consumer/share group configs and Josef's share retry and dead-letter keys; source
+GROUP_CONFIG).
+
 ``--entity-type users`` / ``clients`` (also ``--user U``, ``--client C``, both for a
 user+client pair, ``--entity-default``/``--user-defaults``/``--client-defaults``): SCRAM
 credentials and client quotas, see :mod:`cli._configs_clients`.
@@ -33,13 +37,13 @@ COMMAND = "configs"
 HELP = "Describe and alter topic and broker configs (like kafka-configs.sh)"
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
-RESOURCE = {"topics": 2, "brokers": 4}
+RESOURCE = {"topics": 2, "brokers": 4, "groups": 32}
 CLIENT_ENTITY_TYPES = ("users", "clients")
-SINGULAR = {"topics": "topic", "brokers": "broker"}
+SINGULAR = {"topics": "topic", "brokers": "broker", "groups": "group"}
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-           6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-DYNAMIC_SOURCES = {1, 2, 3, 6}
+           6: "DYNAMIC_BROKER_LOGGER_CONFIG", 8: "GROUP_CONFIG"}
+DYNAMIC_SOURCES = {1, 2, 3, 6, 8}
 OP_SET, OP_DELETE = 0, 1
 
 
@@ -85,6 +89,8 @@ def _entity_names(client, args) -> list[str]:
     md = client.metadata(None)
     if args.entity_type == "topics":
         return sorted(t.name for t in md.topics if t.error_code == 0)
+    if args.entity_type == "groups":
+        raise UsageError("--describe --entity-type groups needs --entity-name")
     return [str(b.node_id) for b in sorted(md.brokers, key=lambda b: b.node_id)]
 
 
