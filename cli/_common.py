@@ -84,6 +84,38 @@ def tool_main(command: str) -> Callable:
 
 
 
+def format_table(rows: list[list[str]]) -> str:
+    """Left-aligned columns separated by one space, as Kafka's tools print tables."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def delete_groups(client, groups: list[str], kind: str, label: str) -> int:
+    """DeleteGroups on each group's coordinator; prints Kafka's lines ("Deletion of requested
+    <kind> groups ('g') was successful." / "* <label> 'g' could not be deleted due to: E");
+    exit code 1 when one failed."""
+    from client.connection import error_name
+    from client.groups import find_coordinator
+    failed = {}
+    for group in groups:
+        node = find_coordinator(client, group)
+        resp = client.request(42, {"groups_names": [group]}, node=node)  # DeleteGroups
+        for r in resp.results:
+            if r.error_code:
+                failed[r.group_id] = error_name(r.error_code)
+    ok = [g for g in groups if g not in failed]
+    if ok:
+        names = ", ".join(f"'{g}'" for g in ok)
+        print(f"Deletion of requested {kind} groups ({names}) was successful.")
+    if failed:
+        print(f"Deletion of some {kind} groups failed:")
+        for g, e in failed.items():
+            print(f"* {label} '{g}' could not be deleted due to: {e}")
+        return 1
+    return 0
+
+
 def split_pairs(text: str) -> list[tuple[str, str]]:
     """``k=v,k2=[a,b]`` -> pairs (square brackets group a list value, as kafka-configs)."""
     out = []

@@ -29,10 +29,12 @@ from cli._common import (
     add_bootstrap,
     check_error,
     connect,
+    delete_groups,
+    format_table,
     partition_leaders,
     tool_main,
 )
-from client.connection import ToolError, error_name
+from client.connection import ToolError
 from client.groups import committed_offsets, describe_group, find_coordinator, parse_assignment
 from client.offsets import EARLIEST, LATEST, commit_offsets, list_offsets
 
@@ -63,12 +65,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     to.add_argument("--shift-by", type=int, metavar="N")
     p.add_argument("--execute", action="store_true", help="--reset-offsets: apply the plan")
     p.add_argument("--dry-run", action="store_true", help="--reset-offsets: only show (default)")
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
 
 
 class _Member:
@@ -126,7 +122,7 @@ def _describe(client, args) -> int:
                          "-" if end is None else str(end), lag,
                          m.member_id if m else "-", m.client_host if m else "-",
                          m.client_id if m else "-"])
-        print(_table(rows))
+        print(format_table(rows))
     return 0
 
 
@@ -180,30 +176,14 @@ def _reset(client, args) -> int:
     print()
     rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
     rows += [[group, t, str(p), str(off)] for (t, p), off in sorted(plan.items())]
-    print(_table(rows))
+    print(format_table(rows))
     return 0
 
 
 def _delete(client, args) -> int:
     if not args.group:
         raise UsageError("--delete needs --group")
-    failed = {}
-    for group in args.group:
-        node = find_coordinator(client, group)
-        resp = client.request(DELETE_GROUPS, {"groups_names": [group]}, node=node)
-        for r in resp.results:
-            if r.error_code:
-                failed[r.group_id] = error_name(r.error_code)
-    ok = [g for g in args.group if g not in failed]
-    if ok:
-        names = ", ".join(f"'{g}'" for g in ok)
-        print(f"Deletion of requested consumer groups ({names}) was successful.")
-    if failed:
-        print("Deletion of some consumer groups failed:")
-        for g, e in failed.items():
-            print(f"* Group '{g}' could not be deleted due to: {e}")
-        return 1
-    return 0
+    return delete_groups(client, args.group, "consumer", "Group")
 
 
 @tool_main(COMMAND)

@@ -31,6 +31,8 @@ from cli._common import (
     add_bootstrap,
     check_error,
     connect,
+    delete_groups,
+    format_table,
     partition_leaders,
     tool_main,
 )
@@ -74,12 +76,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
     p.add_argument("--execute", action="store_true", help="--reset-offsets: apply the plan")
     p.add_argument("--dry-run", action="store_true", help="--reset-offsets: only show (default)")
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
 
 
 def _list(client) -> list[tuple[str, str]]:
@@ -131,7 +127,7 @@ def _describe(client, args) -> int:
                                None)
             where = f"{coordinator.host}:{coordinator.port} ({node})" if coordinator else \
                 f"({node})"
-            print(_table([["GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS"],
+            print(format_table([["GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS"],
                           [group, where, desc.group_state, str(len(desc.members))]]))
             continue
         if not desc.members:
@@ -148,7 +144,7 @@ def _describe(client, args) -> int:
                 row = [group, m.member_id, m.client_host, m.client_id, str(len(parts))]
                 row += [str(m.member_epoch)] if args.verbose else []
                 rows.append(row + [assignment])
-            print(_table(rows))
+            print(format_table(rows))
             continue
         found = _offsets(client, node, group)
         tps = sorted({(t, p.partition_index) for t, p in found})
@@ -161,7 +157,7 @@ def _describe(client, args) -> int:
             rows.append([group, topic, str(p.partition_index),
                          "-" if p.leader_epoch < 0 else str(p.leader_epoch),
                          "-" if start < 0 else str(start), lag])
-        print(_table(rows))
+        print(format_table(rows))
     return 0
 
 
@@ -220,7 +216,7 @@ def _reset(client, args) -> int:
     print()
     rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
     rows += [[group, t, str(p), str(off)] for (t, p), off in sorted(plan.items())]
-    print(_table(rows))
+    print(format_table(rows))
     return 0
 
 
@@ -235,24 +231,7 @@ def _timestamp_ms(text: str) -> int:
 
 
 def _delete(client, args) -> int:
-    groups = _groups(client, args)
-    failed = {}
-    for group in groups:
-        node = find_coordinator(client, group)
-        resp = client.request(DELETE_GROUPS, {"groups_names": [group]}, node=node)
-        for r in resp.results:
-            if r.error_code:
-                failed[r.group_id] = error_name(r.error_code)
-    ok = [g for g in groups if g not in failed]
-    if ok:
-        names = ", ".join(f"'{g}'" for g in ok)
-        print(f"Deletion of requested share groups ({names}) was successful.")
-    if failed:
-        print("Deletion of some share groups failed:")
-        for g, e in failed.items():
-            print(f"* Share group '{g}' could not be deleted due to: {e}")
-        return 1
-    return 0
+    return delete_groups(client, _groups(client, args), "share", "Share group")
 
 
 def _delete_offsets(client, args) -> int:
@@ -270,7 +249,7 @@ def _delete_offsets(client, args) -> int:
         bad += not ok
         rows.append([t.topic_name, "Successful" if ok else f"Error: {error_name(t.error_code)}"])
     print()
-    print(_table(rows))
+    print(format_table(rows))
     return 1 if bad else 0
 
 
@@ -281,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
             wanted = (args.state or "").lower()
             groups = [(g, s) for g, s in _list(client) if not wanted or s.lower() == wanted]
             if args.state is not None:
-                print(_table([["GROUP", "STATE"]] + [[g, s] for g, s in groups]))
+                print(format_table([["GROUP", "STATE"]] + [[g, s] for g, s in groups]))
             else:
                 for g, _ in groups:
                     print(g)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import uuid
 
+from broker.coordinator.consumer_records import _key, _topics_in, _topics_out
 from broker.coordinator.share_group import Assignment, ShareGroup, ShareGroupMember
-from protocol.coordinator_records import decode_group_key, decode_value, encode_key, encode_value
+from protocol.coordinator_records import decode_group_key, decode_value, encode_value
 from protocol.messages import MESSAGES
 
 __all__ = ["SHARE_RECORD_TYPES", "ShareGroupReplay", "current_assignment_record", "epoch_record",
@@ -35,18 +36,6 @@ MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA = 10, 11, 12
 TARGET_MEMBER, CURRENT_ASSIGNMENT, STATE_PARTITION_METADATA = 13, 14, 15
 SHARE_RECORD_TYPES = frozenset(range(10, 16))
 Record = tuple[bytes, bytes | None]
-
-
-def _key(name: str, version: int, **fields) -> bytes:
-    return encode_key(_M[name](**fields), version)
-
-
-def _topics_out(cls, a: Assignment) -> list:
-    return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(a.items(), key=str) if ps]
-
-
-def _topics_in(items) -> Assignment:
-    return {t.topic_id: frozenset(t.partitions) for t in items or () if t.partitions}
 
 
 def epoch_record(group_id: str, epoch: int, metadata_hash: int = 0) -> Record:

@@ -43,15 +43,20 @@ def _codes_error(api_key: int, requests_of):
     return build
 
 
-async def _codes(ctx, request, api_key: int, requests_of, op: str):
-    reqs = requests_of(request)
+async def _run(ctx, reqs: list, op: str, fail) -> list:
+    """Each partition's answer from the local share coordinator (`fail(code)` shapes an
+    error answer)."""
     coordinator = _coordinator(ctx)
     if not _authorized(ctx):
-        codes = [E.CLUSTER_AUTHORIZATION_FAILED] * len(reqs)
-    elif coordinator is None:
-        codes = [E.COORDINATOR_NOT_AVAILABLE] * len(reqs)
-    else:
-        codes = await asyncio.gather(*(getattr(coordinator, op)(r) for r in reqs))
+        return [fail(E.CLUSTER_AUTHORIZATION_FAILED)] * len(reqs)
+    if coordinator is None:
+        return [fail(E.COORDINATOR_NOT_AVAILABLE)] * len(reqs)
+    return list(await asyncio.gather(*(getattr(coordinator, op)(r) for r in reqs)))
+
+
+async def _codes(ctx, request, api_key: int, requests_of, op: str):
+    reqs = requests_of(request)
+    codes = await _run(ctx, reqs, op, int)
     return wire.codes_response(api_key, [(r.topic_id, r.partition, int(c), None)
                                          for r, c in zip(reqs, codes, strict=True)])
 
@@ -82,13 +87,7 @@ def _read_error(request, version: int, error: KafkaError):
 @handles(wire.READ, 0, 0, error_response=_read_error)
 async def handle_read_share_group_state(ctx, request):
     reqs = wire.read_requests(request)
-    coordinator = _coordinator(ctx)
-    if not _authorized(ctx):
-        results = [ReadStateResult(E.CLUSTER_AUTHORIZATION_FAILED)] * len(reqs)
-    elif coordinator is None:
-        results = [ReadStateResult(E.COORDINATOR_NOT_AVAILABLE)] * len(reqs)
-    else:
-        results = await asyncio.gather(*(coordinator.read_state(r) for r in reqs))
+    results = await _run(ctx, reqs, "read_state", ReadStateResult)
     return wire.read_response([(r.topic_id, r.partition, res)
                                for r, res in zip(reqs, results, strict=True)])
 
@@ -102,12 +101,6 @@ def _summary_error(request, version: int, error: KafkaError):
 @handles(wire.READ_SUMMARY, 0, 0, error_response=_summary_error)
 async def handle_read_share_group_state_summary(ctx, request):
     reqs = wire.summary_requests(request)
-    coordinator = _coordinator(ctx)
-    if not _authorized(ctx):
-        results = [ReadStateSummaryResult(E.CLUSTER_AUTHORIZATION_FAILED)] * len(reqs)
-    elif coordinator is None:
-        results = [ReadStateSummaryResult(E.COORDINATOR_NOT_AVAILABLE)] * len(reqs)
-    else:
-        results = await asyncio.gather(*(coordinator.read_state_summary(r) for r in reqs))
+    results = await _run(ctx, reqs, "read_state_summary", ReadStateSummaryResult)
     return wire.summary_response([(r.topic_id, r.partition, res)
                                   for r, res in zip(reqs, results, strict=True)])
