@@ -53,6 +53,7 @@ import inspect
 import logging
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -609,11 +610,14 @@ def _describe(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
-async def run_server(config: KafkaConfig) -> None:
+async def run_server(config: KafkaConfig,
+                     on_started: Callable[[BrokerServer], None] | None = None) -> None:
     """Run a broker until SIGTERM/SIGINT, then shut down cleanly (``broker.cli`` calls this).
 
-    A fatal startup error is logged as one line and ends the process with status 1
-    (``SystemExit``); a ``ConfigError`` propagates (the CLI exits 2)."""
+    ``on_started(server)`` runs once startup has finished (registered, requests dispatched);
+    ``josef server --daemon`` uses it to release the waiting terminal. A fatal startup error
+    is logged as one line and ends the process with status 1 (``SystemExit``); a
+    ``ConfigError`` propagates (the CLI exits 2)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed = []
@@ -645,6 +649,8 @@ async def run_server(config: KafkaConfig) -> None:
             log.error("Fatal error during startup", exc_info=exc)
             await server.shutdown()
             raise SystemExit(1)
+        if on_started is not None:
+            on_started(server)
         await stop.wait()
         await server.shutdown()
     finally:
