@@ -10,6 +10,12 @@ The JSON file: ``{"partitions": [{"topic": "t", "partition": 0, "offset": 10}], 
     partition: t-1	error: OFFSET_OUT_OF_RANGE
 
 Exit code 1 if any partition failed. APIs: Metadata, DeleteRecords (to each leader).
+
+Progress: a bar on stderr (when it is a terminal, or with ``--progress``) counts the records
+removed (each partition's new low watermark minus its log start offset before, out of the
+records below the requested offsets; ListOffsets earliest/latest first) and the partitions
+done, e.g. ``delete-records: 100.0%|####| 300/300 records [00:00, 2.1k records/s, 3/3
+partitions]``.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ import argparse
 import json
 
 from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+from cli._progress import ProgressBar
 from client.connection import ToolError, error_name
+from client.offsets import EARLIEST, LATEST, list_offsets
 
 COMMAND = "delete-records"
 HELP = "Delete records below given offsets (like kafka-delete-records.sh)"
@@ -29,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap(p)
     p.add_argument("--offset-json-file", required=True, metavar="FILE",
                    help='{"partitions":[{"topic":"t","partition":0,"offset":10}],"version":1}')
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress bar even when stderr is not a terminal")
 
 
 def read_offsets(path: str) -> list[tuple[str, int, int]]:
@@ -69,16 +79,38 @@ def run(args: argparse.Namespace) -> int:
                 continue
             by_leader.setdefault(leader, {}).setdefault(t, []).append(
                 {"partition_index": p, "offset": off})
-        for leader, topics in by_leader.items():
-            resp = client.request(DELETE_RECORDS, {
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                "timeout_ms": 30000}, node=leader)
-            for t in resp.topics:
-                for p in t.partitions:
-                    results[(t.name, p.partition_index)] = (
-                        f"error: {error_name(p.error_code)}" if p.error_code
-                        else f"low_watermark: {p.low_watermark}")
+        with ProgressBar(None, COMMAND, unit="records", force=args.progress or None) as bar:
+            starts = _records_to_delete(client, wanted, leaders, bar) if bar.enabled else {}
+            for leader, topics in by_leader.items():
+                resp = client.request(DELETE_RECORDS, {
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                    "timeout_ms": 30000}, node=leader)
+                for t in resp.topics:
+                    for p in t.partitions:
+                        tp = (t.name, p.partition_index)
+                        results[tp] = (f"error: {error_name(p.error_code)}" if p.error_code
+                                       else f"low_watermark: {p.low_watermark}")
+                        if not p.error_code and tp in starts:
+                            bar.update(max(0, p.low_watermark - starts[tp]))
+                bar.set_postfix(f"{len(results)}/{len(wanted)} partitions")
     print("Records delete operation completed:")
     for (t, p), text in sorted(results.items()):
         print(f"partition: {t}-{p}\t{text}")
     return 1 if any(v.startswith("error") for v in results.values()) else 0
+
+
+def _records_to_delete(client, wanted, leaders, bar: ProgressBar) -> dict[tuple[str, int], int]:
+    """Log start offsets before the delete; sets the bar's total to the records below the
+    requested offsets (``-1``: the high watermark). Partitions without a leader are left out."""
+    tps = [(t, p) for t, p, _ in wanted if leaders.get((t, p), -1) >= 0]
+    if not tps:
+        return {}
+    try:
+        starts = list_offsets(client, tps, EARLIEST, leaders)
+        ends = list_offsets(client, tps, LATEST, leaders)
+    except ToolError:  # the delete itself reports the partition's error
+        return {}
+    targets = {(t, p): ends[(t, p)] if off < 0 else min(off, ends[(t, p)])
+               for t, p, off in wanted if (t, p) in starts}
+    bar.set_total(sum(max(0, targets[tp] - starts[tp]) for tp in targets))
+    return starts
