@@ -108,6 +108,9 @@ class BrokerServices:
     security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
     advertised: dict[str, Endpoint] = field(default_factory=dict)
+    #: Kafka's BrokerState metric: 1 STARTING, 3 RUNNING, 6 PENDING_CONTROLLED_SHUTDOWN,
+    #: 7 SHUTTING_DOWN (the console shows brokers in controlled shutdown from it)
+    broker_state: int = 1
 
     def listener_name(self, listener: str) -> str:
         """The listener name a request arrived on, as the MetadataCache keys endpoints."""
@@ -279,6 +282,7 @@ class BrokerServer:
 
         self._gate.open.set()
         self._started = True
+        self.services.broker_state = 3  # RUNNING
         _tune_gc_once()
         log.info("[KafkaServer id=%d] started (cluster id %s, controller epoch %d)",
                  self.broker_id, self.controller.cluster_id, self.controller.controller_epoch)
@@ -544,12 +548,16 @@ class BrokerServer:
             return
         self._shutdown_done = True
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.services is not None:
+            self.services.broker_state = 7  # SHUTTING_DOWN
         if self._started and self.zk_broker is not None and \
                 self.config.get("controlled.shutdown.enable"):
+            self.services.broker_state = 6  # PENDING_CONTROLLED_SHUTDOWN
             try:
                 await self.zk_broker.controlled_shutdown_before_exit()
             except Exception:
                 log.exception("controlled shutdown failed")
+            self.services.broker_state = 7
         steps: list[tuple[str, Any]] = []
         if self._gate is not None and not self._started:
             self._gate.abort()
