@@ -71,7 +71,7 @@ def quotas(c) -> list[dict]:
             f"{LABEL.get(x.entity_type, x.entity_type)} {x.entity_name}"
             if x.entity_name is not None else f"default {LABEL.get(x.entity_type, x.entity_type)}"
             for x in e.entity)
-        out.append({"entity": entity, "values": sorted((v.key, v.value) for v in e.values)})
+        out.append({"entity": entity, "limits": sorted((v.key, v.value) for v in e.values)})
     return sorted(out, key=lambda q: q["entity"])
 
 

@@ -124,6 +124,8 @@ def page(template: str):
         async def handler(request: web.Request) -> web.StreamResponse:
             try:
                 ctx = await fn(request)
+                if not isinstance(ctx, web.StreamResponse):
+                    ctx = await render(request, template, **ctx)
             except ClusterUnavailable as e:
                 return await render(request, "unavailable.html", status=503, banner=str(e))
             except ToolError as e:
@@ -134,9 +136,7 @@ def page(template: str):
                 log.exception("page %s failed", request.path)
                 return await render(request, "error.html", status=500,
                                     error=f"internal error: {e!r}")
-            if isinstance(ctx, web.StreamResponse):
-                return ctx
-            return await render(request, template, **ctx)
+            return ctx
 
         handler.__name__ = fn.__name__
         return handler

@@ -73,6 +73,7 @@
         })),
       };
       plot = new uPlot(opts, cols, holder);
+      (window.josefCharts = window.josefCharts || []).push(plot);  // for tests and debugging
     }
 
     function draw(data) {
