@@ -1,7 +1,7 @@
 // Josef console charts, drawn by uPlot (vendor/uplot): every element with class "chart" and a
 // data-series attribute (a JSON list of series names) becomes a time-series chart from
 // /api/series, redrawn every data-refresh milliseconds (body attribute). The x axis is wall
-// clock time; the y axis is labelled with data-unit ("msg/s", "B/s", "req/s", "messages");
+// clock time; the y axis ticks carry data-unit ("msg/s", "B/s", "req/s", "messages");
 // the legend sits below the plot (it never covers the lines) and shows each series' value at
 // the cursor. Labels are set with textContent (never parsed as HTML).
 "use strict";
@@ -63,8 +63,7 @@
         axes: [
           {stroke: "#667085", grid: {stroke: "#eef1f7"}},
           {stroke: "#667085", grid: {stroke: "#eef1f7"}, size: 70,
-           values: function (u, vals) { return vals.map(function (v) { return human(v, unit); }); },
-           label: unit, labelSize: 14},
+           values: function (u, vals) { return vals.map(function (v) { return human(v, unit); }); }},
         ],
         legend: {show: true, live: true},
         series: [{label: "time"}].concat(names.map(function (n, i) {
