@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.harness import REPO_ROOT, api_versions_probe
+from tests.integration.test_server_lifecycle import _alive
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -44,14 +45,6 @@ def _kill(pid_file: Path) -> None:
         os.kill(int(pid_file.read_text()), signal.SIGKILL)
     except (OSError, ValueError):
         pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _dead_soon(pid: int, within_s: float = 10) -> bool:
