@@ -97,17 +97,19 @@ def test_daemon_port_in_use_exits_1_with_the_brokers_error(tmp_path):
 
 
 def test_daemon_zookeeper_registration_refused(tmp_path, zookeeper):
-    """A second broker with a registered broker.id: Kafka's NodeExistsException, reported."""
+    """A second broker with a registered broker.id: Kafka's NodeExistsException, reported
+    (after waiting a session timeout, in case the registration were its own from before a
+    crash)."""
     zk = zookeeper.connect + "/daemon-test"
     first_pid = tmp_path / "first.pid"
     first = _josef(str(_props(tmp_path / "first.properties", broker_id="5",
-                              zookeeper_connect=zk)),
+                              zookeeper_connect=zk, zookeeper_session_timeout_ms="2000")),
                    "--daemon", "--pid-file", str(first_pid), "--log-file",
                    str(tmp_path / "first.out"), cwd=tmp_path)
     try:
         assert first.returncode == 0, first.stderr
         second = _josef(str(_props(tmp_path / "second.properties", broker_id="5",
-                                   zookeeper_connect=zk)),
+                                   zookeeper_connect=zk, zookeeper_session_timeout_ms="2000")),
                         "--daemon", "--pid-file", str(tmp_path / "second.pid"),
                         "--log-file", str(tmp_path / "second.out"), cwd=tmp_path)
         assert second.returncode == 1, second
