@@ -40,7 +40,8 @@ def leaders_of(md) -> dict[tuple[str, int], int]:
 
 
 def offsets(c: ConsoleClient, tps, leaders, timestamp: int) -> dict[tuple[str, int], int]:
-    """ListOffsets per leader; partitions of a leader that does not answer are left out."""
+    """ListOffsets per leader; partitions of a leader that does not answer, or that answer an
+    error (a partition being created or moving: NOT_LEADER_OR_FOLLOWER, ...), are left out."""
     by_leader: dict[int, list] = {}
     for tp in tps:
         if leaders.get(tp, -1) >= 0:
@@ -50,10 +51,15 @@ def offsets(c: ConsoleClient, tps, leaders, timestamp: int) -> dict[tuple[str, i
         try:
             out.update(list_offsets(c, group, timestamp, leaders))
         except (ToolError, OSError) as e:
-            if not unreachable(e) and "NOT_LEADER" not in str(e):
-                raise
-            c.reset_connection(leader)
-            c.tracker.mark_failed(leader, str(e))
+            if unreachable(e):
+                c.reset_connection(leader)
+                c.tracker.mark_failed(leader, str(e))
+                continue
+            for tp in group if len(group) > 1 else ():  # one answered an error: ask each
+                try:
+                    out.update(list_offsets(c, [tp], timestamp, leaders))
+                except ToolError:
+                    continue
     return out
 
 

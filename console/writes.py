@@ -20,6 +20,7 @@ Each returns a short text describing what was done, for the page's note and the 
 from __future__ import annotations
 
 import random
+import time
 
 from cli.console_producer import Sender, key_partition
 from client.connection import ToolError, error_name
@@ -47,6 +48,7 @@ def create_topic(c, name: str, partitions: int, replication: int,
         "timeout_ms": 30000, "validate_only": False}, node=c.controller_node())
     (r,) = resp.topics
     check_error(r.error_code, getattr(r, "error_message", None), f"create topic {name}")
+    _await_metadata(c, name, lambda t: t.error_code == 0)
     return f"created topic {name}"
 
 
@@ -57,6 +59,18 @@ def delete_topic(c, name: str) -> str:
     (r,) = resp.responses
     check_error(r.error_code, getattr(r, "error_message", None), f"delete topic {name}")
     return f"deleted topic {name}"
+
+
+def _await_metadata(c, topic: str, ready, timeout_s: float = 10.0) -> None:
+    """Wait (at most ``timeout_s``) until the broker's Metadata shows the change: the
+    controller answers once ZooKeeper has it, the brokers learn it from UpdateMetadata a
+    moment later, and the page shown next should include it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        (t,) = c.metadata([topic]).topics
+        if ready(t):
+            return
+        time.sleep(0.1)
 
 
 def produce(c, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
@@ -98,6 +112,7 @@ def add_partitions(c, topic: str, count: int) -> str:
         "timeout_ms": 30000, "validate_only": False}, node=c.controller_node())
     (r,) = resp.results
     check_error(r.error_code, r.error_message, f"add partitions to {topic}")
+    _await_metadata(c, topic, lambda t: len(t.partitions) >= count)
     return f"topic {topic} now has {count} partitions"
 
 

@@ -20,6 +20,12 @@
     return num + names[i] + (unit ? " " + unit : "");
   }
 
+  let clockFmt = null;
+  function clock(d) {  // local wall-clock time, 24 h
+    if (clockFmt === null) clockFmt = uPlot.fmtDate("{HH}:{mm}:{ss}");
+    return clockFmt(d);
+  }
+
   function short(name) {
     const parts = name.split(".");
     return parts[parts.length - 1].replace(/_/g, " ");
@@ -61,8 +67,22 @@
         width: width(), height: 170,
         scales: {x: {time: true}, y: {range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; }}},
         axes: [
-          {stroke: "#667085", grid: {stroke: "#eef1f7"}},
-          {stroke: "#667085", grid: {stroke: "#eef1f7"}, size: 70,
+          {stroke: "#667085", grid: {stroke: "#eef1f7"}, space: 70,
+           values: function (u, vals) {
+             let prev = null;
+             return vals.map(function (v) {  // one label per distinct second
+               const text = clock(new Date(v * 1000));
+               const shown = text === prev ? "" : text;
+               prev = text;
+               return shown;
+             });
+           }},
+          {stroke: "#667085", grid: {stroke: "#eef1f7"},
+           size: function (u, values) {  // wide enough for the longest tick label
+             const longest = (values || []).reduce(function (m, v) {
+               return Math.max(m, String(v).length); }, 4);
+             return 16 + longest * 7;
+           },
            values: function (u, vals) { return vals.map(function (v) { return human(v, unit); }); }},
         ],
         legend: {show: true, live: true},

@@ -310,7 +310,8 @@ def test_topic_search_sort_and_pagination(env):
     b.get(console.url + "/topics")
     fill(b.find_element(By.ID, "topic-search"), q="SRCH-", per_page="10")
     submit(b, b.find_element(By.ID, "topic-search"))
-    wait_for(lambda: "12 topics" in text_of(b, "#topic-count"), what="the search")
+    wait_for(lambda: (b.refresh() or True) and "12 topics" in text_of(b, "#topic-count"),
+             what="the search")
     first = [r.find_element(By.TAG_NAME, "a").text for r in rows(b, "#topics")]
     assert first == names[:10]
     b.find_element(By.ID, "next-page").click()
@@ -363,7 +364,8 @@ def test_topic_config_partitions_and_delete_records(env):
     fill(b.find_element(By.ID, "add-partitions"), count="3")
     submit(b, b.find_element(By.ID, "add-partitions"))
     wait_for(lambda: "now has 3 partitions" in text_of(b, "#note"), what="the new partition")
-    assert len(rows(b, "#partitions")) == 3
+    wait_for(lambda: (b.refresh() or True) and len(rows(b, "#partitions")) == 3,
+             what="every broker's metadata showing the third partition")
     fill(b.find_element(By.ID, "delete-records"), partition="0", offset="5")
     submit(b, b.find_element(By.ID, "delete-records"), confirm=True)
     wait_for(lambda: "low watermark 5" in text_of(b, "#note"), what="the deletion")
