@@ -60,7 +60,8 @@ from storage.log import (
 from storage.segment import FileRecords
 
 __all__ = ["Partition", "LogReadInfo", "FollowerState", "READ_UNCOMMITTED", "READ_COMMITTED",
-           "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
+           "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP",
+           "EARLIEST_PENDING_UPLOAD_TIMESTAMP"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: first offset of the local log
 LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: no tiered storage here -> offset -1
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023: no tiered storage here -> offset -1
 NO_LEADER = -1
 LONG_MAX = (1 << 63) - 1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30000
@@ -558,7 +560,8 @@ class Partition(LeaderIsrMixin):
 
         -2 earliest (log start), -4 earliest local (the same: no tiered storage), -1 latest
         (HW, LSO for read_committed, LEO for replicas), -3 max timestamp (KIP-734), -5 latest
-        tiered (-1), else the first offset with timestamp >= `timestamp` below the
+        tiered and -6 earliest pending upload (offset -1, epoch -1: what Kafka answers for a
+        topic without remote storage), else the first offset with timestamp >= `timestamp` below the
         last fetchable offset."""
         self.check_leader_epoch(current_leader_epoch, fetch_only_from_leader)
         log = self.log
@@ -574,7 +577,7 @@ class Partition(LeaderIsrMixin):
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             start = log.log_start_offset
             return -1, start, cache.epoch_for_offset(start)
-        if timestamp == LATEST_TIERED_TIMESTAMP:
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
             return -1, -1, -1
         if timestamp == MAX_TIMESTAMP:
             found = log.fetch_offset_by_timestamp(MAX_TIMESTAMP)

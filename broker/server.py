@@ -102,6 +102,7 @@ class BrokerServices:
     group_coordinator: Any = None
     dynamic_config: Any = None  # broker.dynamic_config.DynamicBrokerConfig (KIP-226)
     client_metrics: Any = None  # broker.client_metrics.ClientMetricsManager (KIP-714)
+    group_configs: Any = None  # broker.group_configs.GroupConfigManager (GROUP resources)
     log_dir_mover: Any = None  # broker.alter_log_dirs.ReplicaAlterLogDirsManager (KIP-113)
     transaction_coordinator: Any = None  # issue 14: broker.coordinator.transaction
     transaction_verifier: Any = None
@@ -262,6 +263,8 @@ class BrokerServer:
         from broker.client_metrics import ClientMetricsManager  # issue 16: KIP-714
         self.services.client_metrics = ClientMetricsManager(
             self.controller, cfg.get("telemetry.max.bytes"))
+        from broker.group_configs import GroupConfigManager
+        self.services.group_configs = GroupConfigManager(self.controller, cfg)
         self._make_data_path_services()
         self.metadata_cache.set_cluster_id(self.controller.cluster_id)
         await self._write_meta_properties(self.controller.cluster_id)

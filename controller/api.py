@@ -339,8 +339,21 @@ class Controller(abc.ABC):
 
     async def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
         """Store a subscription's configs (validated by the broker); {} deletes it."""
-        mem = self.__dict__.setdefault("_client_metrics_mem", {})
+        self._remember("_client_metrics_mem", name, configs)
+
+    def _remember(self, attr: str, name: str, configs: dict[str, str]) -> None:
+        mem = self.__dict__.setdefault(attr, {})
         if configs:
             mem[name] = dict(configs)
         else:
             mem.pop(name, None)
+
+    # Per-group configs (config resource type GROUP, broker.group_configs). Default: kept in
+    # memory by this controller object (not persisted).
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        """``{group id: configs}``."""
+        return dict(getattr(self, "_group_configs_mem", {}))
+
+    async def set_group_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Store a group's configs (validated by the broker); {} deletes them."""
+        self._remember("_group_configs_mem", name, configs)

@@ -9,10 +9,13 @@ Stored as Kafka's ZooKeeper documents in the embedded metadata store:
 - ``/feature``: ``{"version":2,"status":1,"features":{"<name>":{"max_version_level":N}}}``
   (Kafka's FeatureZNode v2; the finalized features epoch is the document's version);
 - ``/config/client-metrics/<name>``: ``{"version":1,"config":{..}}`` (KIP-714
-  subscriptions; Kafka keeps them in KRaft metadata, this is their ZooKeeper-style home).
+  subscriptions; Kafka keeps them in KRaft metadata, this is their ZooKeeper-style home);
+- ``/config/groups/<group>``: the same document for per-group configs (GROUP resources,
+  ``broker.group_configs``).
 
 Validation of keys and values is the broker's (``broker.dynamic_config``,
-``broker.features``, ``broker.client_metrics``); the controller stores what it is given.
+``broker.features``, ``broker.client_metrics``, ``broker.group_configs``); the controller
+stores what it is given.
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ class BrokerConfigAdmin:
 
     _BROKERS = "brokers"
     _CLIENT_METRICS = "client-metrics"
+    _GROUPS = "groups"
 
     # --- KIP-226 ----------------------------------------------------------------------------
     def broker_configs(self, entity: str) -> dict[str, str]:
@@ -127,7 +131,7 @@ class BrokerConfigAdmin:
     async def _write_entity(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
         path = ConfigEntityZNode.path(entity_type, name)
         exists = self._store.exists(path) is not None
-        if not configs and entity_type == self._CLIENT_METRICS:
+        if not configs and entity_type in (self._CLIENT_METRICS, self._GROUPS):
             if exists:
                 await self._store.multi([Delete(path)])
             return
@@ -173,18 +177,31 @@ class BrokerConfigAdmin:
 
     # --- KIP-714 client metrics ---------------------------------------------------------------
     def client_metrics_configs(self) -> dict[str, dict[str, str]]:
-        base = ConfigEntityZNode.path(self._CLIENT_METRICS, "")[:-1]
+        return self._entities(self._CLIENT_METRICS)
+
+    async def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
+        async with self._lock:
+            await self._write_entity(self._CLIENT_METRICS, name, dict(configs))
+
+    # --- group configs (GROUP resources) ------------------------------------------------------
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        return self._entities(self._GROUPS)
+
+    async def set_group_configs(self, name: str, configs: dict[str, str]) -> None:
+        async with self._lock:
+            await self._write_entity(self._GROUPS, name, dict(configs))
+
+    def _entities(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """``{name: configs}`` of every ``/config/<entity_type>/<name>`` (unreadable ones are
+        logged and skipped)."""
+        base = ConfigEntityZNode.path(entity_type, "")[:-1]
         out = {}
         if self._store.exists(base) is None:
             return out
         for name in self._store.get_children(base):
             try:
                 out[name] = ConfigEntityZNode.decode(
-                    self._store.get_data(ConfigEntityZNode.path(self._CLIENT_METRICS, name)))
+                    self._store.get_data(ConfigEntityZNode.path(entity_type, name)))
             except Exception as e:  # noqa: BLE001 - bad stored data is logged and skipped
-                log.error("unreadable client metrics subscription %s: %s", name, e)
+                log.error("unreadable %s config %s: %s", entity_type, name, e)
         return out
-
-    async def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
-        async with self._lock:
-            await self._write_entity(self._CLIENT_METRICS, name, dict(configs))

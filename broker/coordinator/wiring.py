@@ -140,9 +140,17 @@ def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
     store = group_store_from_config(services.config, services.replica_manager)
     coordinator = GroupCoordinator(services.broker_id, cfg, store, services.timer)
     # KIP-848 consumer groups share the partitions, store and offsets (issue 16)
+    consumer_cfg = ConsumerGroupConfig.from_kafka_config(services.config)
+
+    def group_overrides(group_id: str, session_ms: int, heartbeat_ms: int):
+        manager = getattr(services, "group_configs", None)  # broker.group_configs
+        if manager is None:
+            return session_ms, heartbeat_ms
+        return manager.consumer_timeouts(group_id, session_ms, heartbeat_ms)
+
+    consumer_cfg.group_overrides = group_overrides
     coordinator.consumer = ConsumerGroupCoordinator(
-        coordinator, ConsumerGroupConfig.from_kafka_config(services.config),
-        TopicView(services.metadata_cache))
+        coordinator, consumer_cfg, TopicView(services.metadata_cache))
     coordinator.startup()
     services.group_coordinator = coordinator
 

@@ -20,7 +20,8 @@ Behaviour (Kafka's ``GroupMetadataManager``; the state machine is
   ``authorized_operations`` (when asked): what the principal may do on the group.
 
 Version notes: ConsumerGroupHeartbeat v0-v1 (v1 adds ``subscribed_topic_regex``, and the
-member id comes from the client, KIP-1082); ConsumerGroupDescribe v0. Both flexible.
+member id comes from the client, KIP-1082); ConsumerGroupDescribe v0-v1 (v1: each member's
+``member_type``, 0 classic / 1 consumer, KIP-1099). Both flexible.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from protocol.errors import ErrorCode, KafkaError
 HEARTBEAT, DESCRIBE = 68, 69
 HeartbeatResponse = api.API_KEYS[HEARTBEAT].response_cls
 DescribeResponse = api.API_KEYS[DESCRIBE].response_cls
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1  # ConsumerGroupDescribe v1 (KIP-1099)
 
 
 def heartbeat_error_response(request, version: int, error: KafkaError):
@@ -99,7 +101,7 @@ def _assignment(a: dict, topics) -> object:
     return DescribeResponse.Assignment(topic_partitions=out)
 
 
-@handles(DESCRIBE, 0, 0, error_response=describe_error_response)
+@handles(DESCRIBE, 0, 1, error_response=describe_error_response)
 def handle_consumer_group_describe(ctx, request):
     coordinator = group_coordinator(ctx)
     consumer = coordinator.consumer
@@ -128,7 +130,8 @@ def handle_consumer_group_describe(ctx, request):
             subscribed_topic_names=list(m.subscribed_topic_names),
             subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=_assignment(m.assigned, topics),
-            target_assignment=_assignment(group.target.get(m.member_id, {}), topics))
+            target_assignment=_assignment(group.target.get(m.member_id, {}), topics),
+            member_type=MEMBER_TYPE_CLASSIC if m.classic is not None else MEMBER_TYPE_CONSUMER)
             for m in group.members.values()]
         out.append(DescribeResponse.DescribedGroup(
             error_code=0, group_id=group_id, group_state=str(group.state),

@@ -25,10 +25,11 @@ Behaviour (Kafka's ``KafkaApis.handleTopicMetadataRequest`` in ZooKeeper mode):
   without an authorizer), the cluster's only with DESCRIBE on it (else 0); otherwise
   -2147483648 (the schema default).
 
-Version notes: v0-v12 (v9+ flexible). v1 adds controller id, is_internal, rack, null topics;
+Version notes: v0-v13 (v9+ flexible). v1 adds controller id, is_internal, rack, null topics;
 v2 cluster id; v4 allow_auto_topic_creation; v5 offline replicas; v7 leader epoch; v8
 authorized operations (cluster ops only up to v10); v10 topic ids in responses; v12 topic
-ids in requests.
+ids in requests; v13 a top-level error_code (KIP-1102), set only by the error response, as
+Kafka's ``getErrorResponse`` does (a broker that answers never asks for a re-bootstrap).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def error_response(request, version: int, error: KafkaError):
     """Kafka's ``MetadataRequest.getErrorResponse``: every requested topic with the code."""
     topics = [_topic(error.code, t.name if t.name is not None or version >= 12 else "",
                      t.topic_id) for t in (request.topics or [])]
-    return MetadataResponse(topics=topics)
+    return MetadataResponse(topics=topics, error_code=int(error.code))
 
 
 def _validate_request(request, version: int) -> None:
@@ -155,7 +156,7 @@ def _authorize_describe(ctx, names: list[str] | None, by_id: bool):
     return [n for n in names if n not in denied], refused
 
 
-@handles(METADATA, 0, 12, error_response=error_response)
+@handles(METADATA, 0, 13, error_response=error_response)
 async def handle_metadata(ctx, request):
     version = ctx.api_version
     _validate_request(request, version)

@@ -13,7 +13,7 @@ kafka-python and raw requests (exact error codes):
 - a prefixed ACL covers topics created later; Metadata and ListGroups only show what the
   principal may describe; authorized operations in Metadata and DescribeGroups;
 - denials are written to logs/kafka-authorizer.log in Kafka's format;
-- UpdateFeatures and AlterReplicaLogDirs need ALTER on the cluster, ListClientMetricsResources
+- UpdateFeatures and AlterReplicaLogDirs need ALTER on the cluster, ListConfigResources
   DESCRIBE_CONFIGS (CLUSTER_AUTHORIZATION_FAILED without, success with the ACL);
 - ACLs are stored as Kafka's /kafka-acl znodes and survive a restart; DescribeAcls /
   DeleteAcls filters; josef acls output as kafka-acls.sh.
@@ -273,8 +273,8 @@ def test_cluster_alter_and_describe_configs_acls(secure):
         resp = kc.request(57, update)  # UpdateFeatures
         assert (resp.error_code, resp.results) == (denied, [])
         assert codes(kc.request(34, move)) == [denied]  # AlterReplicaLogDirs
-        resp = kc.request(74, {})  # ListClientMetricsResources
-        assert (resp.error_code, resp.client_metrics_resources) == (denied, [])
+        resp = kc.request(74, {})  # ListConfigResources (v0 was ListClientMetricsResources)
+        assert (resp.error_code, resp.config_resources) == (denied, [])
     josef(secure, "acls", "--add", "--allow-principal", "User:ops", "--operation", "Alter",
           "--operation", "DescribeConfigs", "--cluster")
     with client(secure, "ops") as kc:
@@ -284,7 +284,7 @@ def test_cluster_alter_and_describe_configs_acls(secure):
         assert kc.request(74, {}).error_code == 0
     log = (secure.process.dir / "logs" / "kafka-authorizer.log").read_text()
     for op, api_name in (("Alter", "UpdateFeatures"), ("Alter", "AlterReplicaLogDirs"),
-                         ("DescribeConfigs", "ListClientMetricsResources")):
+                         ("DescribeConfigs", "ListConfigResources")):
         assert (f"Principal = User:ops is Denied Operation = {op} from host = 127.0.0.1 on "
                 f"resource = Cluster:LITERAL:kafka-cluster for request = {api_name} "
                 "with resourceRefCount = 1") in log
