@@ -33,9 +33,16 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
 class FeatureZNode:
-    """``/feature`` (Kafka's FeatureZNode, version 2: only max levels)."""
+    """``/feature`` (Kafka's FeatureZNode, version 2: only max levels).
+
+    ``BOOTSTRAP``: the levels a new cluster starts with, written when ``/feature`` does not
+    exist yet (Kafka 4.0 bootstraps new clusters at the latest production levels of what
+    Josef serves): ``group.version`` 1, the KIP-848 consumer protocol. ``transaction.version``
+    stays 0 (not finalized): transactions v2 (KIP-890 part 2) is not served. A cluster whose
+    ``/feature`` exists keeps what is finalized there."""
 
     path = "/feature"
+    BOOTSTRAP: dict[str, int] = {"group.version": 1}
 
     @staticmethod
     def encode(features: dict[str, int], enabled: bool = True) -> bytes:
@@ -196,6 +203,12 @@ class BrokerConfigAdmin:
         except (ValueError, AttributeError) as e:
             log.error("unreadable %s: %s", FeatureZNode.path, e)
             return -1, {}
+
+    async def _bootstrap_features(self) -> None:
+        """A new cluster (no ``/feature``) starts with ``FeatureZNode.BOOTSTRAP``."""
+        if self._store.exists(FeatureZNode.path) is None:
+            await self._store.multi([Create(FeatureZNode.path,
+                                            FeatureZNode.encode(FeatureZNode.BOOTSTRAP))])
 
     async def update_features(self, levels: dict[str, int]) -> int:
         async with self._lock:

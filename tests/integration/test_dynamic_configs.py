@@ -203,24 +203,39 @@ def test_features_update_and_show_in_api_versions(broker_factory, kcat):
     try:
         r = raw.call(API_VERSIONS, 3, client_software_name="test",
                      client_software_version="1")
+        # issue 27 point 7: transaction.version only up to what is served (v2 is not);
+        # a new cluster starts with group.version 1 (KIP-848 groups are served)
         assert {(f.name, f.min_version, f.max_version) for f in r.supported_features} == \
-            {("group.version", 0, 1), ("transaction.version", 0, 2)}
-        assert r.finalized_features == []
+            {("group.version", 0, 1), ("transaction.version", 0, 1)}
+        assert [(f.name, f.max_version_level) for f in r.finalized_features] == \
+            [("group.version", 1)]
         U = api.API_KEYS[UPDATE_FEATURES].request_cls
-        up = raw.call(UPDATE_FEATURES, 1, timeout_ms=10000, validate_only=False,
-                      feature_updates=[U.FeatureUpdateKey(feature="group.version",
-                                                          max_version_level=1, upgrade_type=1)])
-        assert up.error_code == 0 and [x.error_code for x in up.results] == [0]
-        bad = raw.call(UPDATE_FEATURES, 1, timeout_ms=10000, validate_only=False,
-                       feature_updates=[U.FeatureUpdateKey(feature="group.version",
-                                                           max_version_level=0, upgrade_type=1),
-                                        U.FeatureUpdateKey(feature="nope",
-                                                           max_version_level=1, upgrade_type=1)])
+
+        def update(*levels):
+            return raw.call(UPDATE_FEATURES, 1, timeout_ms=10000, validate_only=False,
+                            feature_updates=[U.FeatureUpdateKey(
+                                feature=n, max_version_level=v, upgrade_type=t)
+                                for n, v, t in levels])
+
+        up = update(("transaction.version", 2, 1))
+        assert [x.error_code for x in up.results] == [95]  # v2 is not served
+        up = update(("transaction.version", 1, 1), ("group.version", 1, 1))
+        assert up.error_code == 0 and [x.error_code for x in up.results] == [0, 0]
+        bad = update(("group.version", 0, 1), ("nope", 1, 1))
         assert [x.error_code for x in bad.results] == [95, 95]
+        # group.version 0 switches the consumer protocol off (Kafka 4.0), 1 on again
+        heartbeat = dict(group_id="gv-off", member_id="m-gv-off-000000000000", member_epoch=0,
+                         instance_id=None, rack_id=None, rebalance_timeout_ms=30000,
+                         subscribed_topic_names=["gv"], subscribed_topic_regex=None,
+                         server_assignor=None, topic_partitions=[])
+        assert update(("group.version", 0, 2)).error_code == 0
+        assert raw.call(68, 1, **heartbeat).error_code == 35  # UNSUPPORTED_VERSION
+        assert update(("group.version", 1, 1)).error_code == 0
+        assert raw.call(68, 1, **heartbeat).error_code != 35  # (no coordinator yet: 16)
         r = raw.call(API_VERSIONS, 3, client_software_name="test",
                      client_software_version="1")
         assert [(f.name, f.max_version_level) for f in r.finalized_features] == \
-            [("group.version", 1)]
+            [("group.version", 1), ("transaction.version", 1)]
         epoch = r.finalized_features_epoch
         assert epoch >= 0
     finally:
