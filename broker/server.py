@@ -63,7 +63,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
 from broker.purgatory import SystemTimer
-from broker.request_channel import Request, Response
+from broker.request_channel import PARKED, Request, Response
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
@@ -137,7 +137,7 @@ class _Gate:
         if self.aborted:
             return Response.close_connection()
         result = self.dispatcher(request)
-        if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
+        if inspect.isawaitable(result) and not isinstance(result, PARKED):
             result = await result
         return result
 
