@@ -21,8 +21,8 @@ replicas, ``partition:broker``) and ``follower.replication.throttled.replicas`` 
 replicas) and the broker configs ``leader.replication.throttled.rate`` /
 ``follower.replication.throttled.rate`` on every broker involved; resubmitting with
 ``--additional`` changes them. ``--verify``, once no reassignment of the file is in
-progress, removes the broker throttles from every broker and the topic throttles from the
-file's topics ("Clearing broker-level throttles on brokers 1,2,3"), unless
+progress, removes the broker throttles from every live broker and the topic throttles from
+the file's topics ("Clearing broker-level throttles on brokers 1,2,3"), unless
 ``--preserve-throttles``. Log-dir moves (and so ``--replica-alter-log-dirs-throttle``) are
 not supported. APIs: Metadata, AlterPartitionReassignments, ListPartitionReassignments (to
 the controller, resent when it moves: ``client.admin.AdminRouter``),
@@ -241,8 +241,9 @@ def _set_throttles(router: AdminRouter, moves: dict, rate: int) -> None:
 
 
 def _clear_throttles(router: AdminRouter, wanted: dict) -> None:
+    """Kafka's clearAllThrottles, on the live brokers (a broker that is down cannot be
+    asked; its stored throttle is removed by the next --verify while it is up)."""
     brokers = {b.node_id for b in router.client.metadata([]).brokers}
-    brokers |= {b for rs in wanted.values() for b in rs}
     print(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
           + ",".join(map(str, sorted(brokers))))
     for b in sorted(brokers):
