@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import functools
 import gc
 import inspect
@@ -63,6 +62,13 @@ from typing import Any
 from broker.config import ConfigError, Endpoint, KafkaConfig
 from broker.dispatcher import ApiDispatcher
 from broker.handlers import load_all
+from broker.log_dir_setup import (
+    DirLock,
+    FatalStartupError,
+    describe_error,
+    lock_log_dirs,
+    read_broker_metadata,
+)
 from broker.metadata_cache import MetadataCache
 from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
@@ -79,16 +85,11 @@ __all__ = ["BrokerServer", "BrokerServices", "FatalStartupError", "run_server"]
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = ".lock"
 #: longest a started ZooKeeper-mode broker holds client requests for the controller's first
 #: UpdateMetadata (seconds; clients' request timeouts are 30 s and more)
 METADATA_WAIT_S = 10.0
 #: Longest background-task period handed to asyncio (Kafka's Long.MaxValue defaults = never).
 MAX_INTERVAL_MS = 2**31 - 1
-
-
-class FatalStartupError(Exception):
-    """Startup cannot go on; the message says why and what to do (logged without a trace)."""
 
 
 @dataclass
@@ -166,33 +167,6 @@ class _Gate:
         return result
 
 
-class _DirLock:
-    """``fcntl.flock`` on ``<dir>/.lock`` (released on close or process exit)."""
-
-    def __init__(self, log_dir: str) -> None:
-        self.path = os.path.join(log_dir, LOCK_FILE)
-        self.fd = -1
-
-    def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise FatalStartupError(
-                f"Failed to acquire lock on file {LOCK_FILE} in {os.path.dirname(self.path)}. "
-                "A Kafka instance in another process or thread is using this directory."
-            ) from None
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = -1
-
-
 class BrokerServer:
     """One broker: ``await startup()``, ``await shutdown()`` (idempotent, also after a failed
     startup). ``services`` is set once startup got past the LogManager."""
@@ -210,7 +184,7 @@ class BrokerServer:
         self.zk_broker: Any = None  # controller.zk_broker.ZkBroker in ZooKeeper mode
         self.advertised: list[Endpoint] = []
         self.security: Any = None
-        self._locks: list[_DirLock] = []
+        self._locks: list[DirLock] = []
         self._gate: _Gate | None = None
         self._metadata_wait: asyncio.Task | None = None
         self.metrics: Any = None  # broker.metrics.wiring.BrokerMetrics
@@ -218,6 +192,11 @@ class BrokerServer:
         self._started = False
         self._log_manager_started = False
         self._shutdown_done = False
+        self._offline_at_start: dict[str, str] = {}  # log dir -> why it cannot be used
+        self.log_dir_failures: Any = None  # broker.log_dir_failure.LogDirFailureHandler
+        #: set by run_server: stopping the broker from inside (every log dir failed)
+        self.stop_event: asyncio.Event | None = None
+        self.exit_code = 0
 
     # ----- startup --------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -249,11 +228,13 @@ class BrokerServer:
             producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"),
             producer_id_expiration_check_interval_ms=_interval(
                 cfg.get("producer.id.expiration.check.interval.ms")))
+        for d, why in self._offline_at_start.items():
+            self.log_manager.failure_channel.maybe_add_offline_log_dir(os.path.abspath(d), why)
         try:
             await self.log_manager.startup()
             self._log_manager_started = True
         except (KafkaError, CheckpointError, OSError) as e:
-            raise FatalStartupError(f"Log directory startup failed: {_describe(e)}") from None
+            raise FatalStartupError(f"Log directory startup failed: {describe_error(e)}") from None
         log.info("loaded %d partition logs", len(self.log_manager.all_logs()))
 
         self.timer = SystemTimer("purgatory")
@@ -293,6 +274,12 @@ class BrokerServer:
         from broker.alter_log_dirs import ReplicaAlterLogDirsManager  # issue 16: KIP-113
         self.services.log_dir_mover = ReplicaAlterLogDirsManager(self.replica_manager,
                                                                  self.log_manager)
+        if self.replica_manager is not None:  # issue 26: KIP-112 failed log dirs
+            from broker.log_dir_failure import LogDirFailureHandler
+            self.log_dir_failures = LogDirFailureHandler(
+                self.replica_manager, self.log_manager, self.controller.propagate_log_dir_event,
+                self._on_all_log_dirs_offline, self.services.log_dir_mover)
+            self.log_dir_failures.start()
         from broker.client_metrics import ClientMetricsManager  # issue 16: KIP-714
         self.services.client_metrics = ClientMetricsManager(
             self.controller, cfg.get("telemetry.max.bytes"))
@@ -330,58 +317,22 @@ class BrokerServer:
                      self.metadata_cache.controller_id, (time.monotonic() - started) * 1000)
         self._gate.metadata_ready.set()
 
+    def _on_all_log_dirs_offline(self) -> None:
+        self.exit_code = 1
+        if self.stop_event is not None:
+            self.stop_event.set()
+
     async def _lock_log_dirs(self) -> None:
-        for d in self.config.log_dirs:
-            try:
-                os.makedirs(d, exist_ok=True)
-                if not os.access(d, os.W_OK | os.X_OK):
-                    raise PermissionError(f"{d} is not writable")
-            except OSError as e:
-                raise FatalStartupError(
-                    f"Log directory {d} cannot be created or is not writable: {_describe(e)}"
-                ) from None
-            lock = _DirLock(d)
-            try:
-                lock.acquire()
-            except OSError as e:
-                raise FatalStartupError(f"Cannot lock log directory {d}: {_describe(e)}") from None
-            self._locks.append(lock)
+        """Create and lock every log dir (`broker.log_dir_setup`): one that cannot be
+        created or written starts offline (KIP-112); startup fails only when none can."""
+        self._locks, self._offline_at_start = lock_log_dirs(self.config.log_dirs)
 
     def _read_meta_properties(self) -> None:
         """Agree on broker.id and cluster.id across the dirs (Kafka's
         BrokerMetadataCheckpoint checks); pick the broker id."""
         cfg = self.config
-        broker_ids: dict[str, str] = {}
-        cluster_ids: dict[str, str] = {}
-        for d in cfg.log_dirs:
-            try:
-                props = read_meta_properties(d)
-            except (CheckpointError, OSError, UnicodeDecodeError) as e:
-                raise FatalStartupError(f"Corrupt meta.properties in {d}: {_describe(e)}") from None
-            if props is None:
-                continue
-            bid = props.get("broker.id", props.get("node.id"))
-            if bid is not None:
-                broker_ids[d] = bid
-            if props.get("cluster.id"):
-                cluster_ids[d] = props["cluster.id"]
-        if len(set(broker_ids.values())) > 1:
-            raise FatalStartupError(
-                "BrokerMetadata is not consistent across log.dirs: broker.id differs "
-                + ", ".join(f"{d}: {b}" for d, b in broker_ids.items()))
-        if len(set(cluster_ids.values())) > 1:
-            raise FatalStartupError(
-                "BrokerMetadata is not consistent across log.dirs: cluster.id differs "
-                + ", ".join(f"{d}: {c}" for d, c in cluster_ids.items()))
-        stored: int | None = None
-        if broker_ids:
-            raw = next(iter(broker_ids.values()))
-            try:
-                stored = int(raw)
-            except ValueError:
-                raise FatalStartupError(
-                    f"Corrupt meta.properties: broker.id={raw!r} is not an integer") from None
-        self._stored_cluster_id = next(iter(cluster_ids.values()), None)
+        stored, self._stored_cluster_id = read_broker_metadata(
+            [d for d in cfg.log_dirs if d not in self._offline_at_start])
         configured = cfg.broker_id
         if configured >= 0:
             if stored is not None and stored != configured:
@@ -483,7 +434,7 @@ class BrokerServer:
             raise FatalStartupError(
                 "Socket server failed to bind to "
                 + ",".join(ep.connection_string() for ep in cfg.listeners)
-                + f": {_describe(e)}") from None
+                + f": {describe_error(e)}") from None
         bound: dict[str, int] = {}
         for acceptor in self.socket_server.acceptors:
             ep = acceptor.endpoint
@@ -504,7 +455,7 @@ class BrokerServer:
         except OSError as e:
             raise FatalStartupError(f"Cannot bind prometheus.listener="
                                     f"{self.config.get('prometheus.listener')}: "
-                                    f"{_describe(e)}") from None
+                                    f"{describe_error(e)}") from None
 
     async def _open_controller(self, listener: BrokerMetadataListener) -> Controller:
         if self.zk_broker is not None:
@@ -524,7 +475,7 @@ class BrokerServer:
             raise FatalStartupError(f"Corrupt embedded metadata store: {e}") from None
         except OSError as e:
             raise FatalStartupError(f"Cannot open the embedded metadata store in "
-                                    f"{cfg.log_dirs[0]}: {_describe(e)}") from None
+                                    f"{cfg.log_dirs[0]}: {describe_error(e)}") from None
         self.controller = controller
         await controller.startup()
         return controller
@@ -582,7 +533,7 @@ class BrokerServer:
         try:
             await asyncio.get_running_loop().run_in_executor(None, write)
         except (OSError, CheckpointError) as e:
-            raise FatalStartupError(f"Cannot write meta.properties: {_describe(e)}") from None
+            raise FatalStartupError(f"Cannot write meta.properties: {describe_error(e)}") from None
 
     # ----- shutdown -------------------------------------------------------------------------
     async def shutdown(self) -> None:
@@ -591,10 +542,14 @@ class BrokerServer:
             return
         self._shutdown_done = True
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.log_dir_failures is not None:
+            self.log_dir_failures.stopping = True
         if self._started and self.zk_broker is not None and \
                 self.config.get("controlled.shutdown.enable"):
             try:
-                await self.zk_broker.controlled_shutdown_before_exit()
+                if await self.zk_broker.controlled_shutdown_before_exit() and \
+                        self.replica_manager is not None:
+                    await self.replica_manager.stop_fetchers()
             except Exception:
                 log.exception("controlled shutdown failed")
         steps: list[tuple[str, Any]] = []
@@ -651,14 +606,6 @@ def _interval(ms: int | None) -> int:
     return max(1, min(int(ms), MAX_INTERVAL_MS))
 
 
-def _describe(e: BaseException) -> str:
-    if isinstance(e, KafkaError):
-        return f"{e.code.name}: {e.message}" if e.message else e.code.name
-    if isinstance(e, OSError) and e.strerror:
-        return f"{e.strerror}{f' ({e.filename})' if e.filename else ''}"
-    return str(e) or type(e).__name__
-
-
 async def run_server(config: KafkaConfig) -> None:
     """Run a broker until SIGTERM/SIGINT, then shut down cleanly (``broker.cli`` calls this).
 
@@ -674,6 +621,7 @@ async def run_server(config: KafkaConfig) -> None:
         except (NotImplementedError, RuntimeError, ValueError):
             pass  # not the main thread (tests): the caller stops us
     server = BrokerServer(config)
+    server.stop_event = stop
     try:
         startup = asyncio.ensure_future(server.startup())
         waiter = asyncio.ensure_future(stop.wait())
@@ -697,6 +645,8 @@ async def run_server(config: KafkaConfig) -> None:
             raise SystemExit(1)
         await stop.wait()
         await server.shutdown()
+        if server.exit_code:
+            raise SystemExit(server.exit_code)
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)

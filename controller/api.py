@@ -262,6 +262,12 @@ class Controller(abc.ABC):
             return int(ErrorCode.BROKER_NOT_AVAILABLE), []
         return int(ErrorCode.NONE), []
 
+    async def propagate_log_dir_event(self) -> None:
+        """One of this broker's log dirs failed (KIP-112): tell the controller, which moves
+        leadership of the replicas there (ZooKeeper mode: a
+        ``/log_dir_event_notification`` znode). A single node has nowhere to move them."""
+        return None
+
     async def alter_partition(self, request: Any, version: int) -> Any:
         """AlterPartition (KIP-497, controller side): an ``AlterPartitionResponse``."""
         from protocol.messages import AlterPartitionResponse

@@ -297,6 +297,10 @@ class ZkBroker(ZkAdminMixin, Controller):
                 return int(e.code), {}
             return int(ErrorCode.NONE), dict(results or {})
 
+    async def propagate_log_dir_event(self) -> None:
+        path = await self.kzk.propagate_log_dir_event(self.broker_id)
+        log.info("log dir failure announced to the controller at %s", path)
+
     # ------------------------------------------------------------------ SIGTERM path
 
     async def controlled_shutdown_before_exit(self) -> bool:

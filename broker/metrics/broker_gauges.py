@@ -72,7 +72,8 @@ def _replica_manager_gauges(rm) -> list[tuple[str, float]]:
     return [(base + "PartitionCount", parts), (base + "LeaderCount", leaders),
             (base + "UnderReplicatedPartitions", urp),
             (base + "UnderMinIsrPartitionCount", under_min),
-            (base + "AtMinIsrPartitionCount", at_min), (base + "OfflineReplicaCount", 0)]
+            (base + "AtMinIsrPartitionCount", at_min),
+            (base + "OfflineReplicaCount", len(getattr(rm, "offline_partitions", ())))]
 
 
 def _controller_gauges(services) -> list[tuple[str, float]]:
