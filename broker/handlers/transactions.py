@@ -22,9 +22,9 @@ Version notes: AddPartitionsToTxn v0-v5 (v3+ flexible; v2 adds PRODUCER_FENCED, 
 versions get INVALID_PRODUCER_EPOCH; v4 batches transactions + top-level error_code; v5
 TRANSACTION_ABORTABLE). AddOffsetsToTxn v0-v4 (v3+ flexible, v2 PRODUCER_FENCED). EndTxn
 v0-v5 (v3+ flexible, v2 PRODUCER_FENCED; v5, KIP-890 part 2, returns the producer id and
-epoch: Josef runs transaction version 0 - it never advertises the `transaction.version`
-feature - so a v5 EndTxn ends the transaction as v4 does and returns the unchanged id and
-epoch).
+epoch: Josef serves `transaction.version` 0-1 only - KIP-890 part 2 (level 2) is neither
+advertised nor finalizable - so a v5 EndTxn ends the transaction as v4 does and returns the
+unchanged id and epoch).
 """
 
 from __future__ import annotations
