@@ -32,7 +32,10 @@ Kafka's ``KafkaServer.startup`` order, on one asyncio loop (``BrokerServer.start
 7. ``meta.properties`` (version=0, broker.id, cluster.id) written in every dir; a stored
    cluster.id other than the controller's stops startup (Kafka's
    ``InconsistentClusterIdException``).
-8. the gate opens: requests are dispatched.
+8. the gate opens: requests from and to the controller (and ApiVersions) are dispatched;
+   the others once the controller's first UpdateMetadata reached the MetadataCache (at
+   once in embedded mode; ZooKeeper mode: at most ``METADATA_WAIT_S``), so no client is
+   told "no controller, no brokers" by a broker that accepts its connection.
 
 Shutdown (signal, or ``BrokerServer.shutdown``) runs in reverse (ZooKeeper mode first asks the
 controller to move this broker's leaderships, ``controlled.shutdown.enable``): stop accepting and close
@@ -52,6 +55,7 @@ import inspect
 import logging
 import os
 import signal
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +73,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
 from broker.purgatory import SystemTimer
-from broker.request_channel import Request, Response
+from broker.request_channel import PARKED, Request, Response
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
@@ -81,6 +85,9 @@ __all__ = ["BrokerServer", "BrokerServices", "FatalStartupError", "run_server"]
 
 log = logging.getLogger(__name__)
 
+#: longest a started ZooKeeper-mode broker holds client requests for the controller's first
+#: UpdateMetadata (seconds; clients' request timeouts are 30 s and more)
+METADATA_WAIT_S = 10.0
 #: Longest background-task period handed to asyncio (Kafka's Long.MaxValue defaults = never).
 MAX_INTERVAL_MS = 2**31 - 1
 
@@ -116,30 +123,47 @@ class BrokerServices:
 
 
 class _Gate:
-    """The RequestChannel handler until startup finishes: requests wait, then go to the
-    dispatcher. Once open it returns the dispatcher's own outcome (no extra frame)."""
+    """The RequestChannel handler until the broker can answer like a started Kafka broker.
+
+    ``open`` (startup finished): requests from the controller (LeaderAndIsr, StopReplica,
+    UpdateMetadata), the inter-broker requests to the controller (ControlledShutdown,
+    AlterPartition) and ApiVersions are dispatched. ``metadata_ready`` (an UpdateMetadata
+    from the controller listing this broker reached the MetadataCache, or
+    ``METADATA_WAIT_S`` passed): every request is. So a client's first Metadata names the live controller and brokers instead
+    of ``controller_id -1`` and no brokers (librdkafka's admin client then waited for a
+    controller until its request timed out). Once fully open it returns the dispatcher's own
+    outcome (no extra frame)."""
+
+    #: dispatched as soon as startup finished (they make the MetadataCache, or need none)
+    EARLY_APIS = frozenset({4, 5, 6, 7, 18, 56})
 
     def __init__(self, dispatcher: ApiDispatcher) -> None:
         self.dispatcher = dispatcher
         self.open = asyncio.Event()
+        self.metadata_ready = asyncio.Event()
         self.aborted = False
 
     def abort(self) -> None:
         """Startup failed: waiting requests close their connections instead of waiting."""
         self.aborted = True
         self.open.set()
+        self.metadata_ready.set()
 
     def __call__(self, request: Request):
-        if self.open.is_set() and not self.aborted:
+        if self.metadata_ready.is_set() and not self.aborted:
+            return self.dispatcher(request)
+        if self.open.is_set() and not self.aborted and request.api_key in self.EARLY_APIS:
             return self.dispatcher(request)
         return self._wait_then(request)
 
     async def _wait_then(self, request: Request):
         await self.open.wait()
+        if request.api_key not in self.EARLY_APIS:
+            await self.metadata_ready.wait()
         if self.aborted:
             return Response.close_connection()
         result = self.dispatcher(request)
-        if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
+        if inspect.isawaitable(result) and not isinstance(result, PARKED):
             result = await result
         return result
 
@@ -163,6 +187,7 @@ class BrokerServer:
         self.security: Any = None
         self._locks: list[DirLock] = []
         self._gate: _Gate | None = None
+        self._metadata_wait: asyncio.Task | None = None
         self.metrics: Any = None  # broker.metrics.wiring.BrokerMetrics
         self._stored_cluster_id: str | None = None
         self._started = False
@@ -268,9 +293,32 @@ class BrokerServer:
 
         self._gate.open.set()
         self._started = True
+        if self.metadata_cache.controller_id is None or \
+                not self.metadata_cache.is_alive(self.broker_id):  # ZooKeeper mode
+            self._metadata_wait = asyncio.get_running_loop().create_task(
+                self._open_for_clients(), name="await-first-update-metadata")
+        else:
+            self._gate.metadata_ready.set()
         _tune_gc_once()
         log.info("[KafkaServer id=%d] started (cluster id %s, controller epoch %d)",
                  self.broker_id, self.controller.cluster_id, self.controller.controller_epoch)
+
+    async def _open_for_clients(self) -> None:
+        """Serve clients once an UpdateMetadata from the controller listed this broker as
+        live (the controller knows it; Kafka's brokers know the controller by the time they
+        answer clients), at most ``METADATA_WAIT_S``."""
+        started = time.monotonic()
+        cache = self.metadata_cache
+        while cache.controller_id is None or not cache.is_alive(self.broker_id):
+            if time.monotonic() - started > METADATA_WAIT_S:
+                log.warning("no UpdateMetadata from a controller within %.0f s of startup; "
+                            "serving clients without a known controller", METADATA_WAIT_S)
+                break
+            await asyncio.sleep(0.005)
+        else:
+            log.info("first UpdateMetadata from controller %d after %.0f ms; serving clients",
+                     self.metadata_cache.controller_id, (time.monotonic() - started) * 1000)
+        self._gate.metadata_ready.set()
 
     def _on_all_log_dirs_offline(self) -> None:
         self.exit_code = 1
@@ -508,6 +556,8 @@ class BrokerServer:
             except Exception:
                 log.exception("controlled shutdown failed")
         steps: list[tuple[str, Any]] = []
+        if self._metadata_wait is not None:
+            self._metadata_wait.cancel()
         if self._gate is not None and not self._started:
             self._gate.abort()
         if self.metrics is not None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+from cli._common import UsageError, add_bootstrap, connect, tool_main
+from client.admin import AdminRouter
 from client.connection import ToolError, error_name
 
 COMMAND = "delete-records"
@@ -58,26 +59,24 @@ def run(args: argparse.Namespace) -> int:
     wanted = read_offsets(args.offset_json_file)
     print("Executing records delete operation")
     results: dict[tuple[str, int], str] = {}
-    with connect(args) as client:
-        leaders = partition_leaders(client, sorted({t for t, _, _ in wanted}))
-        by_leader: dict[int, dict[str, list]] = {}
-        for t, p, off in wanted:
-            leader = leaders.get((t, p))
-            if leader is None or leader < 0:
-                results[(t, p)] = "error: " + ("UNKNOWN_TOPIC_OR_PARTITION" if leader is None
-                                               else "LEADER_NOT_AVAILABLE")
-                continue
-            by_leader.setdefault(leader, {}).setdefault(t, []).append(
-                {"partition_index": p, "offset": off})
-        for leader, topics in by_leader.items():
-            resp = client.request(DELETE_RECORDS, {
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                "timeout_ms": 30000}, node=leader)
-            for t in resp.topics:
-                for p in t.partitions:
-                    results[(t.name, p.partition_index)] = (
-                        f"error: {error_name(p.error_code)}" if p.error_code
-                        else f"low_watermark: {p.low_watermark}")
+    offsets = {(t, p): off for t, p, off in wanted}
+
+    def build(parts):
+        topics: dict[str, list] = {}
+        for t, p in parts:
+            topics.setdefault(t, []).append({"partition_index": p, "offset": offsets[(t, p)]})
+        return {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": 30000}
+
+    def outcomes(resp):
+        for t in resp.topics:
+            for p in t.partitions:
+                yield (t.name, p.partition_index), p.error_code, p.low_watermark
+
+    with connect(args) as client:  # each partition to its leader, resent after a move
+        for tp, (code, low) in AdminRouter(client).to_leaders(
+                DELETE_RECORDS, list(offsets), build, outcomes).items():
+            results[tp] = f"error: {error_name(code)}" if code else f"low_watermark: {low}"
     print("Records delete operation completed:")
     for (t, p), text in sorted(results.items()):
         print(f"partition: {t}-{p}\t{text}")
