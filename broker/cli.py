@@ -276,7 +276,7 @@ def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
     for cmd in commands.values():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_arguments(p)
-        p.set_defaults(_command=cmd)
+        p.set_defaults(_command=cmd, _parser=p)
     return parser
 
 
@@ -293,7 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``josef`` console script; returns the exit code."""
     commands = discover_commands()
     parser = build_parser(commands)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the sub-command's own usage names what it takes (exit code 2)
+        args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     return args._command.run(args)
 
 

@@ -5,30 +5,30 @@ the leader, summed over its log dirs, future replicas left out) and the size of 
 being added (DescribeLogDirs to that broker). A partition still moving shows the slowest
 added replica's bytes out of the leader's; a finished one shows the leader's size at 100%.
 A broker that does not answer within ``timeout_s`` leaves its replicas out (shown as
-``size unknown``). APIs: Metadata, DescribeLogDirs (v1+).
+``size unknown``). APIs: Metadata, DescribeLogDirs (v1+, to each broker through
+``client.admin.AdminRouter.broker``).
 """
 
 from __future__ import annotations
 
 from cli._progress import static_bar
+from client.admin import AdminRouter
 from client.connection import ToolError
-from client.metadata import partition_leaders
 
 __all__ = ["verify_bars"]
 
 DESCRIBE_LOG_DIRS = 35
 
 
-def _replica_sizes(client, broker: int, tps: set[tuple[str, int]],
+def _replica_sizes(router: AdminRouter, broker: int, tps: set[tuple[str, int]],
                    timeout_s: float) -> dict[tuple[str, int], int] | None:
     """(topic, partition) -> bytes on ``broker`` (current replicas only); None if unreachable."""
     topics: dict[str, list[int]] = {}
     for t, p in sorted(tps):
         topics.setdefault(t, []).append(p)
     try:
-        resp = client.request(DESCRIBE_LOG_DIRS, {"topics": [
-            {"topic": t, "partitions": ps} for t, ps in topics.items()]},
-            node=broker, timeout=timeout_s)
+        resp = router.broker(broker, DESCRIBE_LOG_DIRS, {"topics": [
+            {"topic": t, "partitions": ps} for t, ps in topics.items()]}, timeout=timeout_s)
     except (ToolError, OSError):
         return None
     sizes: dict[tuple[str, int], int] = {}
@@ -47,7 +47,8 @@ def verify_bars(client, wanted: dict, ongoing: dict,
                 timeout_s: float = 5.0) -> dict[tuple[str, int], str]:
     """(topic, partition) -> one bar line (``static_bar``) for each partition of ``wanted``
     (``{tp: target replicas}``); ``ongoing`` is ListPartitionReassignments' answer by tp."""
-    leaders = partition_leaders(client, sorted({t for t, _ in wanted}))
+    router = AdminRouter(client)
+    leaders = router.leaders(sorted({t for t, _ in wanted}))
     needs: dict[int, set[tuple[str, int]]] = {}
     for tp in wanted:
         if leaders.get(tp, -1) >= 0:
@@ -55,7 +56,7 @@ def verify_bars(client, wanted: dict, ongoing: dict,
         if tp in ongoing:
             for b in ongoing[tp].adding_replicas:
                 needs.setdefault(b, set()).add(tp)
-    sizes = {b: _replica_sizes(client, b, tps, timeout_s) for b, tps in sorted(needs.items())}
+    sizes = {b: _replica_sizes(router, b, tps, timeout_s) for b, tps in sorted(needs.items())}
     out = {}
     for tp in sorted(wanted):
         name = f"{tp[0]}-{tp[1]}"

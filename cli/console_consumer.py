@@ -418,12 +418,10 @@ def _run_assigned(args, client, reader: _Reader, group: str | None,
     reader.leaders = dict(leaders)
     tps = sorted(leaders)
     positions = _start_offsets(client, args, tps, leaders)
-    coordinator = None
     if group is not None:
-        from client.groups import committed_offsets, find_coordinator
+        from client.groups import committed_offsets
 
-        coordinator = find_coordinator(client, group)
-        committed = committed_offsets(client, coordinator, group)
+        committed = committed_offsets(client, group)
         positions.update({tp: off for tp, off in committed.items() if tp in positions})
     last_data = started
     while not reader.done():
@@ -431,8 +429,8 @@ def _run_assigned(args, client, reader: _Reader, group: str | None,
             last_data = time.monotonic()
         elif _idle_too_long(args, last_data):
             break
-    if coordinator is not None:
-        commit_offsets(client, coordinator, group, positions)
+    if group is not None:
+        commit_offsets(client, group, positions)
 
 
 def _sigterm_as_interrupt():

@@ -21,6 +21,7 @@ import time
 
 from cli._common import UsageError, add_bootstrap, connect, tool_main
 from cli._progress import ProgressBar
+from client.admin import AdminRouter
 from client.connection import error_name
 
 COMMAND = "log-dirs"
@@ -42,10 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --wait: show the progress bar even when stderr is not a terminal")
 
 
-def _describe(client, topics: list[str] | None, node: int | None = None):
+def _describe(client, topics: list[str] | None, node: int):
     body = {"topics": None if topics is None else [
         {"topic": t, "partitions": list(range(n))} for t, n in topics]}
-    return client.request(DESCRIBE_LOG_DIRS, body, node=node)
+    return AdminRouter(client).broker(node, DESCRIBE_LOG_DIRS, body)
 
 
 @tool_main(COMMAND)
@@ -82,8 +83,9 @@ def run(args: argparse.Namespace) -> int:
                        for p in t.partitions if p.partition_index == args.partition), None)
         if leader is None:
             raise UsageError(f"unknown partition {args.topic}-{args.partition}")
-        r = client.request(ALTER_REPLICA_LOG_DIRS, {"dirs": [{"path": args.dir, "topics": [
-            {"name": args.topic, "partitions": [args.partition]}]}]}, node=leader)
+        r = AdminRouter(client).broker(leader, ALTER_REPLICA_LOG_DIRS, {"dirs": [{
+            "path": args.dir, "topics": [{"name": args.topic,
+                                          "partitions": [args.partition]}]}]})
         code = r.results[0].partitions[0].error_code
         if code:
             print(f"Error moving {args.topic}-{args.partition}: {error_name(code)}")

@@ -8,7 +8,8 @@ partition reassignments with the bytes copied, and every broker's log directorie
 - Quotas: DescribeClientQuotas with no component (every entity, non-strict).
 - Transactions: ListTransactions on every broker (each lists the transactional ids it
   coordinates), then DescribeTransactions on each coordinator.
-- Reassignments: ListPartitionReassignments (to the controller); the bytes copied are the
+- Reassignments: ListPartitionReassignments (to the controller, through
+  :class:`client.admin.AdminRouter`); the bytes copied are the
   smallest size of an adding replica out of the leader's (DescribeLogDirs), as
   ``reassign-partitions --verify`` shows them.
 - Log dirs: DescribeLogDirs on every registered broker: each dir's size, disk total and
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from cli._configs_clients import LABEL, SCRAM_MECHANISMS
 from cli.acls import OP_NAME, PERM, PTYPE_NAME, RTYPE_NAME
+from client.admin import AdminRouter
 from client.connection import error_name
 from client.metadata import check_error
 from console.queries import leaders_of
@@ -116,8 +118,7 @@ def _replica_sizes(c, broker: int) -> dict[tuple[str, int], int] | None:
 
 
 def reassignments(c) -> list[dict]:
-    resp = c.request(LIST_REASSIGNMENTS, {"timeout_ms": 30000, "topics": None},
-                     node=c.controller_node())
+    resp = AdminRouter(c).controller(LIST_REASSIGNMENTS, {"timeout_ms": 30000, "topics": None})
     check_error(resp.error_code, resp.error_message, "cannot list reassignments")
     ongoing = [(t.name, p) for t in resp.topics for p in t.partitions]
     if not ongoing:

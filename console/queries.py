@@ -222,8 +222,8 @@ def groups(c: ConsoleClient) -> list[dict]:
 
 def group(c: ConsoleClient, group_id: str) -> dict:
     node = find_coordinator(c, group_id)
-    g = describe_group(c, node, group_id)
-    committed = committed_offsets(c, node, group_id)
+    g = describe_group(c, group_id)
+    committed = committed_offsets(c, group_id)
     owners: dict[tuple[str, int], Any] = {}
     members = []
     for m in g.members:

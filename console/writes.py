@@ -2,7 +2,8 @@
 :class:`console.service.ClusterService`); the HTTP side (``--allow-writes``, same-origin
 check, audit log) is :mod:`console.write_routes`.
 
-- create / delete a topic: CreateTopics, DeleteTopics (to the controller);
+- create / delete a topic: CreateTopics, DeleteTopics (to the controller, resent when it
+  moves: :class:`client.admin.AdminRouter`, as every write here);
 - produce one record: Produce (acks=all, to the partition's leader) with key, value and
   headers; no partition given: the key's murmur2 hash (Kafka's default partitioner) or, for
   a null key, a random partition;
@@ -23,8 +24,9 @@ import random
 import time
 
 from cli.console_producer import Sender, key_partition
+from client.admin import AdminRouter
 from client.connection import ToolError, error_name
-from client.groups import committed_offsets, describe_group, find_coordinator
+from client.groups import committed_offsets, describe_group
 from client.metadata import check_error
 from client.offsets import EARLIEST, LATEST, commit_offsets
 from console.queries import leaders_of, offsets
@@ -41,11 +43,12 @@ RESET_MODES = ("earliest", "latest", "timestamp", "offset")
 
 def create_topic(c, name: str, partitions: int, replication: int,
                  configs: dict[str, str]) -> str:
-    resp = c.request(CREATE_TOPICS, {
+    resp = AdminRouter(c).controller(CREATE_TOPICS, {
         "topics": [{"name": name, "num_partitions": partitions,
                     "replication_factor": replication, "assignments": [],
                     "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-        "timeout_ms": 30000, "validate_only": False}, node=c.controller_node())
+        "timeout_ms": 30000, "validate_only": False},
+        errors=lambda r: [t.error_code for t in r.topics])
     (r,) = resp.topics
     check_error(r.error_code, getattr(r, "error_message", None), f"create topic {name}")
     _await_metadata(c, name, lambda t: t.error_code == 0)
@@ -54,8 +57,9 @@ def create_topic(c, name: str, partitions: int, replication: int,
 
 def delete_topic(c, name: str) -> str:
     version = c.version_for(DELETE_TOPICS, max_version=5)
-    resp = c.request(DELETE_TOPICS, {"topic_names": [name], "timeout_ms": 30000},
-                     version=version, node=c.controller_node())
+    resp = AdminRouter(c).controller(DELETE_TOPICS, {"topic_names": [name], "timeout_ms": 30000},
+                                     version=version,
+                                     errors=lambda r: [t.error_code for t in r.responses])
     (r,) = resp.responses
     check_error(r.error_code, getattr(r, "error_message", None), f"delete topic {name}")
     return f"deleted topic {name}"
@@ -107,9 +111,10 @@ def alter_topic_configs(c, topic: str, set_: dict[str, str], delete: list[str]) 
 
 
 def add_partitions(c, topic: str, count: int) -> str:
-    resp = c.request(CREATE_PARTITIONS, {
+    resp = AdminRouter(c).controller(CREATE_PARTITIONS, {
         "topics": [{"name": topic, "count": count, "assignments": None}],
-        "timeout_ms": 30000, "validate_only": False}, node=c.controller_node())
+        "timeout_ms": 30000, "validate_only": False},
+        errors=lambda r: [t.error_code for t in r.results])
     (r,) = resp.results
     check_error(r.error_code, r.error_message, f"add partitions to {topic}")
     _await_metadata(c, topic, lambda t: len(t.partitions) >= count)
@@ -118,23 +123,24 @@ def add_partitions(c, topic: str, count: int) -> str:
 
 def delete_records(c, topic: str, before: dict[int, int]) -> str:
     """``before``: partition -> offset (-1 = the high watermark)."""
-    md = c.metadata([topic])
-    leaders = {p: lead for (t, p), lead in leaders_of(md).items() if t == topic}
-    by_leader: dict[int, list] = {}
-    for p, off in sorted(before.items()):
-        if leaders.get(p, -1) < 0:
-            raise ToolError(f"{topic}-{p} has no leader")
-        by_leader.setdefault(leaders[p], []).append({"partition_index": p, "offset": off})
-    done = []
-    for leader, parts in by_leader.items():
-        resp = c.request(DELETE_RECORDS, {"topics": [{"name": topic, "partitions": parts}],
-                                          "timeout_ms": 30000}, node=leader)
+    def build(parts):
+        return {"topics": [{"name": topic, "partitions": [
+            {"partition_index": p, "offset": before[p]} for _t, p in parts]}],
+            "timeout_ms": 30000}
+
+    def outcomes(resp):
         for t in resp.topics:
             for p in t.partitions:
-                if p.error_code:
-                    raise ToolError(f"delete records of {topic}-{p.partition_index}: "
-                                    f"{error_name(p.error_code)}")
-                done.append(f"{topic}-{p.partition_index} low watermark {p.low_watermark}")
+                yield (t.name, p.partition_index), p.error_code, p.low_watermark
+
+    # each partition to its leader, resent to the new one after a move
+    results = AdminRouter(c).to_leaders(DELETE_RECORDS, [(topic, p) for p in sorted(before)],
+                                        build, outcomes)
+    done = []
+    for (_t, p), (code, low) in sorted(results.items()):
+        if code:
+            raise ToolError(f"delete records of {topic}-{p}: {error_name(code)}")
+        done.append(f"{topic}-{p} low watermark {low}")
     return "deleted records: " + ", ".join(done)
 
 
@@ -145,12 +151,11 @@ def reset_offsets(c, group: str, topic: str | None, mode: str,
         raise ToolError(f"unknown reset mode {mode!r}")
     if mode in ("timestamp", "offset") and value is None:
         raise ToolError(f"resetting to a {mode} needs a value")
-    node = find_coordinator(c, group)
-    state = describe_group(c, node, group).group_state
+    state = describe_group(c, group).group_state
     if state not in ("Empty", "Dead", ""):
         raise ToolError(f"Assignments can only be reset if the group '{group}' is inactive, "
                         f"but the current state is {state}.")
-    committed = committed_offsets(c, node, group)
+    committed = committed_offsets(c, group)
     md = c.metadata(None if topic is None else [topic])
     leaders = leaders_of(md)
     if topic is None:
@@ -178,7 +183,7 @@ def reset_offsets(c, group: str, topic: str | None, mode: str,
         else:
             new = value
         plan[tp] = min(max(new, earliest[tp]), latest[tp])
-    commit_offsets(c, node, group, plan)
+    commit_offsets(c, group, plan)
     return f"reset group {group} to {mode}" + (f" {value}" if value is not None else "") + \
         ": " + ", ".join(f"{t}-{p}={off}" for (t, p), off in sorted(plan.items()))
 

@@ -87,7 +87,7 @@ class _Client:
             NS(partition_index=0, leader_id=1, error_code=0),
             NS(partition_index=1, leader_id=2, error_code=0)])])
 
-    def request(self, api_key, body, node=None, timeout=None):
+    def request(self, api_key, body, version=None, node=None, timeout=None):
         assert api_key == 35 and timeout == 5.0
         if node in self.down:
             raise ToolError(f"broker {node}: timed out")
