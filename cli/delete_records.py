@@ -25,7 +25,7 @@ import json
 
 from cli._common import UsageError, add_bootstrap, connect, tool_main
 from cli._progress import ProgressBar
-from client.admin import AdminRouter
+from client.admin import RETRY_LEADER, AdminRouter
 from client.connection import ToolError, error_name
 from client.offsets import EARLIEST, LATEST, list_offsets
 
@@ -84,9 +84,10 @@ def run(args: argparse.Namespace) -> int:
         for t in resp.topics:
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
-                if not p.error_code and tp in starts and tp not in done:
-                    done.add(tp)  # a success is final (never resent)
-                    bar.update(max(0, p.low_watermark - starts[tp]))
+                if p.error_code not in RETRY_LEADER and tp not in done:  # final: not resent
+                    done.add(tp)
+                    if not p.error_code and tp in starts:
+                        bar.update(max(0, p.low_watermark - starts[tp]))
                 yield tp, p.error_code, p.low_watermark
         bar.set_postfix(f"{len(done)}/{len(offsets)} partitions")
 

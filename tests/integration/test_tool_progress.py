@@ -29,10 +29,11 @@ def josef(*args: str, input: bytes | None = None) -> subprocess.CompletedProcess
 
 
 def final_bar(stderr: bytes, label: str) -> str:
-    """The last redraw of the bar whose line starts with ``label:``."""
+    """The last redraw of the bar whose line starts with ``label:`` (without the spaces tqdm
+    pads a redraw with when it is shorter than the one before, to clear the line)."""
     frames = [f for f in re.split(r"[\r\n]", stderr.decode()) if f.startswith(f"{label}:")]
     assert frames, stderr
-    return frames[-1]
+    return frames[-1].rstrip(" ")
 
 
 @pytest.fixture
