@@ -56,6 +56,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +74,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
 from broker.purgatory import SystemTimer
-from broker.request_channel import PARKED, Request, Response
+from broker.startup_gate import StartupGate
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
@@ -116,56 +117,13 @@ class BrokerServices:
     security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
     advertised: dict[str, Endpoint] = field(default_factory=dict)
+    #: Kafka's BrokerState metric: 1 STARTING, 3 RUNNING, 6 PENDING_CONTROLLED_SHUTDOWN,
+    #: 7 SHUTTING_DOWN (the console shows brokers in controlled shutdown from it)
+    broker_state: int = 1
 
     def listener_name(self, listener: str) -> str:
         """The listener name a request arrived on, as the MetadataCache keys endpoints."""
         return listener.upper()
-
-
-class _Gate:
-    """The RequestChannel handler until the broker can answer like a started Kafka broker.
-
-    ``open`` (startup finished): requests from the controller (LeaderAndIsr, StopReplica,
-    UpdateMetadata), the inter-broker requests to the controller (ControlledShutdown,
-    AlterPartition) and ApiVersions are dispatched. ``metadata_ready`` (an UpdateMetadata
-    from the controller listing this broker reached the MetadataCache, or
-    ``METADATA_WAIT_S`` passed): every request is. So a client's first Metadata names the live controller and brokers instead
-    of ``controller_id -1`` and no brokers (librdkafka's admin client then waited for a
-    controller until its request timed out). Once fully open it returns the dispatcher's own
-    outcome (no extra frame)."""
-
-    #: dispatched as soon as startup finished (they make the MetadataCache, or need none)
-    EARLY_APIS = frozenset({4, 5, 6, 7, 18, 56})
-
-    def __init__(self, dispatcher: ApiDispatcher) -> None:
-        self.dispatcher = dispatcher
-        self.open = asyncio.Event()
-        self.metadata_ready = asyncio.Event()
-        self.aborted = False
-
-    def abort(self) -> None:
-        """Startup failed: waiting requests close their connections instead of waiting."""
-        self.aborted = True
-        self.open.set()
-        self.metadata_ready.set()
-
-    def __call__(self, request: Request):
-        if self.metadata_ready.is_set() and not self.aborted:
-            return self.dispatcher(request)
-        if self.open.is_set() and not self.aborted and request.api_key in self.EARLY_APIS:
-            return self.dispatcher(request)
-        return self._wait_then(request)
-
-    async def _wait_then(self, request: Request):
-        await self.open.wait()
-        if request.api_key not in self.EARLY_APIS:
-            await self.metadata_ready.wait()
-        if self.aborted:
-            return Response.close_connection()
-        result = self.dispatcher(request)
-        if inspect.isawaitable(result) and not isinstance(result, PARKED):
-            result = await result
-        return result
 
 
 class BrokerServer:
@@ -186,7 +144,7 @@ class BrokerServer:
         self.advertised: list[Endpoint] = []
         self.security: Any = None
         self._locks: list[DirLock] = []
-        self._gate: _Gate | None = None
+        self._gate: StartupGate | None = None
         self._metadata_wait: asyncio.Task | None = None
         self.metrics: Any = None  # broker.metrics.wiring.BrokerMetrics
         self._stored_cluster_id: str | None = None
@@ -266,7 +224,7 @@ class BrokerServer:
         from broker.coordinator.transaction.wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
         load_all()
-        self._gate = _Gate(ApiDispatcher(self.services))
+        self._gate = StartupGate(ApiDispatcher(self.services))
         await self._start_socket_server()
         await self._start_metrics()
 
@@ -293,6 +251,7 @@ class BrokerServer:
 
         self._gate.open.set()
         self._started = True
+        self.services.broker_state = 3  # RUNNING
         if self.metadata_cache.controller_id is None or \
                 not self.metadata_cache.is_alive(self.broker_id):  # ZooKeeper mode
             self._metadata_wait = asyncio.get_running_loop().create_task(
@@ -319,6 +278,12 @@ class BrokerServer:
             log.info("first UpdateMetadata from controller %d after %.0f ms; serving clients",
                      self.metadata_cache.controller_id, (time.monotonic() - started) * 1000)
         self._gate.metadata_ready.set()
+
+    async def serving_clients(self) -> None:
+        """Return once client requests are dispatched: after ``startup()``, when the first
+        UpdateMetadata listed this broker (or ``METADATA_WAIT_S`` passed; at once in
+        embedded mode)."""
+        await self._gate.metadata_ready.wait()
 
     def _on_all_log_dirs_offline(self) -> None:
         self.exit_code = 1
@@ -545,16 +510,20 @@ class BrokerServer:
             return
         self._shutdown_done = True
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.services is not None:
+            self.services.broker_state = 7  # SHUTTING_DOWN
         if self.log_dir_failures is not None:
             self.log_dir_failures.stopping = True
         if self._started and self.zk_broker is not None and \
                 self.config.get("controlled.shutdown.enable"):
+            self.services.broker_state = 6  # PENDING_CONTROLLED_SHUTDOWN
             try:
                 if await self.zk_broker.controlled_shutdown_before_exit() and \
                         self.replica_manager is not None:
                     await self.replica_manager.stop_fetchers()
             except Exception:
                 log.exception("controlled shutdown failed")
+            self.services.broker_state = 7
         steps: list[tuple[str, Any]] = []
         if self._metadata_wait is not None:
             self._metadata_wait.cancel()
@@ -609,11 +578,15 @@ def _interval(ms: int | None) -> int:
     return max(1, min(int(ms), MAX_INTERVAL_MS))
 
 
-async def run_server(config: KafkaConfig) -> None:
+async def run_server(config: KafkaConfig,
+                     on_started: Callable[[BrokerServer], None] | None = None) -> None:
     """Run a broker until SIGTERM/SIGINT, then shut down cleanly (``broker.cli`` calls this).
 
-    A fatal startup error is logged as one line and ends the process with status 1
-    (``SystemExit``); a ``ConfigError`` propagates (the CLI exits 2)."""
+    ``on_started(server)`` runs once startup has finished and clients are served (the
+    controller's first UpdateMetadata listed this broker, or ``METADATA_WAIT_S`` passed);
+    ``josef server --daemon`` uses it to release the waiting terminal. A fatal startup error
+    is logged as one line and ends the process with status 1 (``SystemExit``); a
+    ``ConfigError`` propagates (the CLI exits 2)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed = []
@@ -646,6 +619,14 @@ async def run_server(config: KafkaConfig) -> None:
             log.error("Fatal error during startup", exc_info=exc)
             await server.shutdown()
             raise SystemExit(1)
+        if on_started is not None:
+            serving = asyncio.ensure_future(server.serving_clients())
+            waiter = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({serving, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            serving.cancel()
+            waiter.cancel()
+            if not stop.is_set():
+                on_started(server)
         await stop.wait()
         await server.shutdown()
         if server.exit_code:

@@ -10,6 +10,12 @@ The JSON file: ``{"partitions": [{"topic": "t", "partition": 0, "offset": 10}], 
     partition: t-1	error: OFFSET_OUT_OF_RANGE
 
 Exit code 1 if any partition failed. APIs: Metadata, DeleteRecords (to each leader).
+
+Progress: a bar on stderr (when it is a terminal, or with ``--progress``) counts the records
+removed (each partition's new low watermark minus its log start offset before, out of the
+records below the requested offsets; ListOffsets earliest/latest first) and the partitions
+done, e.g. ``delete-records: 100.0%|####| 300/300 records [00:00, 2.1k records/s, 3/3
+partitions]``.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ import argparse
 import json
 
 from cli._common import UsageError, add_bootstrap, connect, tool_main
-from client.admin import AdminRouter
+from cli._progress import ProgressBar
+from client.admin import RETRY_LEADER, AdminRouter
 from client.connection import ToolError, error_name
+from client.offsets import EARLIEST, LATEST, list_offsets
 
 COMMAND = "delete-records"
 HELP = "Delete records below given offsets (like kafka-delete-records.sh)"
@@ -30,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap(p)
     p.add_argument("--offset-json-file", required=True, metavar="FILE",
                    help='{"partitions":[{"topic":"t","partition":0,"offset":10}],"version":1}')
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress bar even when stderr is not a terminal")
 
 
 def read_offsets(path: str) -> list[tuple[str, int, int]]:
@@ -60,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     print("Executing records delete operation")
     results: dict[tuple[str, int], str] = {}
     offsets = {(t, p): off for t, p, off in wanted}
+    starts: dict[tuple[str, int], int] = {}
+    done: set[tuple[str, int]] = set()
 
     def build(parts):
         topics: dict[str, list] = {}
@@ -71,13 +83,43 @@ def run(args: argparse.Namespace) -> int:
     def outcomes(resp):
         for t in resp.topics:
             for p in t.partitions:
-                yield (t.name, p.partition_index), p.error_code, p.low_watermark
+                tp = (t.name, p.partition_index)
+                if p.error_code not in RETRY_LEADER and tp not in done:  # final: not resent
+                    done.add(tp)
+                    if not p.error_code and tp in starts:
+                        bar.update(max(0, p.low_watermark - starts[tp]))
+                yield tp, p.error_code, p.low_watermark
+        bar.set_postfix(f"{len(done)}/{len(offsets)} partitions")
 
-    with connect(args) as client:  # each partition to its leader, resent after a move
-        for tp, (code, low) in AdminRouter(client).to_leaders(
+    with connect(args) as client, \
+            ProgressBar(None, COMMAND, unit="records", force=args.progress or None) as bar:
+        router = AdminRouter(client)
+        if bar.enabled:
+            starts = _records_to_delete(client, router, offsets, bar)
+        # each partition to its leader, resent to the new one after a move
+        for tp, (code, low) in router.to_leaders(
                 DELETE_RECORDS, list(offsets), build, outcomes).items():
             results[tp] = f"error: {error_name(code)}" if code else f"low_watermark: {low}"
     print("Records delete operation completed:")
     for (t, p), text in sorted(results.items()):
         print(f"partition: {t}-{p}\t{text}")
     return 1 if any(v.startswith("error") for v in results.values()) else 0
+
+
+def _records_to_delete(client, router: AdminRouter, offsets: dict[tuple[str, int], int],
+                       bar: ProgressBar) -> dict[tuple[str, int], int]:
+    """Log start offsets before the delete; sets the bar's total to the records below the
+    requested offsets (``-1``: the high watermark). Partitions without a leader right now
+    are left out (the delete itself reports them)."""
+    try:
+        leaders = router.leaders(sorted({t for t, _ in offsets}))
+        tps = [tp for tp in offsets if leaders.get(tp, -1) >= 0]
+        if not tps:
+            return {}
+        starts = list_offsets(client, tps, EARLIEST)
+        ends = list_offsets(client, tps, LATEST)
+    except ToolError:  # the delete itself reports the partition's error
+        return {}
+    targets = {tp: ends[tp] if offsets[tp] < 0 else min(offsets[tp], ends[tp]) for tp in tps}
+    bar.set_total(sum(max(0, targets[tp] - starts[tp]) for tp in tps))
+    return starts

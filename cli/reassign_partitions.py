@@ -11,7 +11,9 @@ The same JSON files and output as Kafka's tool:
   the --reassignment-json-file option during rollback") and starts the reassignments
   (AlterPartitionReassignments, KIP-455); refused while others run unless ``--additional``.
 - ``--verify --reassignment-json-file F``: "Reassignment of partition t-0 is completed." /
-  "... is still in progress." per partition (exit code 0 either way, as Kafka's).
+  "... is still in progress." per partition (exit code 0 either way, as Kafka's), each
+  followed by an indented bar of the bytes copied (:mod:`cli._reassign_progress`):
+  ``  t-0:  41.7%|########            | 5.00MB/12.0MB on broker 3``.
 - ``--list``: the reassignments in progress; ``--cancel --reassignment-json-file F``: cancel
   those of the file.
 
@@ -35,6 +37,7 @@ import argparse
 import json
 
 from cli._common import UsageError, add_bootstrap, connect, tool_main
+from cli._reassign_progress import verify_bars
 from client.admin import AdminRouter
 from client.connection import ToolError, error_name
 from controller.replica_assignment import (
@@ -339,13 +342,16 @@ def _verify(client, args) -> int:
     router = AdminRouter(client)
     ongoing = _in_progress(router)
     current = _current(client, {t for t, _ in wanted if (t, _) not in ongoing})
+    bars = verify_bars(client, wanted, ongoing)  # bytes copied and percent, per partition
     print("Status of partition reassignment:")
     for tp, target in sorted(wanted.items()):
         name = f"{tp[0]}-{tp[1]}"
         if tp in ongoing:
             print(f"Reassignment of partition {name} is still in progress.")
+            print(f"  {bars[tp]}")
         elif current.get(tp) == target:
             print(f"Reassignment of partition {name} is completed.")
+            print(f"  {bars[tp]}")
         else:
             print(f"There is no active reassignment of partition {name}, but replica set is "
                   f"{','.join(map(str, current.get(tp, [])))} rather than "

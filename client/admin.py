@@ -67,8 +67,10 @@ class AdminRouter:
     def any(self, api_key: int, body, version: int | None = None):
         return self.client.request(api_key, body, version=version)
 
-    def broker(self, node: int, api_key: int, body, version: int | None = None):
-        return self.client.request(api_key, body, version=version, node=node)
+    def broker(self, node: int, api_key: int, body, version: int | None = None,
+               timeout: float | None = None):
+        """Send to broker ``node``; ``timeout`` (seconds) bounds this round trip only."""
+        return self.client.request(api_key, body, version=version, node=node, timeout=timeout)
 
     def each_broker(self, api_key: int, body, version: int | None = None
                     ) -> dict[int, Any]:

@@ -4,7 +4,7 @@ Right after a ZooKeeper-mode cluster started, a broker that had not yet received
 controller's first UpdateMetadata answered Metadata with ``controller_id -1`` and no brokers;
 confluent's AdminClient then waited for a controller until CreateTopics timed out ("Failed
 while waiting for controller", 3 to 5 clusters in 20). A started broker now holds client
-requests until the controller's UpdateMetadata reached it (``broker.server._Gate``).
+requests until the controller's UpdateMetadata reached it (``broker.startup_gate.StartupGate``).
 
 - deterministic: the controller is paused (SIGSTOP) while a second broker starts, so that
   broker cannot hear from it; a raw Metadata and an AdminClient CreateTopics sent to it
