@@ -35,7 +35,9 @@ def test_broker_waits_for_the_controller_before_answering_clients(cluster_factor
 
     from client.connection import KafkaClient
 
-    c = cluster_factory(n=2, start=False)
+    # a session long enough that the paused controller keeps its controllership however long
+    # broker 2 takes to start on a loaded machine (6 s expired under load 10)
+    c = cluster_factory(n=2, start=False, props={"zookeeper.session.timeout.ms": "30000"})
     c.start_broker(1)
     assert c.wait_for_controller(timeout=30) == 1
     c.pause(1)  # the controller cannot send the new broker its UpdateMetadata
