@@ -32,7 +32,10 @@ Kafka's ``KafkaServer.startup`` order, on one asyncio loop (``BrokerServer.start
 7. ``meta.properties`` (version=0, broker.id, cluster.id) written in every dir; a stored
    cluster.id other than the controller's stops startup (Kafka's
    ``InconsistentClusterIdException``).
-8. the gate opens: requests are dispatched.
+8. the gate opens: requests from and to the controller (and ApiVersions) are dispatched;
+   the others once the controller's first UpdateMetadata reached the MetadataCache (at
+   once in embedded mode; ZooKeeper mode: at most ``METADATA_WAIT_S``), so no client is
+   told "no controller, no brokers" by a broker that accepts its connection.
 
 Shutdown (signal, or ``BrokerServer.shutdown``) runs in reverse (ZooKeeper mode first asks the
 controller to move this broker's leaderships, ``controlled.shutdown.enable``): stop accepting and close
@@ -52,6 +55,8 @@ import inspect
 import logging
 import os
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +74,7 @@ from broker.metadata_cache import MetadataCache
 from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
 from broker.purgatory import SystemTimer
-from broker.request_channel import Request, Response
+from broker.startup_gate import StartupGate
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
@@ -81,6 +86,9 @@ __all__ = ["BrokerServer", "BrokerServices", "FatalStartupError", "run_server"]
 
 log = logging.getLogger(__name__)
 
+#: longest a started ZooKeeper-mode broker holds client requests for the controller's first
+#: UpdateMetadata (seconds; clients' request timeouts are 30 s and more)
+METADATA_WAIT_S = 10.0
 #: Longest background-task period handed to asyncio (Kafka's Long.MaxValue defaults = never).
 MAX_INTERVAL_MS = 2**31 - 1
 
@@ -114,39 +122,13 @@ class BrokerServices:
     security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
     advertised: dict[str, Endpoint] = field(default_factory=dict)
+    #: Kafka's BrokerState metric: 1 STARTING, 3 RUNNING, 6 PENDING_CONTROLLED_SHUTDOWN,
+    #: 7 SHUTTING_DOWN (the console shows brokers in controlled shutdown from it)
+    broker_state: int = 1
 
     def listener_name(self, listener: str) -> str:
         """The listener name a request arrived on, as the MetadataCache keys endpoints."""
         return listener.upper()
-
-
-class _Gate:
-    """The RequestChannel handler until startup finishes: requests wait, then go to the
-    dispatcher. Once open it returns the dispatcher's own outcome (no extra frame)."""
-
-    def __init__(self, dispatcher: ApiDispatcher) -> None:
-        self.dispatcher = dispatcher
-        self.open = asyncio.Event()
-        self.aborted = False
-
-    def abort(self) -> None:
-        """Startup failed: waiting requests close their connections instead of waiting."""
-        self.aborted = True
-        self.open.set()
-
-    def __call__(self, request: Request):
-        if self.open.is_set() and not self.aborted:
-            return self.dispatcher(request)
-        return self._wait_then(request)
-
-    async def _wait_then(self, request: Request):
-        await self.open.wait()
-        if self.aborted:
-            return Response.close_connection()
-        result = self.dispatcher(request)
-        if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
-            result = await result
-        return result
 
 
 class BrokerServer:
@@ -167,7 +149,8 @@ class BrokerServer:
         self.advertised: list[Endpoint] = []
         self.security: Any = None
         self._locks: list[DirLock] = []
-        self._gate: _Gate | None = None
+        self._gate: StartupGate | None = None
+        self._metadata_wait: asyncio.Task | None = None
         self.metrics: Any = None  # broker.metrics.wiring.BrokerMetrics
         self._stored_cluster_id: str | None = None
         self._started = False
@@ -248,7 +231,7 @@ class BrokerServer:
         from broker.share.wiring import attach_share_groups  # issue 28: KIP-932
         attach_share_groups(self.services, listener)
         load_all()
-        self._gate = _Gate(ApiDispatcher(self.services))
+        self._gate = StartupGate(ApiDispatcher(self.services))
         await self._start_socket_server()
         await self._start_metrics()
 
@@ -275,9 +258,39 @@ class BrokerServer:
 
         self._gate.open.set()
         self._started = True
+        self.services.broker_state = 3  # RUNNING
+        if self.metadata_cache.controller_id is None or \
+                not self.metadata_cache.is_alive(self.broker_id):  # ZooKeeper mode
+            self._metadata_wait = asyncio.get_running_loop().create_task(
+                self._open_for_clients(), name="await-first-update-metadata")
+        else:
+            self._gate.metadata_ready.set()
         _tune_gc_once()
         log.info("[KafkaServer id=%d] started (cluster id %s, controller epoch %d)",
                  self.broker_id, self.controller.cluster_id, self.controller.controller_epoch)
+
+    async def _open_for_clients(self) -> None:
+        """Serve clients once an UpdateMetadata from the controller listed this broker as
+        live (the controller knows it; Kafka's brokers know the controller by the time they
+        answer clients), at most ``METADATA_WAIT_S``."""
+        started = time.monotonic()
+        cache = self.metadata_cache
+        while cache.controller_id is None or not cache.is_alive(self.broker_id):
+            if time.monotonic() - started > METADATA_WAIT_S:
+                log.warning("no UpdateMetadata from a controller within %.0f s of startup; "
+                            "serving clients without a known controller", METADATA_WAIT_S)
+                break
+            await asyncio.sleep(0.005)
+        else:
+            log.info("first UpdateMetadata from controller %d after %.0f ms; serving clients",
+                     self.metadata_cache.controller_id, (time.monotonic() - started) * 1000)
+        self._gate.metadata_ready.set()
+
+    async def serving_clients(self) -> None:
+        """Return once client requests are dispatched: after ``startup()``, when the first
+        UpdateMetadata listed this broker (or ``METADATA_WAIT_S`` passed; at once in
+        embedded mode)."""
+        await self._gate.metadata_ready.wait()
 
     def _on_all_log_dirs_offline(self) -> None:
         self.exit_code = 1
@@ -504,17 +517,23 @@ class BrokerServer:
             return
         self._shutdown_done = True
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.services is not None:
+            self.services.broker_state = 7  # SHUTTING_DOWN
         if self.log_dir_failures is not None:
             self.log_dir_failures.stopping = True
         if self._started and self.zk_broker is not None and \
                 self.config.get("controlled.shutdown.enable"):
+            self.services.broker_state = 6  # PENDING_CONTROLLED_SHUTDOWN
             try:
                 if await self.zk_broker.controlled_shutdown_before_exit() and \
                         self.replica_manager is not None:
                     await self.replica_manager.stop_fetchers()
             except Exception:
                 log.exception("controlled shutdown failed")
+            self.services.broker_state = 7
         steps: list[tuple[str, Any]] = []
+        if self._metadata_wait is not None:
+            self._metadata_wait.cancel()
         if self._gate is not None and not self._started:
             self._gate.abort()
         if self.metrics is not None:
@@ -570,11 +589,15 @@ def _interval(ms: int | None) -> int:
     return max(1, min(int(ms), MAX_INTERVAL_MS))
 
 
-async def run_server(config: KafkaConfig) -> None:
+async def run_server(config: KafkaConfig,
+                     on_started: Callable[[BrokerServer], None] | None = None) -> None:
     """Run a broker until SIGTERM/SIGINT, then shut down cleanly (``broker.cli`` calls this).
 
-    A fatal startup error is logged as one line and ends the process with status 1
-    (``SystemExit``); a ``ConfigError`` propagates (the CLI exits 2)."""
+    ``on_started(server)`` runs once startup has finished and clients are served (the
+    controller's first UpdateMetadata listed this broker, or ``METADATA_WAIT_S`` passed);
+    ``josef server --daemon`` uses it to release the waiting terminal. A fatal startup error
+    is logged as one line and ends the process with status 1 (``SystemExit``); a
+    ``ConfigError`` propagates (the CLI exits 2)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed = []
@@ -607,6 +630,14 @@ async def run_server(config: KafkaConfig) -> None:
             log.error("Fatal error during startup", exc_info=exc)
             await server.shutdown()
             raise SystemExit(1)
+        if on_started is not None:
+            serving = asyncio.ensure_future(server.serving_clients())
+            waiter = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({serving, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            serving.cancel()
+            waiter.cancel()
+            if not stop.is_set():
+                on_started(server)
         await stop.wait()
         await server.shutdown()
         if server.exit_code:

@@ -91,16 +91,15 @@ def format_table(rows: list[list[str]]) -> str:
                      for r in rows)
 
 
-def delete_groups(client, groups: list[str], kind: str, label: str) -> int:
-    """DeleteGroups on each group's coordinator; prints Kafka's lines ("Deletion of requested
-    <kind> groups ('g') was successful." / "* <label> 'g' could not be deleted due to: E");
-    exit code 1 when one failed."""
+def delete_groups(router, groups: list[str], kind: str, label: str) -> int:
+    """DeleteGroups at each group's coordinator (``client.admin.AdminRouter``); prints Kafka's
+    lines ("Deletion of requested <kind> groups ('g') was successful." / "* <label> 'g'
+    could not be deleted due to: E"); exit code 1 when one failed."""
     from client.connection import error_name
-    from client.groups import find_coordinator
     failed = {}
     for group in groups:
-        node = find_coordinator(client, group)
-        resp = client.request(42, {"groups_names": [group]}, node=node)  # DeleteGroups
+        resp = router.coordinator(group, 42, {"groups_names": [group]},  # DeleteGroups
+                                  errors=lambda r: [g.error_code for g in r.results])
         for r in resp.results:
             if r.error_code:
                 failed[r.group_id] = error_name(r.error_code)

@@ -1,5 +1,7 @@
 """``josef share-groups``: list, describe, reset and delete share groups (KIP-932), like
-Kafka 4.2's ``kafka-share-groups.sh`` (same flags, same tables).
+Kafka 4.2's ``kafka-share-groups.sh`` (same flags, same tables). Requests go through
+``client.admin.AdminRouter`` (the group coordinator, found again when it moves; ListGroups
+on every broker; ListOffsets to the leaders).
 
 - ``--list [--state [S]]``: ListGroups (types_filter ``share``) on every broker; one group id
   per line, or ``GROUP STATE`` with ``--state`` (a value filters by state).
@@ -36,8 +38,8 @@ from cli._common import (
     partition_leaders,
     tool_main,
 )
+from client.admin import AdminRouter
 from client.connection import ToolError, error_name
-from client.groups import find_coordinator
 from client.offsets import EARLIEST, LATEST, list_offsets
 
 COMMAND = "share-groups"
@@ -78,51 +80,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="--reset-offsets: only show (default)")
 
 
-def _list(client) -> list[tuple[str, str]]:
+def _list(router: AdminRouter) -> list[tuple[str, str]]:
     """(group id, state) of every share group, from every broker."""
-    md = client.metadata([])
     seen: dict[str, str] = {}
-    for b in sorted(md.brokers, key=lambda b: b.node_id):
-        resp = client.request(LIST_GROUPS, {"types_filter": ["share"], "states_filter": []},
-                              node=b.node_id)
-        check_error(resp.error_code, None, f"ListGroups on broker {b.node_id}")
+    for node, resp in router.each_broker(LIST_GROUPS, {"types_filter": ["share"],
+                                                       "states_filter": []}).items():
+        if isinstance(resp, ToolError):
+            raise ToolError(f"ListGroups on broker {node}: {resp}")
+        check_error(resp.error_code, None, f"ListGroups on broker {node}")
         for g in resp.groups:
             if (getattr(g, "group_type", "") or "share") == "share":
                 seen[g.group_id] = g.group_state
     return sorted(seen.items())
 
 
-def _groups(client, args) -> list[str]:
+def _groups(router: AdminRouter, args) -> list[str]:
     if args.all_groups:
-        return [g for g, _ in _list(client)]
+        return [g for g, _ in _list(router)]
     if not args.group:
         raise UsageError("--group or --all-groups is required")
     return list(args.group)
 
 
-def _describe_group(client, node: int, group: str):
-    r = client.request(SHARE_GROUP_DESCRIBE, {"group_ids": [group],
-                                              "include_authorized_operations": False},
-                       node=node)
+def _describe_group(router: AdminRouter, group: str):
+    r = router.coordinator(group, SHARE_GROUP_DESCRIBE,
+                           {"group_ids": [group], "include_authorized_operations": False},
+                           errors=lambda r: [g.error_code for g in r.groups])
     g = r.groups[0]
     check_error(g.error_code, g.error_message, f"Share group '{group}'")
     return g
 
 
-def _offsets(client, node: int, group: str, topics=None):
-    r = client.request(DESCRIBE_OFFSETS, {"groups": [{"group_id": group, "topics": topics}]},
-                       node=node)
+def _offsets(router: AdminRouter, group: str, topics=None):
+    r = router.coordinator(group, DESCRIBE_OFFSETS,
+                           {"groups": [{"group_id": group, "topics": topics}]},
+                           errors=lambda r: [g.error_code for g in r.groups])
     g = r.groups[0]
     check_error(g.error_code, g.error_message, f"Share group '{group}'")
     return [(t.topic_name, p) for t in g.topics for p in t.partitions]
 
 
-def _describe(client, args) -> int:
-    for group in _groups(client, args):
-        node = find_coordinator(client, group)
-        desc = _describe_group(client, node, group)
+def _describe(router: AdminRouter, args) -> int:
+    client = router.client
+    for group in _groups(router, args):
+        desc = _describe_group(router, group)
         print()
         if args.state is not None:
+            node = router.find_coordinator(group)
             coordinator = next((b for b in client.metadata([]).brokers if b.node_id == node),
                                None)
             where = f"{coordinator.host}:{coordinator.port} ({node})" if coordinator else \
@@ -146,7 +150,7 @@ def _describe(client, args) -> int:
                 rows.append(row + [assignment])
             print(format_table(rows))
             continue
-        found = _offsets(client, node, group)
+        found = _offsets(router, group)
         tps = sorted({(t, p.partition_index) for t, p in found})
         ends = list_offsets(client, tps, LATEST) if tps else {}
         rows = [["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]]
@@ -161,9 +165,10 @@ def _describe(client, args) -> int:
     return 0
 
 
-def _reset_targets(client, args, node: int, group: str) -> list[tuple[str, int]]:
+def _reset_targets(router: AdminRouter, args, group: str) -> list[tuple[str, int]]:
+    client = router.client
     if args.all_topics:
-        return sorted({(t, p.partition_index) for t, p in _offsets(client, node, group)})
+        return sorted({(t, p.partition_index) for t, p in _offsets(router, group)})
     if not args.topic:
         raise UsageError("--reset-offsets needs --topic or --all-topics")
     out = []
@@ -176,7 +181,8 @@ def _reset_targets(client, args, node: int, group: str) -> list[tuple[str, int]]
     return out
 
 
-def _reset(client, args) -> int:
+def _reset(router: AdminRouter, args) -> int:
+    client = router.client
     if len(args.group) != 1:
         raise UsageError("--reset-offsets needs exactly one --group")
     if not (args.to_earliest or args.to_latest or args.to_offset is not None
@@ -184,11 +190,10 @@ def _reset(client, args) -> int:
         raise UsageError("--reset-offsets needs --to-earliest, --to-latest, --to-offset or "
                          "--to-datetime")
     group = args.group[0]
-    node = find_coordinator(client, group)
-    desc = _describe_group(client, node, group)
+    desc = _describe_group(router, group)
     if args.execute and desc.members:
         raise ToolError(f"Share group '{group}' is not empty.")
-    tps = _reset_targets(client, args, node, group)
+    tps = _reset_targets(router, args, group)
     if not tps:
         raise ToolError("no partitions to reset")
     earliest = list_offsets(client, tps, EARLIEST)
@@ -207,8 +212,8 @@ def _reset(client, args) -> int:
         by_topic: dict[str, list] = {}
         for (t, p), off in sorted(plan.items()):
             by_topic.setdefault(t, []).append({"partition_index": p, "start_offset": off})
-        r = client.request(ALTER_OFFSETS, {"group_id": group, "topics": [
-            {"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]}, node=node)
+        r = router.coordinator(group, ALTER_OFFSETS, {"group_id": group, "topics": [
+            {"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]})
         check_error(r.error_code, r.error_message, f"Share group '{group}'")
         for t in r.responses:
             for p in t.partitions:
@@ -230,17 +235,16 @@ def _timestamp_ms(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def _delete(client, args) -> int:
-    return delete_groups(client, _groups(client, args), "share", "Share group")
+def _delete(router: AdminRouter, args) -> int:
+    return delete_groups(router, _groups(router, args), "share", "Share group")
 
 
-def _delete_offsets(client, args) -> int:
+def _delete_offsets(router: AdminRouter, args) -> int:
     if len(args.group) != 1 or not args.topic:
         raise UsageError("--delete-offsets needs one --group and --topic")
     group = args.group[0]
-    node = find_coordinator(client, group)
-    r = client.request(DELETE_OFFSETS, {"group_id": group, "topics": [
-        {"topic_name": t.partition(":")[0]} for t in args.topic]}, node=node)
+    r = router.coordinator(group, DELETE_OFFSETS, {"group_id": group, "topics": [
+        {"topic_name": t.partition(":")[0]} for t in args.topic]})
     check_error(r.error_code, r.error_message, f"Share group '{group}'")
     rows = [["TOPIC", "STATUS"]]
     bad = 0
@@ -256,9 +260,10 @@ def _delete_offsets(client, args) -> int:
 @tool_main(COMMAND)
 def run(args: argparse.Namespace) -> int:
     with connect(args) as client:
+        router = AdminRouter(client)
         if args.list:
             wanted = (args.state or "").lower()
-            groups = [(g, s) for g, s in _list(client) if not wanted or s.lower() == wanted]
+            groups = [(g, s) for g, s in _list(router) if not wanted or s.lower() == wanted]
             if args.state is not None:
                 print(format_table([["GROUP", "STATE"]] + [[g, s] for g, s in groups]))
             else:
@@ -266,9 +271,9 @@ def run(args: argparse.Namespace) -> int:
                     print(g)
             return 0
         if args.describe:
-            return _describe(client, args)
+            return _describe(router, args)
         if args.reset_offsets:
-            return _reset(client, args)
+            return _reset(router, args)
         if args.delete_offsets:
-            return _delete_offsets(client, args)
-        return _delete(client, args)
+            return _delete_offsets(router, args)
+        return _delete(router, args)

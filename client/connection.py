@@ -396,6 +396,15 @@ class KafkaClient:
         self._nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
         return resp
 
+    def node_address(self, node: int) -> tuple[str, int]:
+        """(host, port) of broker ``node`` (from Metadata); ToolError when unknown."""
+        if node not in self._nodes:
+            self.metadata([])
+        addr = self._nodes.get(node)
+        if addr is None:
+            raise ToolError(f"broker {node} is not in the cluster metadata")
+        return addr
+
     def controller_node(self) -> int | None:
         resp = self.metadata([])
         cid = getattr(resp, "controller_id", -1)

@@ -28,16 +28,25 @@ from controller.metadata_store import Create, Delete, SetData
 from controller.zk_data import ConfigEntityZNode
 from protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["BrokerConfigAdmin", "FeatureZNode", "apply_incremental_ops"]
+__all__ = ["BrokerConfigAdmin", "FeatureZNode", "apply_incremental_ops", "broker_list_default",
+           "list_op"]
 
 log = logging.getLogger(__name__)
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
 class FeatureZNode:
-    """``/feature`` (Kafka's FeatureZNode, version 2: only max levels)."""
+    """``/feature`` (Kafka's FeatureZNode, version 2: only max levels).
+
+    ``BOOTSTRAP``: the levels a new cluster starts with, written when ``/feature`` does not
+    exist yet (Kafka 4.0 bootstraps new clusters at the latest production levels of what
+    Josef serves): ``group.version`` 1, the KIP-848 consumer protocol, and ``share.version`` 1,
+    KIP-932 share groups (Kafka 4.2's default). ``transaction.version``
+    stays 0 (not finalized): transactions v2 (KIP-890 part 2) is not served. A cluster whose
+    ``/feature`` exists keeps what is finalized there."""
 
     path = "/feature"
+    BOOTSTRAP: dict[str, int] = {"group.version": 1, "share.version": 1}
 
     @staticmethod
     def encode(features: dict[str, int], enabled: bool = True) -> bytes:
@@ -45,17 +54,12 @@ class FeatureZNode:
             name: {"max_version_level": level} for name, level in sorted(features.items())}},
             separators=(",", ":")).encode()
 
-    #: features finalized by default (a fresh cluster has them on, as Kafka 4.2 bootstraps
-    #: share.version=1): disabling one stores an explicit level 0 instead of removing it
-    DEFAULT_ON = frozenset({"share.version"})
-
     @staticmethod
     def apply(current: dict[str, int], levels: dict[str, int]) -> dict[str, int]:
-        """``current`` with UpdateFeatures' ``levels`` applied: level > 0 sets, 0 removes
-        (or stores 0 for a ``DEFAULT_ON`` feature)."""
+        """``current`` with UpdateFeatures' ``levels`` applied: level > 0 sets, 0 removes."""
         new = dict(current)
         for name, level in levels.items():
-            if level > 0 or name in FeatureZNode.DEFAULT_ON:
+            if level > 0:
                 new[name] = level
             else:
                 new.pop(name, None)
@@ -73,26 +77,60 @@ class FeatureZNode:
         return out
 
 
-def apply_incremental_ops(current: dict[str, str], ops) -> dict[str, str]:
-    """IncrementalAlterConfigs ops (key, op, value) on string configs: SET, DELETE, APPEND /
-    SUBTRACT (comma-separated lists). An unknown op -> INVALID_REQUEST."""
+def list_op(stored: str | None, default: str, op: int, value: str | None) -> str:
+    """One IncrementalAlterConfigs APPEND (2) / SUBTRACT (3) on a LIST config (Kafka's
+    ``ConfigAdminManager.prepareIncrementalConfigs``): it starts from the value stored at that
+    level, else from the key's default (Kafka's, not the broker's effective value: APPEND
+    ``compact`` to an unset ``log.cleanup.policy`` gives ``delete,compact``). APPEND adds the
+    given items not present yet; SUBTRACT removes them. Items are comma-separated; the result
+    may be "" (an empty list)."""
+    items = [v.strip() for v in (default if stored is None else stored).split(",") if v.strip()]
+    given = [v.strip() for v in (value or "").split(",") if v.strip()]
+    if op == OP_APPEND:
+        items += [v for v in dict.fromkeys(given) if v not in items]
+    else:
+        items = [v for v in items if v not in given]
+    return ",".join(items)
+
+
+def broker_list_default(name: str) -> str | None:
+    """The default of a LIST broker config as a comma-separated string (listener-prefixed
+    names by their key); None when ``name`` is not a known LIST key."""
+    from broker.config import listener_key
+    from broker.config_keys import BROKER_CONFIG_KEYS, ConfigType
+
+    lk = listener_key(name)
+    key = lk[2] if lk is not None else BROKER_CONFIG_KEYS.get(name)
+    if key is None or key.type is not ConfigType.LIST:
+        return None
+    return ",".join(str(v) for v in (key.default or []))
+
+
+def apply_incremental_ops(current: dict[str, str], ops, list_default=broker_list_default
+                          ) -> dict[str, str]:
+    """IncrementalAlterConfigs ops (key, op, value) on one resource's stored configs: SET,
+    DELETE, APPEND / SUBTRACT (:func:`list_op`; ``list_default(name)`` gives a LIST key's
+    default, None for other keys). APPEND/SUBTRACT on a key that is not a list, or an
+    unknown op -> INVALID_REQUEST; SET without a value -> INVALID_CONFIG."""
     out = dict(current)
     for key, op, value in ops:
         if op == OP_SET:
+            if value is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Null value not supported for config key: {key}")
             out[key] = value
         elif op == OP_DELETE:
             out.pop(key, None)
         elif op in (OP_APPEND, OP_SUBTRACT):
-            items = [v for v in (out.get(key) or "").split(",") if v]
-            given = [v.strip() for v in (value or "").split(",") if v.strip()]
-            if op == OP_APPEND:
-                items += [v for v in given if v not in items]
-            else:
-                items = [v for v in items if v not in given]
-            out[key] = ",".join(items)
+            default = list_default(key)
+            if default is None:
+                verb = "append" if op == OP_APPEND else "subtract"
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Config value {verb} is not allowed for config key: {key}")
+            out[key] = list_op(out.get(key), default, op, value)
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
-    return {k: v for k, v in out.items() if v is not None}
+    return out
 
 
 class BrokerConfigAdmin:
@@ -170,6 +208,12 @@ class BrokerConfigAdmin:
         except (ValueError, AttributeError) as e:
             log.error("unreadable %s: %s", FeatureZNode.path, e)
             return -1, {}
+
+    async def _bootstrap_features(self) -> None:
+        """A new cluster (no ``/feature``) starts with ``FeatureZNode.BOOTSTRAP``."""
+        if self._store.exists(FeatureZNode.path) is None:
+            await self._store.multi([Create(FeatureZNode.path,
+                                            FeatureZNode.encode(FeatureZNode.BOOTSTRAP))])
 
     async def update_features(self, levels: dict[str, int]) -> int:
         async with self._lock:

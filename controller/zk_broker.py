@@ -200,7 +200,7 @@ class ZkBroker(ZkAdminMixin, Controller):
                     + f" in advertised listeners are already registered by broker {b}")
 
     async def shutdown(self) -> None:
-        self.config_manager.shutdown()
+        await self.config_manager.shutdown()
         self.feature_cache.shutdown()
         if self.controller is not None:
             await self.controller.shutdown()

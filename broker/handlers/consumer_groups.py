@@ -10,7 +10,8 @@ Behaviour (Kafka's ``GroupMetadataManager``; the state machine is
   UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND
   (the id belongs to a classic group that cannot be upgraded), INVALID_REGULAR_EXPRESSION
   (v1), UNSUPPORTED_VERSION when ``group.coordinator.rebalance.protocols`` lacks
-  ``consumer``; GROUP_AUTHORIZATION_FAILED without READ on the group, TOPIC_AUTHORIZATION_FAILED
+  ``consumer`` or the finalized ``group.version`` is below 1 (KIP-848; both APIs, before
+  any other check, as Kafka's ``isConsumerGroupProtocolEnabled``); GROUP_AUTHORIZATION_FAILED without READ on the group, TOPIC_AUTHORIZATION_FAILED
   when a subscribed topic name may not be described (Kafka's checks).
 - ConsumerGroupDescribe: per group its state, group epoch, assignment epoch, assignor
   and members (epoch, client, subscriptions, current and target assignment with topic
@@ -43,8 +44,22 @@ def heartbeat_error_response(request, version: int, error: KafkaError):
     return HeartbeatResponse(error_code=int(error.code), error_message=error.message)
 
 
+def _protocol_disabled() -> KafkaError:
+    return KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                      "The consumer group protocol is disabled: the finalized group.version "
+                      "is below 1 (KIP-848).")
+
+
+def _protocol_enabled(ctx) -> bool:
+    from broker.handlers.features import finalized_level
+
+    return finalized_level(ctx.broker, "group.version") >= 1
+
+
 @handles(HEARTBEAT, 0, 1, error_response=heartbeat_error_response)
 async def handle_consumer_group_heartbeat(ctx, request):
+    if not _protocol_enabled(ctx):
+        raise _protocol_disabled()
     if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
                            request.group_id or ""):
         return HeartbeatResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
@@ -103,6 +118,8 @@ def _assignment(a: dict, topics) -> object:
 
 @handles(DESCRIBE, 0, 1, error_response=describe_error_response)
 def handle_consumer_group_describe(ctx, request):
+    if not _protocol_enabled(ctx):
+        raise _protocol_disabled()
     coordinator = group_coordinator(ctx)
     consumer = coordinator.consumer
     out = []

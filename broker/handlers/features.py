@@ -12,12 +12,15 @@ used: the errors are per feature and nothing is applied), as Kafka. ``validate_o
 (v1+) checks without applying. Applied levels are stored by the controller (``/feature``)
 and show in ApiVersions' ``finalized_features`` with the document's epoch.
 
-Supported features (``SUPPORTED_FEATURES``, Kafka 4.2's client-visible ones):
-``group.version`` 0-1 (KIP-848 consumer groups), ``transaction.version`` 0-2 (KIP-890),
-``share.version`` 0-1 (KIP-932 share groups). ``share.version`` is finalized at 1 in a
-cluster that never set it (``DEFAULT_FINALIZED``, as Kafka 4.2 bootstraps new clusters);
-``josef features downgrade --feature share.version=0`` turns share groups off (stored as an
-explicit 0, not shown in ApiVersions).
+Supported features (``SUPPORTED_FEATURES``, Kafka 4.0's client-visible ones, up to what
+Josef serves): ``group.version`` 0-1 (1 = the KIP-848 consumer protocol; a new cluster
+starts at 1, ``controller.broker_config_admin.FeatureZNode.BOOTSTRAP``; at 0
+ConsumerGroupHeartbeat/Describe answer UNSUPPORTED_VERSION, as Kafka's
+``isConsumerGroupProtocolEnabled``), ``transaction.version`` 0-2 (1 = flexible transaction
+log records; 2 = KIP-890 part 2: an epoch bump per transaction and implicit
+AddPartitionsToTxn from Produce v12+, see ``broker/coordinator/transaction/``),
+``share.version`` 0-1 (1 = KIP-932 share groups, as Kafka 4.2 a new cluster starts at 1; at
+0 the share-group APIs answer UNSUPPORTED_VERSION).
 
 Version notes: v0-v2 (flexible); v1 ``upgrade_type`` and ``validate_only``; v2 leaves the
 per-feature results out when everything succeeded (Kafka 4.0).
@@ -39,8 +42,6 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "transaction.version": (0, 2),
     "share.version": (0, 1),
 }
-#: levels a feature has when the cluster never set it
-DEFAULT_FINALIZED: dict[str, int] = {"share.version": 1}
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 
@@ -72,7 +73,7 @@ async def handle_update_features(ctx, request):
                                       results=[])
     version = ctx.api_version
     controller = ctx.broker.controller
-    _, finalized = finalized_levels(controller)
+    _, finalized = controller.finalized_features() if controller else (-1, {})
     names = Counter(u.feature for u in request.feature_updates)
     results = {}
     levels = {}
@@ -108,28 +109,26 @@ async def handle_update_features(ctx, request):
     return UpdateFeaturesResponse(error_code=0, error_message=None, results=out)
 
 
+def finalized_level(broker, name: str) -> int:
+    """The finalized max level of feature ``name`` (0 when not finalized)."""
+    controller = getattr(broker, "controller", None)
+    if controller is None:
+        return 0
+    return controller.finalized_features()[1].get(name, 0)
+
+
 def api_versions_features(ctx) -> dict:
     """``supported_features`` / ``finalized_features_epoch`` / ``finalized_features`` of
     ApiVersions v3+ (KIP-584)."""
     from protocol import api as _api
     R = _api.API_KEYS[18].response_cls
-    epoch, finalized = finalized_levels(getattr(ctx.broker, "controller", None))
+    controller = getattr(ctx.broker, "controller", None)
+    epoch, finalized = controller.finalized_features() if controller else (-1, {})
     return {
         "supported_features": [R.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
                                for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())],
         "finalized_features_epoch": epoch,
         "finalized_features": [R.FinalizedFeatureKey(name=n, max_version_level=v,
                                                      min_version_level=v)
-                               for n, v in sorted(finalized.items()) if v > 0],
+                               for n, v in sorted(finalized.items())],
     }
-
-
-def finalized_levels(controller) -> tuple[int, dict[str, int]]:
-    """``(epoch, {feature: level})`` with ``DEFAULT_FINALIZED`` for features never set."""
-    epoch, stored = controller.finalized_features() if controller else (-1, {})
-    return epoch, {**DEFAULT_FINALIZED, **stored}
-
-
-def feature_level(controller, name: str) -> int:
-    """The finalized level of one feature (0 when off)."""
-    return finalized_levels(controller)[1].get(name, 0)

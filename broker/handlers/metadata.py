@@ -17,8 +17,9 @@ Behaviour (Kafka's ``KafkaApis.handleTopicMetadataRequest`` in ZooKeeper mode):
 - partition errors from the MetadataCache: LEADER_NOT_AVAILABLE (no live leader),
   LISTENER_NOT_FOUND (v6+, the leader lacks this listener), REPLICA_NOT_AVAILABLE (v0 only);
 - authorization (with an authorizer): topics need DESCRIBE; all-topics requests silently
-  leave the others out, named ones answer TOPIC_AUTHORIZATION_FAILED (with the name, or for
-  topic ids with the id and a null name); auto-creation needs CREATE on the cluster or on
+  leave the others out, named ones answer TOPIC_AUTHORIZATION_FAILED with the name and a
+  zero topic id (any version, v12 included), topics asked for by id (v12) with the id and a
+  null name (Kafka's ``unauthorizedForDescribeTopicMetadata``); auto-creation needs CREATE on the cluster or on
   the topic (else TOPIC_AUTHORIZATION_FAILED);
 - authorized operations (v8+, when asked): the bit field of what the principal may do on
   each topic (``broker.handlers.authz.authorized_operations``; every operation of the type
@@ -179,12 +180,14 @@ async def handle_metadata(ctx, request):
     all_topics = request.topics is None or (version == 0 and not request.topics)
 
     extra = []  # UNKNOWN_TOPIC_ID entries, first as Kafka lists them
+    by_id = False  # v12 requests that name topics by id are answered by id
     if all_topics:
         names: list[str] | None = None
     else:
         ids = [t.topic_id for t in request.topics
                if t.topic_id is not None and t.topic_id != ZERO_UUID]
         if ids:
+            by_id = True
             names = []
             for tid in dict.fromkeys(ids):
                 name = cache.topic_name(tid)
@@ -197,7 +200,7 @@ async def handle_metadata(ctx, request):
 
     refused = []  # TOPIC_AUTHORIZATION_FAILED entries
     if authz.enabled(ctx):
-        names, refused = _authorize_describe(ctx, names, version >= 12 and not all_topics)
+        names, refused = _authorize_describe(ctx, names, by_id)
     topics = []
     if names is None or names:
         found = cache.get_topic_metadata(names, listener,

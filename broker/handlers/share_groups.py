@@ -25,7 +25,7 @@ not served); flexible.
 from __future__ import annotations
 
 from broker.handlers import authz
-from broker.handlers.features import feature_level
+from broker.handlers.features import finalized_level
 from broker.handlers.group_admin import AUTHORIZED_OPERATIONS_OMITTED
 from broker.handlers.groups import client_host, group_coordinator
 from broker.handlers.registry import handles
@@ -39,8 +39,8 @@ ASSIGNOR_NAME = "simple"
 
 
 def share_groups_enabled(ctx) -> bool:
-    """``share.version`` >= 1 (finalized at 1 unless turned off)."""
-    return feature_level(getattr(ctx.broker, "controller", None), "share.version") >= 1
+    """``share.version`` >= 1 (a new cluster starts at 1)."""
+    return finalized_level(ctx.broker, "share.version") >= 1
 
 
 def require_share_groups(ctx) -> None:

@@ -436,9 +436,9 @@ def test_dynamic_broker_configs_reach_every_broker(zk_cluster):
 
 
 def test_features_finalized_through_the_feature_znode(zk_cluster):
-    """KIP-584 in ZooKeeper mode: `josef features upgrade` on one broker writes Kafka's
-    FeatureZNode v2 to /feature; every broker's ApiVersions (through `features describe`)
-    shows the finalized level, and a disable removes it everywhere."""
+    """KIP-584 in ZooKeeper mode: a new cluster's /feature holds group.version 1 (Kafka's
+    FeatureZNode v2); `josef features disable` / `upgrade` on one broker rewrite it; every
+    broker's ApiVersions (through `features describe`) follows."""
     c = zk_cluster
     ids = sorted(c.ids)
 
@@ -451,9 +451,7 @@ def test_features_finalized_through_the_feature_znode(zk_cluster):
         return all(f"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
                    f"FinalizedVersionLevel: {level}" in describe(b) for b in ids)
 
-    out = _josef("features", "upgrade", "--bootstrap-server", c.broker(ids[0]).bootstrap,
-                 "--feature", "group.version=1")
-    assert out.returncode == 0, out.stdout + out.stderr
+    # a new cluster starts with group.version 1 (issue 27 point 7)
     assert c.zk_json("/feature") == {"version": 2, "status": 1,
                                      "features": {"group.version": {"max_version_level": 1}}}
     c.wait_until("group.version finalized on every broker", lambda: level_everywhere("1"),
@@ -464,6 +462,11 @@ def test_features_finalized_through_the_feature_znode(zk_cluster):
     assert c.zk_json("/feature")["features"] == {}
     c.wait_until("group.version disabled on every broker", lambda: level_everywhere("-"),
                  timeout=30)
+    out = _josef("features", "upgrade", "--bootstrap-server", c.broker(ids[0]).bootstrap,
+                 "--feature", "group.version=1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert c.zk_json("/feature") == {"version": 2, "status": 1,
+                                     "features": {"group.version": {"max_version_level": 1}}}
 
 
 def test_group_configs_reach_every_broker(zk_cluster):
