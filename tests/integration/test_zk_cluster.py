@@ -451,22 +451,24 @@ def test_features_finalized_through_the_feature_znode(zk_cluster):
         return all(f"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
                    f"FinalizedVersionLevel: {level}" in describe(b) for b in ids)
 
-    # a new cluster starts with group.version 1 (issue 27 point 7)
-    assert c.zk_json("/feature") == {"version": 2, "status": 1,
-                                     "features": {"group.version": {"max_version_level": 1}}}
+    # a new cluster starts with group.version 1 (issue 27 point 7) and share.version 1
+    # (issue 28, Kafka 4.2's default)
+    share = {"share.version": {"max_version_level": 1}}
+    assert c.zk_json("/feature") == {"version": 2, "status": 1, "features": {
+        "group.version": {"max_version_level": 1}, **share}}
     c.wait_until("group.version finalized on every broker", lambda: level_everywhere("1"),
                  timeout=30)
     out = _josef("features", "disable", "--bootstrap-server", c.broker(ids[-1]).bootstrap,
                  "--feature", "group.version")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert c.zk_json("/feature")["features"] == {}
+    assert c.zk_json("/feature")["features"] == share
     c.wait_until("group.version disabled on every broker", lambda: level_everywhere("-"),
                  timeout=30)
     out = _josef("features", "upgrade", "--bootstrap-server", c.broker(ids[0]).bootstrap,
                  "--feature", "group.version=1")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert c.zk_json("/feature") == {"version": 2, "status": 1,
-                                     "features": {"group.version": {"max_version_level": 1}}}
+    assert c.zk_json("/feature") == {"version": 2, "status": 1, "features": {
+        "group.version": {"max_version_level": 1}, **share}}
 
 
 def test_group_configs_reach_every_broker(zk_cluster):
