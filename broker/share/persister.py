@@ -11,7 +11,8 @@ inter-broker listener (`BrokerLinks`: one connection per broker, TLS/SASL as con
 When the state topic does not exist yet it is created (`internal_topic_spec`: Kafka's
 `share.coordinator.state.topic.*`) and the call answers COORDINATOR_NOT_AVAILABLE.
 Retriable answers (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-COORDINATOR_LOAD_IN_PROGRESS, a connection failure) are retried after `RETRY_BACKOFF_MS`,
+COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION while the coordinator has not
+heard of a new topic yet, a connection failure) are retried after `RETRY_BACKOFF_MS`,
 doubling, up to `RETRY_MAX_BACKOFF_MS`, for at most `max_retry_ms` in total (a coordinator
 failover: LeaderAndIsr, then the new leader loads); the last error is returned after that.
 """
@@ -42,7 +43,9 @@ E = ErrorCode
 RETRY_BACKOFF_MS = 50
 RETRY_MAX_BACKOFF_MS = 1000
 RETRIABLE = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE,
-                       E.COORDINATOR_LOAD_IN_PROGRESS, E.REQUEST_TIMED_OUT})
+                       E.COORDINATOR_LOAD_IN_PROGRESS, E.REQUEST_TIMED_OUT,
+                       # a topic created a moment ago: the coordinator's metadata lags
+                       E.UNKNOWN_TOPIC_OR_PARTITION})
 #: how often a missing state topic may be (re)requested from the controller (s)
 CREATE_INTERVAL_S = 2.0
 
