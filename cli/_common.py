@@ -115,6 +115,19 @@ def delete_groups(router, groups: list[str], kind: str, label: str) -> int:
     return 0
 
 
+def topic_partition_specs(client, specs: list[str]) -> list[tuple[str, int]]:
+    """``--topic t`` (every partition, from Metadata) or ``--topic t:0,2`` arguments as
+    (topic, partition) pairs (the group tools' ``--reset-offsets`` targets)."""
+    out = []
+    for spec in specs:
+        topic, _, parts = spec.partition(":")
+        if parts:
+            out += [(topic, int(p)) for p in parts.split(",") if p.strip()]
+        else:
+            out += sorted(tp for tp in partition_leaders(client, [topic]))
+    return out
+
+
 def split_pairs(text: str) -> list[tuple[str, str]]:
     """``k=v,k2=[a,b]`` -> pairs (square brackets group a list value, as kafka-configs)."""
     out = []

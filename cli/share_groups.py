@@ -35,8 +35,8 @@ from cli._common import (
     connect,
     delete_groups,
     format_table,
-    partition_leaders,
     tool_main,
+    topic_partition_specs,
 )
 from client.admin import AdminRouter
 from client.connection import ToolError, error_name
@@ -171,14 +171,7 @@ def _reset_targets(router: AdminRouter, args, group: str) -> list[tuple[str, int
         return sorted({(t, p.partition_index) for t, p in _offsets(router, group)})
     if not args.topic:
         raise UsageError("--reset-offsets needs --topic or --all-topics")
-    out = []
-    for spec in args.topic:
-        topic, _, parts = spec.partition(":")
-        if parts:
-            out += [(topic, int(p)) for p in parts.split(",") if p.strip()]
-        else:
-            out += sorted(tp for tp in partition_leaders(client, [topic]))
-    return out
+    return topic_partition_specs(client, args.topic)
 
 
 def _reset(router: AdminRouter, args) -> int:

@@ -25,6 +25,7 @@ not served); flexible.
 from __future__ import annotations
 
 from broker.handlers import authz
+from broker.handlers.consumer_groups import heartbeat_response
 from broker.handlers.features import finalized_level
 from broker.handlers.group_admin import AUTHORIZED_OPERATIONS_OMITTED
 from broker.handlers.groups import client_host, group_coordinator
@@ -69,17 +70,7 @@ async def handle_share_group_heartbeat(ctx, request):
     r = await share.heartbeat(request.group_id, request.member_id or "", request.member_epoch,
                               request.rack_id, request.subscribed_topic_names,
                               ctx.client_id or "", client_host(ctx))
-    if r.error != ErrorCode.NONE:
-        return HeartbeatResponse(error_code=int(r.error), error_message=r.message,
-                                 member_id=None, member_epoch=0, heartbeat_interval_ms=0)
-    assignment = None
-    if r.assignment is not None:
-        assignment = HeartbeatResponse.Assignment(topic_partitions=[
-            HeartbeatResponse.TopicPartitions(topic_id=t, partitions=sorted(ps))
-            for t, ps in sorted(r.assignment.items(), key=lambda kv: str(kv[0])) if ps])
-    return HeartbeatResponse(error_code=0, member_id=r.member_id, member_epoch=r.member_epoch,
-                             heartbeat_interval_ms=r.heartbeat_interval_ms,
-                             assignment=assignment)
+    return heartbeat_response(HeartbeatResponse, r)
 
 
 def _described(group_id: str, error, message=None):
