@@ -31,6 +31,7 @@ Version notes: both v1 only (Kafka 4.1+: ``MaxRecords``/``BatchSize``, no
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from broker.handlers import authz
@@ -147,21 +148,22 @@ async def handle_share_fetch(ctx, request):
         for tp in forgotten:
             session.partitions.pop(tp, None)
     denied = _denied(ctx, manager, set(session.partitions) | set(acks))
-    ack_codes = await manager.acknowledge(
+    acknowledging = manager.acknowledge(
         group, member, {tp: b for tp, b in acks.items() if tp not in denied})
-    ack_codes.update({tp: code for tp, code in denied.items() if tp in acks})
     if epoch == FINAL_EPOCH:
+        ack_codes = await acknowledging
         sessions.close(group, member)
         results: dict[TP, PartitionResult] = {}
-    else:
+    else:  # acknowledge and fetch at once (as Kafka): the ack write overlaps the log read
         params = ShareFetchParams(request.max_wait_ms, request.min_bytes, request.max_bytes,
                                   request.max_records, request.batch_size)
         fetchable = [tp for tp in session.partitions if tp not in denied]
-        results = await manager.fetcher.fetch(group, member, fetchable, params,
-                                              refresh=epoch == INITIAL_EPOCH)
+        ack_codes, results = await asyncio.gather(acknowledging, manager.fetcher.fetch(
+            group, member, fetchable, params, refresh=epoch == INITIAL_EPOCH))
         for tp in session.partitions:
             if tp in denied:
                 results[tp] = PartitionResult(denied[tp])
+    ack_codes.update({tp: code for tp, code in denied.items() if tp in acks})
     full = epoch == INITIAL_EPOCH
     entries: dict[TP, FetchResponse.PartitionData] = {}
     errors = [tp for tp, r in results.items() if r.error != E.NONE]
