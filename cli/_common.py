@@ -17,7 +17,7 @@ from client.connection import KafkaClient, ToolError
 from client.metadata import check_error, partition_leaders  # noqa: F401  (re-exported for the tools)
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:

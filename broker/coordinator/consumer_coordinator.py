@@ -88,7 +88,7 @@ __all__ = ["ConsumerGroupConfig", "ConsumerGroupCoordinator", "HeartbeatResult",
 
 log = logging.getLogger(__name__)
 E = ErrorCode
-_INTERNAL_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
+_INTERNAL_TOPICS = frozenset(("__consumer_offsets", "__transaction_state", "__share_group_state"))
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 _ASSIGNOR_CLASSES = {
