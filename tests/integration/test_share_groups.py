@@ -3,7 +3,8 @@ one partition (ACCEPT exactly once, RELEASE redelivered with delivery count + 1,
 redelivered and dead-lettered), a consumer SIGKILLed while holding records (redelivered after
 the lock duration), the delivery-count limit with redelivery backoff (dead-lettered once,
 never redelivered before its backoff), a broker SIGKILLed and restarted mid-stream (no
-acknowledged record redelivered, none lost), and ``josef share-groups``.
+acknowledged record redelivered, none lost), ``josef share-groups`` and
+``share.isolation.level`` (aborted transactions).
 
 One broker for the module, with the share bounds lowered so locks and sessions can be short
 (``group.share.min.record.lock.duration.ms=1000``). Workers are subprocesses
@@ -358,3 +359,36 @@ def test_share_groups_tool(share_broker, tmp_path):
     assert sorted(e["v"] for e in w2.got())[:1] == [10]
     r = josef("--delete-offsets", "--group", group, "--topic", topic)
     assert "Error: GROUP_SUBSCRIBED_TO_TOPIC" in r.stdout or "Successful" in r.stdout, r
+
+
+def test_isolation_levels(share_broker):
+    """share.isolation.level: read_committed stops at the LSO and never hands out aborted
+    records; read_uncommitted delivers them too; transaction markers are never delivered."""
+    from confluent_kafka import Producer, ShareConsumer
+
+    bs, topic = share_broker.bootstrap, "sg-txn"
+    create_topic(bs, topic)
+    for group, level in (("sg-rc", "read_committed"), ("sg-ru", "read_uncommitted")):
+        set_group_configs(bs, group, share_auto_offset_reset="earliest",
+                          share_isolation_level=level)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "sg-txn"})
+    p.init_transactions()
+    for prefix, n, commit in (("c", 5, True), ("a", 5, False), ("d", 3, True)):
+        p.begin_transaction()
+        for i in range(n):
+            p.produce(topic, f"{prefix}{i}".encode())
+        p.flush(30)  # in the log before the marker
+        p.commit_transaction() if commit else p.abort_transaction()
+    committed = [f"c{i}" for i in range(5)] + [f"d{i}" for i in range(3)]
+    for group, expected in (("sg-rc", committed),
+                            ("sg-ru", committed + [f"a{i}" for i in range(5)])):
+        c = ShareConsumer({"bootstrap.servers": bs, "group.id": group})
+        c.subscribe([topic])
+        got: list[str] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(got) < len(expected):
+            got += [m.value().decode() for m in c.poll(0.5) or [] if not m.error()]
+        for _ in range(2):  # nothing more comes
+            got += [m.value().decode() for m in c.poll(0.5) or [] if not m.error()]
+        c.close()
+        assert sorted(got) == sorted(expected), group
