@@ -15,6 +15,8 @@ Fetch purgatory (DelayedFetch); both are woken through `TopicPartitionKey`s:
 Everything runs on the event loop; no disk flush happens here (the LogManager flushes in its
 executor). When an append reaches `flush.messages` the answer waits for that fsync (Kafka
 fsyncs inside the append); a failed fsync answers KAFKA_STORAGE_ERROR for its partition.
+An I/O error takes the partition's log dir offline (KIP-112, `broker.log_dir_failure`): its
+partitions move to `offline_partitions` and answer KAFKA_STORAGE_ERROR from then on.
 Results are `ProducePartitionResult` / `FetchPartitionData` keyed by (topic, partition); when
 an operation parks or waits for an fsync, an `asyncio.Future` of that dict is returned.
 """
@@ -28,9 +30,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 
+from broker.log_dir_failure import after_flushes, flush_failure
 from broker.loop_slice import LoopSlice
 from broker.metadata_cache import INTERNAL_TOPICS
-from broker.partition import READ_UNCOMMITTED, Partition
+from broker.partition import READ_UNCOMMITTED, Partition, timestamp_bounds
 from broker.purgatory.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -65,20 +68,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _timestamp_bounds(configs: Mapping[str, str], default: tuple[int, int],
-                      difference_ms: int | None) -> tuple[int, int]:
-    """(before.max.ms, after.max.ms) from topic overrides over `default`; the deprecated
-    message.timestamp.difference.max.ms bounds both when it is stricter (Kafka 3.6+)."""
-    try:
-        before = int(configs.get("message.timestamp.before.max.ms", default[0]))
-        after = int(configs.get("message.timestamp.after.max.ms", default[1]))
-        diff = configs.get("message.timestamp.difference.max.ms", difference_ms)
-        diff = LONG_MAX if diff is None else int(diff)
-    except (TypeError, ValueError):
-        return default
-    return min(before, diff), min(after, diff)
-
-
 def _config_value(config, name: str, default):
     if config is None:
         return default
@@ -102,11 +91,12 @@ class ReplicaManager:
         self.timer = timer
         self.time_ms = time_ms
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: set[TopicPartition] = set()  # in a failed log dir
         self.topic_configs: dict[str, LogConfig] = {}
         self.topic_min_isr: dict[str, int] = {}
         self.default_min_isr = int(_config_value(config, "min.insync.replicas", 1))
         self.topic_timestamp_bounds: dict[str, tuple[int, int]] = {}
-        self.default_timestamp_bounds = _timestamp_bounds({}, (
+        self.default_timestamp_bounds = timestamp_bounds({}, (
             int(_config_value(config, "log.message.timestamp.before.max.ms", LONG_MAX)),
             int(_config_value(config, "log.message.timestamp.after.max.ms", LONG_MAX))),
             int(_config_value(config, "log.message.timestamp.difference.max.ms", LONG_MAX)))
@@ -165,6 +155,13 @@ class ReplicaManager:
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
 
+    async def stop_fetchers(self) -> None:
+        """After a successful controlled shutdown (this broker left every ISR): stop fetching
+        now, or leaders keep proposing it for ISRs the controller refuses."""
+        self._shutdown = True
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.shutdown()
+
     async def _isr_expiration(self) -> None:
         interval = max(self.replica_lag_time_max_ms / 2, 10) / 1000
         while not self._shutdown:
@@ -201,11 +198,15 @@ class ReplicaManager:
         return self.partitions.get((topic, partition))
 
     def get_partition_or_error(self, topic: str, partition: int) -> Partition:
-        """The hosted partition, or KafkaError: NOT_LEADER_OR_FOLLOWER if the topic exists
-        in the metadata (another broker hosts it), else UNKNOWN_TOPIC_OR_PARTITION."""
+        """The hosted partition, or KafkaError: KAFKA_STORAGE_ERROR (in a failed log dir),
+        NOT_LEADER_OR_FOLLOWER (in the metadata: another broker hosts it), else
+        UNKNOWN_TOPIC_OR_PARTITION."""
         p = self.partitions.get((topic, partition))
         if p is not None:
             return p
+        if (topic, partition) in self.offline_partitions:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{topic}-{partition} is in an offline log dir")
         cache = self.metadata_cache
         if cache is not None and cache.contains_partition(topic, partition):
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -233,7 +234,7 @@ class ReplicaManager:
                 else self.default_min_isr
         except ValueError:
             self.topic_min_isr[topic] = self.default_min_isr
-        self.topic_timestamp_bounds[topic] = _timestamp_bounds(
+        self.topic_timestamp_bounds[topic] = timestamp_bounds(
             configs, self.default_timestamp_bounds, None)
         self.leader_quota.mark_throttled(topic, parse_throttled_partitions(
             configs.get("leader.replication.throttled.replicas"), self.broker_id))
@@ -255,8 +256,10 @@ class ReplicaManager:
         or loads logs with the topic's LogConfig. Stale controller epoch ->
         KafkaError(STALE_CONTROLLER_EPOCH); a partition whose leader epoch is older than the
         one applied answers STALE_CONTROLLER_EPOCH, one whose replicas do not name this broker
-        UNKNOWN_TOPIC_OR_PARTITION, one whose log cannot be created (OSError)
-        KAFKA_STORAGE_ERROR. Leaders: their replica fetchers stop, then they lead
+        UNKNOWN_TOPIC_OR_PARTITION, one in a failed log dir (or, while a dir is offline, one
+        without a log that is not new: its log may be there) or whose log cannot be created
+        (any OSError: EMFILE, ENOSPC, ...) KAFKA_STORAGE_ERROR (KIP-112).
+        Leaders: their replica fetchers stop, then they lead
         (Partition.make_leader). Followers (Kafka's makeFollowers): the partition stops taking
         client writes, its fetcher stops, parked operations complete, then a fetcher starts
         from the LEO (the HW when the log knows no leader epoch) and reconciles with the
@@ -289,9 +292,13 @@ class ReplicaManager:
                     continue
                 if part is None:
                     try:
-                        part = self._create_partition(topic, ps.partition_index, topic_id)
-                    except OSError as e:  # EMFILE, ENOSPC, EIO...: Kafka's KafkaStorageException
-                        log.error("could not create the log of %s-%d: %s", topic,
+                        part = self._create_partition(topic, ps.partition_index, topic_id,
+                                                      ps.is_new)
+                    except KafkaError as e:
+                        results[tp] = e.code
+                        continue
+                    except OSError as e:  # not the log's (that is a KafkaError already)
+                        log.error("could not create partition %s-%d: %s", topic,
                                   ps.partition_index, e)
                         results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
                         continue
@@ -327,13 +334,19 @@ class ReplicaManager:
         """Create the logs of new partitions off the event loop, in bulk (the disk's time
         for thousands of directories and files); one that fails is created again, and
         answered, by `_create_partition`."""
-        create_logs = getattr(self.log_manager, "create_logs", None)
+        lm = self.log_manager
+        create_logs = getattr(lm, "create_logs", None)
+        channel = getattr(lm, "failure_channel", None)
+        degraded = channel is not None and channel.has_offline_dirs()
         specs = []
         for ts in request.topic_states:
             topic_id = ts.topic_id if ts.topic_id not in (None, ZERO_UUID) else None
             for ps in ts.partition_states:
                 tp = (ts.topic_name, ps.partition_index)
-                if tp not in self.partitions and (not ps.replicas or self.broker_id in ps.replicas):
+                if tp in self.partitions or tp in self.offline_partitions or \
+                        (degraded and not ps.is_new):  # its log may be in the failed dir
+                    continue
+                if not ps.replicas or self.broker_id in ps.replicas:
                     specs.append((tp, self.log_config_for(tp[0]),
                                   None if topic_id is None else str(topic_id)))
         if create_logs is not None and len(specs) > 1:
@@ -367,8 +380,13 @@ class ReplicaManager:
                              f"controller epoch {epoch} < {self.controller_epoch}")
         self.controller_epoch = epoch
 
-    def _create_partition(self, topic: str, index: int, topic_id) -> Partition:
+    def _create_partition(self, topic: str, index: int, topic_id, is_new: bool = True
+                          ) -> Partition:
         tp = (topic, index)
+        lm = self.log_manager
+        if tp in self.offline_partitions or (not is_new and lm.get_log(tp) is None
+                                             and lm.failure_channel.has_offline_dirs()):
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{index}: log dir offline")
         config = self.log_config_for(topic)
         plog = self.log_manager.get_or_create_log(
             tp, config, str(topic_id) if topic_id is not None else None)
@@ -391,6 +409,11 @@ class ReplicaManager:
         is_alive = getattr(self.metadata_cache, "is_alive", None)
         return True if is_alive is None else bool(is_alive(broker_id))
 
+    def storage_error(self, tp: TopicPartition, what: str, exc: OSError) -> KafkaError:
+        """KAFKA_STORAGE_ERROR for an I/O error on `tp`'s log; its log dir goes offline."""
+        return self.log_manager.io_error(self.log_manager.log_dir_of(tp),
+                                         f"{what} of {tp[0]}-{tp[1]}", exc)
+
     def on_follower_progress(self, tp: TopicPartition, hw_moved: bool) -> None:
         """A replica fetcher appended to / truncated a follower partition: parked consumer
         fetches on it (KIP-392) may complete."""
@@ -411,6 +434,9 @@ class ReplicaManager:
                 if part is not None and ps.leader_epoch >= 0 and \
                         ps.leader_epoch < part.leader_epoch:
                     results[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                    continue
+                if tp in self.offline_partitions:
+                    results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
                     continue
                 self._remove_partition(tp, delete, wake=False)
                 results[tp] = ErrorCode.NONE
@@ -501,9 +527,8 @@ class ReplicaManager:
                     record_errors=getattr(e, "record_errors", ()))
                 continue
             except OSError as e:  # Kafka: IOException in the log -> KafkaStorageException
-                log.error("append to %s-%d failed: %s", tp[0], tp[1], e)
-                results[tp] = ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR,
-                                                     error_message=str(e))
+                err = self.storage_error(tp, "append", e)
+                results[tp] = ProducePartitionResult(err.code, error_message=err.message)
                 continue
             except Exception as e:  # noqa: BLE001 - one partition's failure is its own
                 log.exception("append to %s-%d failed", tp[0], tp[1])
@@ -533,9 +558,9 @@ class ReplicaManager:
         if required_acks == 0:  # no answer to hold back; still report a failed fsync
             for tp, f in flushes.items():
                 asyncio.ensure_future(f).add_done_callback(
-                    functools.partial(_flush_failure, tp))
+                    functools.partial(flush_failure, tp))
             return out
-        return _after_flushes(flushes, out)
+        return after_flushes(flushes, out)
 
     def _maybe_delay_produce(self, timeout_ms: int, results: dict):
         waiting = False
@@ -616,6 +641,10 @@ class ReplicaManager:
                         is_follower=False, isolation_level=params.isolation_level,
                         min_one_message=min_one)
             except KafkaError as e:
+                out[tp] = FetchPartitionData(e.code, error_message=e.message)
+                continue
+            except OSError as e:
+                e = self.storage_error(tp, "read", e)
                 out[tp] = FetchPartitionData(e.code, error_message=e.message)
                 continue
             except Exception as e:  # noqa: BLE001
@@ -711,55 +740,6 @@ class ReplicaManager:
         if fut.done():
             return fut.result()
         return fut
-
-
-def _flush_failure(tp: TopicPartition, f: asyncio.Future) -> ProducePartitionResult | None:
-    """A KAFKA_STORAGE_ERROR result if the flush future `f` of `tp` failed (logged), else
-    None. Kafka marks the log dir offline on an fsync IOException; Josef answers the error."""
-    if not f.cancelled() and f.exception() is None:
-        return None
-    exc = "cancelled" if f.cancelled() else f.exception()
-    log.error("fsync of %s-%d failed: %s", tp[0], tp[1], exc)
-    return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR,
-                                  error_message=f"fsync of {tp[0]}-{tp[1]} failed: {exc}")
-
-
-def _after_flushes(flushes: dict, out) -> asyncio.Future:
-    """A Future of `out` (the results dict, or a DelayedProduce's Future of it) done once
-    every flush future in `flushes` (tp -> awaitable) is done; a failed one replaces its
-    partition's result with KAFKA_STORAGE_ERROR."""
-    fut: asyncio.Future = asyncio.get_running_loop().create_future()
-    failed: dict[TopicPartition, ProducePartitionResult] = {}
-    waiting = [len(flushes) + isinstance(out, asyncio.Future)]
-
-    def finish() -> None:
-        if fut.done():
-            return
-        res = out
-        if isinstance(out, asyncio.Future):
-            if out.cancelled():
-                fut.cancel()
-                return
-            if out.exception() is not None:
-                fut.set_exception(out.exception())
-                return
-            res = out.result()
-        fut.set_result({**res, **failed} if failed else res)
-
-    def one_done(tp: TopicPartition | None, f: asyncio.Future) -> None:
-        if tp is not None:
-            r = _flush_failure(tp, f)
-            if r is not None:
-                failed[tp] = r
-        waiting[0] -= 1
-        if waiting[0] == 0:
-            finish()
-
-    for tp, f in flushes.items():
-        asyncio.ensure_future(f).add_done_callback(functools.partial(one_done, tp))
-    if isinstance(out, asyncio.Future):
-        out.add_done_callback(functools.partial(one_done, None))
-    return fut
 
 
 def default_fetch_params(**kw) -> FetchParams:

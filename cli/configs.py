@@ -9,7 +9,13 @@
 every topic (or the broker defaults) is described. ``--alter --add-config k=v,k2=[a,b]
 --delete-config k`` sends IncrementalAlterConfigs (SET / DELETE) and prints "Completed
 updating config for topic t."; a broker that lacks IncrementalAlterConfigs is refused with a
-message. APIs: DescribeConfigs, IncrementalAlterConfigs, Metadata.
+message. APIs: DescribeConfigs, IncrementalAlterConfigs (a broker's own configs go to that
+broker, topics and ``--entity-default`` to any broker, as Kafka's AdminClient sends them),
+Metadata.
+
+``--entity-type groups --entity-name g``: a group's configs (GROUP resources: Kafka 4.2's
+consumer/share group configs and Josef's share retry and dead-letter keys; source
+GROUP_CONFIG).
 
 ``--entity-type users`` / ``clients`` (also ``--user U``, ``--client C``, both for a
 user+client pair, ``--entity-default``/``--user-defaults``/``--client-defaults``): SCRAM
@@ -28,18 +34,19 @@ from cli._common import (
     split_pairs,
     tool_main,
 )
+from client.admin import AdminRouter
 
 COMMAND = "configs"
 HELP = "Describe and alter topic and broker configs (like kafka-configs.sh)"
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
-RESOURCE = {"topics": 2, "brokers": 4}
+RESOURCE = {"topics": 2, "brokers": 4, "groups": 32}
 CLIENT_ENTITY_TYPES = ("users", "clients")
-SINGULAR = {"topics": "topic", "brokers": "broker"}
+SINGULAR = {"topics": "topic", "brokers": "broker", "groups": "group"}
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-           6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-DYNAMIC_SOURCES = {1, 2, 3, 6}
+           6: "DYNAMIC_BROKER_LOGGER_CONFIG", 8: "GROUP_CONFIG"}
+DYNAMIC_SOURCES = {1, 2, 3, 6, 8}
 OP_SET, OP_DELETE = 0, 1
 
 
@@ -85,18 +92,39 @@ def _entity_names(client, args) -> list[str]:
     md = client.metadata(None)
     if args.entity_type == "topics":
         return sorted(t.name for t in md.topics if t.error_code == 0)
+    if args.entity_type == "groups":
+        raise UsageError("--describe --entity-type groups needs --entity-name")
     return [str(b.node_id) for b in sorted(md.brokers, key=lambda b: b.node_id)]
+
+
+def _by_node(rtype: int, names: list[str]) -> list[tuple[int | None, list[str]]]:
+    """Where Kafka's AdminClient sends config requests: a broker's own configs to that
+    broker, everything else (topics, the ``<default>`` broker) to any broker (None)."""
+    if rtype != RESOURCE["brokers"]:
+        return [(None, names)]
+    out: list[tuple[int | None, list[str]]] = []
+    for n in names:
+        try:
+            out.append((int(n), [n]) if n != "" else (None, [n]))
+        except ValueError:
+            raise UsageError(f"a broker is named by its id, not {n!r}") from None
+    return out
 
 
 def _describe(client, args) -> int:
     rtype = RESOURCE[args.entity_type]
     names = _entity_names(client, args)
     version = client.version_for(DESCRIBE_CONFIGS)
-    resp = client.request(DESCRIBE_CONFIGS, {
-        "resources": [{"resource_type": rtype, "resource_name": n, "configuration_keys": None}
-                      for n in names],
-        "include_synonyms": True}, version=version)
-    for r in resp.results:
+    results = []
+    for node, group in _by_node(rtype, names):
+        body = {"resources": [{"resource_type": rtype, "resource_name": n,
+                               "configuration_keys": None} for n in group],
+                "include_synonyms": True}
+        router = AdminRouter(client)
+        resp = router.any(DESCRIBE_CONFIGS, body, version) if node is None else \
+            router.broker(node, DESCRIBE_CONFIGS, body, version)
+        results += resp.results
+    for r in results:
         label = (f"default {SINGULAR[args.entity_type]}" if r.resource_name == ""
                  else f"{SINGULAR[args.entity_type]} {r.resource_name}")
         check_error(r.error_code, r.error_message, f"cannot describe {label}")
@@ -124,9 +152,12 @@ def _alter(client, args) -> int:
         raise UsageError("--alter needs --add-config and/or --delete-config")
     if not client.supports(INCREMENTAL_ALTER_CONFIGS):
         raise UsageError("the broker does not support IncrementalAlterConfigs")
-    resp = client.request(INCREMENTAL_ALTER_CONFIGS, {
-        "resources": [{"resource_type": rtype, "resource_name": name, "configs": ops}],
-        "validate_only": False})
+    ((node, _),) = _by_node(rtype, [name])
+    body = {"resources": [{"resource_type": rtype, "resource_name": name, "configs": ops}],
+            "validate_only": False}
+    router = AdminRouter(client)
+    resp = router.any(INCREMENTAL_ALTER_CONFIGS, body) if node is None else \
+        router.broker(node, INCREMENTAL_ALTER_CONFIGS, body)
     (r,) = resp.responses
     label = f"default {SINGULAR[args.entity_type]}" if name == "" \
         else f"{SINGULAR[args.entity_type]} {name}"

@@ -144,8 +144,7 @@ class ControllerContext:
         self.topics_with_deletion_started: set[str] = set()
         self.topics_ineligible_for_deletion: set[str] = set()
         self.partitions_being_reassigned: set[TopicPartition] = set()
-        #: partitions a broker answered KAFKA_STORAGE_ERROR for in LeaderAndIsr (Kafka's
-        #: replicasOnOfflineDirs): their replicas there count as offline until it re-registers
+        #: broker -> its replicas in failed log dirs (KIP-112: answered KAFKA_STORAGE_ERROR)
         self.replicas_on_offline_dirs: dict[int, set[TopicPartition]] = {}
 
     # ------------------------------------------------------------------ brokers
@@ -177,6 +176,8 @@ class ControllerContext:
 
     def is_replica_online(self, broker_id: int, tp: TopicPartition,
                           include_shutting_down: bool = False) -> bool:
+        """The broker is live (or shutting down, if included) and the replica is not in
+        one of its failed log dirs (called once per replica at failover: kept tight)."""
         if broker_id not in self.live_brokers or (
                 not include_shutting_down and broker_id in self.shutting_down_broker_ids):
             return False

@@ -257,15 +257,3 @@ class ControllerBrokerRequestBatch:
 def _swap(handler: Callable[[Any, int], None], broker: int, response: Any) -> None:
     handler(response, broker)
 
-
-def leader_and_isr_partition_errors(response: Any, topic_names: dict) -> dict[TopicPartition, int]:
-    """``{(topic, partition): error code}`` of a LeaderAndIsr response: v5+ lists topics by
-    id (named through ``topic_names``, id -> name), earlier versions by name."""
-    out: dict[TopicPartition, int] = {}
-    for t in getattr(response, "topics", None) or []:
-        name = topic_names.get(t.topic_id)
-        for pe in t.partition_errors:
-            out[(name if name is not None else pe.topic_name, pe.partition_index)] = pe.error_code
-    for pe in getattr(response, "partition_errors", None) or []:
-        out[(pe.topic_name, pe.partition_index)] = pe.error_code
-    return out

@@ -105,12 +105,17 @@ class AbstractIndex:
         self._closed = False
         self._dirty = False  # the file changed since the last fsync
         self._verify: tuple[int, Callable[[CorruptIndexError], None] | None] | None = None  # deferred check
+        #: the file did not exist (a new segment's, or a lost index: the loader recovers a
+        #: segment bigger than `index.interval.bytes` whose index is missing, as Kafka's
+        #: LogSegment.sanityCheck does)
+        self.created = False
         try:
             length = os.stat(path).st_size
             self._disk_size: int | None = length  # the file's length; None: not created
         except FileNotFoundError:  # created on the first write-out (a new segment's)
             length = 0
             self._disk_size = None
+            self.created = True
         self._corrupt_length = length % self.entry_size != 0
         self._entries = length // self.entry_size
         self._file_size = length
@@ -245,6 +250,14 @@ class AbstractIndex:
             return False
         self._activate(size)
         return True
+
+    def create_file(self) -> None:
+        """Make sure the file exists (an index that never had an entry is otherwise not
+        created; `LogSegment.close` keeps one for a segment big enough to need entries)."""
+        with self._lock:
+            if self._disk_size is None:
+                self._size_file_locked(self._entries * self.entry_size if not self._writable
+                                       else self._file_size)
 
     def trim_to_valid_size(self) -> None:
         """Write out the entries, shrink the file to exactly them and become non-active (on

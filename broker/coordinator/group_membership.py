@@ -79,6 +79,8 @@ class GroupMembership:
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return fail(E.INVALID_SESSION_TIMEOUT)
+        if self.share is not None and group_id in self.share.groups:
+            return fail(E.GROUP_ID_NOT_FOUND)  # a share group (Kafka: not a classic group)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:  # a classic member of a KIP-848 group (migration)
             return self._spawn_callback(self.consumer.classic_join(
@@ -452,8 +454,10 @@ class GroupMembership:
             return
         for mid, m in group.members.items():
             m.assignment = assignment.get(mid, b"")
-        group.transition_to(S.STABLE)
+        # Kafka's order: answer the waiting members (the leader first) inside this append
+        # callback, then Stable; with Deferred responses no later request can overtake them
         self._propagate_assignment(group, E.NONE)
+        group.transition_to(S.STABLE)
 
     def _reset_and_propagate_assignment_error(self, group, error: ErrorCode) -> None:
         for m in group.members.values():
@@ -461,7 +465,11 @@ class GroupMembership:
         self._propagate_assignment(group, error)
 
     def _propagate_assignment(self, group, error: ErrorCode) -> None:
-        for m in list(group.members.values()):
+        """Answer every member waiting in SyncGroup, the leader first (its SyncGroup is the
+        one that completed the rebalance; clients such as aiokafka expect it to know its
+        assignment no later than its followers)."""
+        members = sorted(group.members.values(), key=lambda m: not group.is_leader(m.member_id))
+        for m in members:
             if group.invoke_sync_callback(m, SyncResult(
                     int(error), group.protocol_type, group.protocol_name,
                     m.assignment if error == E.NONE else b"")):
