@@ -98,6 +98,7 @@ def produce_child(spec: dict) -> dict:
             "queue.buffering.max.kbytes": 1 << 20,
             # the Java client's 3.x defaults: idempotent when acks=all, not with acks=1
             "enable.idempotence": spec["acks"] == "all", "log_level": 3}
+    conf.update(spec.get("extra") or {})
     p = Producer(conf)
     value = b"x" * spec["size"]
     lat = array.array("f")
@@ -137,10 +138,12 @@ def produce_child(spec: dict) -> dict:
 
 
 def produce(bootstrap: str, topic: str, n: int, acks: str, batch_size: int,
-            size: int = 100) -> dict:
-    """One round in a producer process of its own (see `produce_child`)."""
+            size: int = 100, extra: dict | None = None) -> dict:
+    """One round in a producer process of its own (see `produce_child`); `extra`: more
+    producer settings (also from JOSEF_BENCH_PRODUCER, JSON)."""
+    extra = {**json.loads(os.environ.get("JOSEF_BENCH_PRODUCER", "{}")), **(extra or {})}
     spec = {"bootstrap": bootstrap, "topic": topic, "records": n, "acks": acks,
-            "batch_size": batch_size, "size": size}
+            "batch_size": batch_size, "size": size, "extra": extra}
     out = subprocess.run([sys.executable, __file__, "--produce-child", json.dumps(spec)],
                          capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:

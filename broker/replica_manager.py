@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from broker.metadata_cache import INTERNAL_TOPICS
-from broker.partition import READ_UNCOMMITTED, Partition
+from broker.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition
 from broker.purgatory.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -37,12 +37,17 @@ from broker.purgatory.delayed_fetch import (
     FetchPartitionStatus,
     PartitionFetchInfo,
 )
-from broker.purgatory.delayed_operation import DelayedOperationPurgatory, TopicPartitionKey
+from broker.purgatory.delayed_operation import (
+    DelayedOperationPurgatory,
+    FetchSessionKey,
+    TopicPartitionKey,
+)
 from broker.purgatory.delayed_produce import (
     DelayedProduce,
     ProducePartitionResult,
     ProducePartitionStatus,
 )
+from broker.purgatory.wakeups import PartitionWakeups
 from broker.replication.fetcher import InitialFetchState
 from broker.replication.quota import ReplicationQuotaManager, parse_throttled_partitions
 from protocol.errors import ErrorCode, KafkaError
@@ -140,6 +145,12 @@ class ReplicaManager:
         # bound once: every parked fetch gets the same callable (one allocation fewer per
         # DelayedFetch, so the cyclic GC runs less often under many parked fetches)
         self._delayed_fetch_read = self._read_for_delayed_fetch
+        # issue 21: the KIP-227 session cache the fetch handler uses (set by the server) and
+        # the per-turn wakeups of sessions and purgatories after a partition changed
+        self.fetch_session_cache = None
+        self.wakeups = PartitionWakeups(self.delayed_fetch_purgatory,
+                                        self.delayed_produce_purgatory,
+                                        lambda: self.fetch_session_cache)
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -161,6 +172,7 @@ class ReplicaManager:
             await self.fetcher_manager.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.shutdown()
+        self.wakeups.closed = True
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
 
@@ -362,9 +374,8 @@ class ReplicaManager:
 
     def on_follower_progress(self, tp: TopicPartition, hw_moved: bool) -> None:
         """A replica fetcher appended to / truncated a follower partition: parked consumer
-        fetches on it (KIP-392) may complete."""
-        if self.delayed_fetch_purgatory.num_keys:
-            self.delayed_fetch_purgatory.check_and_complete(TopicPartitionKey(*tp))
+        fetches on it (KIP-392) may complete (at the end of this loop turn)."""
+        self.wakeups.note(tp)
 
     async def stop_replicas(self, request) -> dict[TopicPartition, int]:
         """Apply a StopReplica decision (v4 shape): stop hosting each partition; delete its
@@ -405,9 +416,8 @@ class ReplicaManager:
         self._wake(tp)
 
     def _wake(self, tp: TopicPartition) -> None:
-        key = TopicPartitionKey(*tp)
-        self.delayed_fetch_purgatory.check_and_complete(key)
-        self.delayed_produce_purgatory.check_and_complete(key)
+        """Fetches and acks=-1 produces parked on `tp` re-check, at the end of this turn."""
+        self.wakeups.note(tp, True)
 
     # --- produce -------------------------------------------------------------------------------
     def append_records(self, timeout_ms: int, required_acks: int,
@@ -435,8 +445,7 @@ class ReplicaManager:
                                                error_message=f"acks {required_acks}")
                     for tp in entries}
         results: dict[TopicPartition, ProducePartitionResult] = {}
-        wake_fetch = []
-        wake_produce = False
+        note = self.wakeups.note
         flushes = None  # tp -> flush_future, only when some append reached flush.messages
         for tp, records in entries.items():
             if origin == "client" and tp[0] in INTERNAL_TOPICS:
@@ -473,16 +482,8 @@ class ReplicaManager:
                 if flushes is None:
                     flushes = {}
                 flushes[tp] = info.flush_future
-            if hw_moved or part.followers:
-                wake_fetch.append(tp)
-            wake_produce = wake_produce or hw_moved
-        fetch_purgatory = self.delayed_fetch_purgatory
-        if fetch_purgatory.num_keys:
-            for tp in wake_fetch:
-                fetch_purgatory.check_and_complete(TopicPartitionKey(*tp))
-        if wake_produce and self.delayed_produce_purgatory.num_keys:
-            for tp in wake_fetch:
-                self.delayed_produce_purgatory.check_and_complete(TopicPartitionKey(*tp))
+            if hw_moved or part.followers:  # fetchers and sessions, once per loop turn
+                note(tp, hw_moved)
         out = results if required_acks != -1 else self._maybe_delay_produce(timeout_ms, results)
         if flushes is None:
             return out
@@ -582,10 +583,17 @@ class ReplicaManager:
             if size:
                 min_one = False
                 limit = max(0, limit - size)
+            if follower:
+                end, end_bytes = read.log_end_offset, part.end_bytes
+            else:
+                end = read.last_stable_offset if params.isolation_level == READ_COMMITTED \
+                    else read.high_watermark
+                end_bytes = part.hw_bytes
             out[tp] = FetchPartitionData(ErrorCode.NONE, read.high_watermark,
                                          read.last_stable_offset, read.log_start_offset,
                                          read.records, diverging_epoch=diverging,
-                                         aborted_transactions=read.aborted_transactions)
+                                         aborted_transactions=read.aborted_transactions,
+                                         end_offset=end, end_bytes=end_bytes, partition=part)
         for tp in hw_moved:
             self._wake(tp)
         return out
@@ -631,14 +639,16 @@ class ReplicaManager:
                                            error_message=str(e)) for tp, _ in fetch_infos}
 
     def fetch_messages(self, params: FetchParams,
-                       fetch_infos: list[tuple[TopicPartition, PartitionFetchInfo]]
-                       ) -> dict[TopicPartition, FetchPartitionData] | asyncio.Future:
+                       fetch_infos: list[tuple[TopicPartition, PartitionFetchInfo]],
+                       session=None) -> dict[TopicPartition, FetchPartitionData] | asyncio.Future:
         """Kafka's fetchMessages: answer at once if `max_wait_ms` <= 0, nothing was asked,
         some partition failed, or at least `min_bytes` were found; else park a DelayedFetch
         (completed by appends / HW moves / leader changes / deletion / `max_wait_ms`) and
-        return a Future of the same dict."""
+        return a Future of the same dict. `session`: the incremental fetch session whose
+        changed partitions `fetch_infos` are; parked, the fetch watches the whole session
+        (FetchSessionKey), so an empty `fetch_infos` waits too."""
         results = self.read_from_local_log(params, fetch_infos)
-        if params.max_wait_ms <= 0 or not fetch_infos or self._shutdown:
+        if params.max_wait_ms <= 0 or self._shutdown or (not fetch_infos and session is None):
             return results
         total = 0
         for r in results.values():
@@ -662,8 +672,9 @@ class ReplicaManager:
                 fut.set_result(res)
 
         op = DelayedFetch(max(int(params.max_wait_ms), 0), params, statuses, list(fetch_infos),
-                          self.get_partition, self._delayed_fetch_read, done)
-        keys = [TopicPartitionKey(*tp) for tp, _ in fetch_infos]
+                          self.get_partition, self._delayed_fetch_read, done, session)
+        keys = [FetchSessionKey(session.id)] if session is not None else \
+            [TopicPartitionKey(*tp) for tp, _ in fetch_infos]
         self.delayed_fetch_purgatory.try_complete_else_watch(op, keys)
         if fut.done():
             return fut.result()

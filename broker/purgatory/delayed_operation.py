@@ -29,6 +29,7 @@ __all__ = [
     "GroupKey",
     "MemberKey",
     "TopicPartitionKey",
+    "FetchSessionKey",
 ]
 
 _MISSING = object()
@@ -42,6 +43,16 @@ class TopicPartitionKey(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+class FetchSessionKey(NamedTuple):
+    """Watch key of a DelayedFetch of an incremental fetch session (KIP-227): checked when a
+    partition of the session changes (broker.fetch_session.FetchSessionCache.partition_changed)."""
+
+    session_id: int
+
+    def __str__(self) -> str:
+        return f"fetch-session-{self.session_id}"
 
 
 class GroupKey(NamedTuple):
