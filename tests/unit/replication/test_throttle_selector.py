@@ -162,9 +162,11 @@ async def test_follower_leaves_throttled_lagging_partitions_out_of_its_fetches(c
     st.lag = 5  # pretend it lags
     rm3.follower_quota.update_quota(1000)
     rm3.follower_quota.record(10 ** 6)
-    assert fetcher.build_fetch() is None
+    _, _, data = fetcher.build_fetch()  # KIP-227: left out of the session (forgotten)
+    assert TP not in data.to_send and TP not in data.session
     rm3.follower_quota.update_quota(10 ** 12)
-    assert fetcher.build_fetch() is not None
+    _, _, data = fetcher.build_fetch()
+    assert TP in data.session
     assert cluster.rm(2).follower_quota.is_throttled(*TP) is False  # "0:3" names broker 3
 
 
