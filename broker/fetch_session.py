@@ -25,7 +25,7 @@ appends, high watermark moves, leadership changes, deletion), and the partitions
 returned, e.g. for lack of response bytes). A partition read caught up (fetch offset at the
 end of what it may read) and unchanged since has nothing new to say and is skipped. Log start
 offset moves made outside the fetch path (retention, DeleteRecords) report no change; a light
-sweep every `SWEEP_MS` (10 s) compares each partition's log start offset with the one last
+sweep every `SWEEP_MS` (30 s) compares each partition's log start offset with the one last
 sent (`sweep(lookup)`). A parked incremental fetch (`waiter`) watches one purgatory key,
 `FetchSessionKey(session id)`: a change to any of its partitions adds that partition to it.
 
@@ -54,7 +54,7 @@ __all__ = ["CachedPartition", "FetchContext", "FetchSession", "FetchSessionCache
            "INVALID_SESSION_ID", "INITIAL_EPOCH", "FINAL_EPOCH", "next_epoch"]
 
 INVALID_SESSION_ID = 0
-SWEEP_MS = 10_000
+SWEEP_MS = 30_000
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 INT32_MAX = 0x7FFFFFFF

@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 
 FETCH = 1
 ZERO_UUID = uuid.UUID(int=0)
-SWEEP_S = 10.0  # every partition's fetch state is compared with the session's this often
+SWEEP_S = 30.0  # how often the session's log start offsets are compared with the logs
 _BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length (bytes after this field)
 
 TopicPartition = tuple[str, int]
@@ -365,10 +365,15 @@ class ReplicaFetcher(FetcherTruncation):
                     del delayed[tp]
                     changed.add(tp)
         quota = self.quota
-        if throttle or (quota is not None and quota.throttles_any()) or \
-                now - self._swept >= SWEEP_S:
-            self._swept = now  # a throttle comes and goes with the rate, the follower's
-            changed.update(self.partitions)  # log start with retention: compare all
+        if throttle or (quota is not None and quota.throttles_any()):
+            changed.update(self.partitions)  # a throttle comes and goes with the rate
+        elif now - self._swept >= SWEEP_S:  # the follower's log start moves with retention
+            self._swept = now
+            get = self.rm.get_partition
+            for tp, spec in self.session.partitions.items():
+                part = get(*tp)
+                if part is None or part.log.log_start_offset != spec.log_start_offset:
+                    changed.add(tp)
         return changed
 
     def build_fetch(self) -> tuple[FetchRequest, int, FetchRequestData] | None:
@@ -379,9 +384,9 @@ class ReplicaFetcher(FetcherTruncation):
         fetch lists every ready partition, an incremental one only those whose offset, log
         start, epochs or topic id changed since the last fetch, and forgets those no longer
         ready (backing off, truncating, throttled, removed). The partitions looked at are the
-        ones changed since the last fetch, those whose back-off ended, and every partition
-        each `SWEEP_S` (10 s; the follower's log start moves with its own retention) or while
-        a replication throttle applies."""
+        ones changed since the last fetch, those whose back-off ended, those whose log start
+        offset moved (compared every `SWEEP_S`, 30 s: the follower's retention moves it), and
+        every partition while a replication throttle applies."""
         cfg = self.config
         conn = self._conn
         if conn is None:
