@@ -75,7 +75,7 @@ async def test_followers_fetch_incrementally_and_the_leader_reads_only_what_chan
         f = fetcher_of(cluster, b)
         assert f.session.incremental_fetches > before[b]
         assert f.session.session_id in sessions
-        await wait_for(lambda: cluster.partition(b, *TP).log_end_offset == 17)
+        await wait_for(lambda b=b: cluster.partition(b, *TP).log_end_offset == 17)
         assert log_batches(cluster.partition(b, *TP)) == log_batches(cluster.partition(1, *TP))
 
 
@@ -131,14 +131,14 @@ async def test_sessions_follow_a_leader_change(cluster):
                                for s in follower_sessions(cluster, 1).values()),
                    what="t-0 forgotten on the old leader")
     for b in (1, 3):
-        await wait_for(lambda: cluster.partition(b, *TP).log_end_offset == 8)
+        await wait_for(lambda b=b: cluster.partition(b, *TP).log_end_offset == 8)
         assert log_batches(cluster.partition(b, *TP)) == log_batches(cluster.partition(2, *TP))
     # back to broker 1: the sessions move again and nothing is lost
     await cluster.elect("t", 0, 1)
     await wait_for(lambda: cluster.partition(1, *TP).is_leader)
     assert (await produce(cluster, 1, batch(1))).error == ErrorCode.NONE
     for b in (2, 3):
-        await wait_for(lambda: cluster.partition(b, *TP).log_end_offset == 9)
+        await wait_for(lambda b=b: cluster.partition(b, *TP).log_end_offset == 9)
         assert log_batches(cluster.partition(b, *TP)) == log_batches(cluster.partition(1, *TP))
 
 
