@@ -370,6 +370,10 @@ class FetchSessionCache:
                 if not w:
                     del watchers[tp]
 
+    def holds(self, tp: TopicPartition) -> bool:
+        """True if some session holds `tp`."""
+        return tp in self._watchers
+
     def partition_changed(self, tp: TopicPartition) -> list[FetchSession]:
         """`tp` got records, a new high watermark / LSO / log start offset, a leadership
         change or was removed: each session holding it reads it at its next fetch, or its

@@ -640,23 +640,25 @@ class ReplicaManager:
 
     def fetch_messages(self, params: FetchParams,
                        fetch_infos: list[tuple[TopicPartition, PartitionFetchInfo]],
-                       session=None) -> dict[TopicPartition, FetchPartitionData] | asyncio.Future:
+                       session=None, then: Callable[[dict], object] | None = None):
         """Kafka's fetchMessages: answer at once if `max_wait_ms` <= 0, nothing was asked,
         some partition failed, or at least `min_bytes` were found; else park a DelayedFetch
         (completed by appends / HW moves / leader changes / deletion / `max_wait_ms`) and
         return a Future of the same dict. `session`: the incremental fetch session whose
         changed partitions `fetch_infos` are; parked, the fetch watches the whole session
-        (FetchSessionKey), so an empty `fetch_infos` waits too."""
+        (FetchSessionKey), so an empty `fetch_infos` waits too. `then(results)`: returned
+        instead of the results (or set on the Future; its exception too), which spares the
+        caller a Future of its own."""
         results = self.read_from_local_log(params, fetch_infos)
         if params.max_wait_ms <= 0 or self._shutdown or (not fetch_infos and session is None):
-            return results
+            return results if then is None else then(results)
         total = 0
         for r in results.values():
             if r.error != ErrorCode.NONE or r.preferred_read_replica >= 0:
-                return results
+                return results if then is None else then(results)
             total += len(r.records)
         if total >= params.min_bytes:
-            return results
+            return results if then is None else then(results)
         follower = params.replica_id >= 0
         statuses = []
         for (tp, info) in fetch_infos:
@@ -664,20 +666,25 @@ class ReplicaManager:
             counter = part.end_bytes if follower else part.hw_bytes
             statuses.append(FetchPartitionStatus(tp[0], tp[1], info, part,
                                                  counter - len(results[tp].records)))
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
 
         def done(res: dict) -> None:
-            if not fut.done():
+            if fut.done():
+                return
+            if then is None:
                 fut.set_result(res)
+                return
+            try:
+                fut.set_result(then(res))
+            except Exception as e:  # noqa: BLE001 - the caller's error, on its Future
+                fut.set_exception(e)
 
         op = DelayedFetch(max(int(params.max_wait_ms), 0), params, statuses, list(fetch_infos),
                           self.get_partition, self._delayed_fetch_read, done, session)
-        keys = [FetchSessionKey(session.id)] if session is not None else \
-            [TopicPartitionKey(*tp) for tp, _ in fetch_infos]
-        self.delayed_fetch_purgatory.try_complete_else_watch(op, keys)
-        if fut.done():
-            return fut.result()
+        # just read and found short: park without trying again (nothing ran meanwhile)
+        self.delayed_fetch_purgatory.watch(
+            op, (FetchSessionKey(session.id),) if session is not None else
+            tuple({TopicPartitionKey(*tp): None for tp, _ in fetch_infos}))
         return fut
 
 

@@ -68,9 +68,11 @@ class BrokerConnection:
         self.versions: dict[int, tuple[int, int]] = {}
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
-        self._pending: collections.deque = collections.deque()  # (cid, api_key, version, fut)
+        # (correlation id, api key, version, future, deadline on the loop's clock)
+        self._pending: collections.deque = collections.deque()
         self._correlation = 0
         self._error: BrokerConnectionError | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
 
     @property
     def address(self) -> str:
@@ -146,6 +148,9 @@ class BrokerConnection:
     def _fail(self, error: BrokerConnectionError) -> None:
         if self._error is None:
             self._error = error
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
@@ -205,15 +210,38 @@ class BrokerConnection:
         cid = self._correlation
         header = encode_request_header(RequestHeader(api_key, version, cid, self.client_id))
         payload = header + body.encode(version)
-        fut = asyncio.get_running_loop().create_future()
-        self._pending.append((cid, api_key, version, fut))
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        deadline = loop.time() + (self.timeout_s if timeout_s is None else timeout_s)
+        self._pending.append((cid, api_key, version, fut, deadline))
         self._writer.write(_SIZE.pack(len(payload)) + payload)
-        try:
-            return await asyncio.wait_for(fut, self.timeout_s if timeout_s is None else timeout_s)
-        except TimeoutError:
-            self._fail(RequestTimeout(f"{self.address}: request {api_key} v{version} timed "
-                                      f"out"))
-            raise self._error from None
+        if self._watchdog is None or deadline < self._watchdog.when():
+            self._arm(loop, deadline)
+        return await fut
+
+    # one timer per connection, not one per request (a replica fetcher sends hundreds of
+    # requests a second): it fires at the earliest deadline of the requests in flight
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog = loop.call_at(when, self._check_deadlines)
+
+    def _check_deadlines(self) -> None:
+        self._watchdog = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        earliest = None
+        for _, api_key, version, fut, deadline in self._pending:
+            if fut.done():
+                continue  # its caller gave up (cancelled): no timeout for it
+            if deadline <= now:
+                self._fail(RequestTimeout(f"{self.address}: request {api_key} v{version} "
+                                          f"timed out"))
+                return
+            if earliest is None or deadline < earliest:
+                earliest = deadline
+        if earliest is not None:
+            self._arm(loop, earliest)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         try:
@@ -236,7 +264,7 @@ class BrokerConnection:
     def _dispatch(self, buf: memoryview) -> None:
         if not self._pending:
             raise BrokerConnectionError(f"{self.address}: unexpected response")
-        cid, api_key, version, fut = self._pending.popleft()
+        cid, api_key, version, fut, _ = self._pending.popleft()
         hv = 0 if api_key == API_VERSIONS else response_header_version(api_key, version)
         try:
             got, pos = decode_response_header(buf, hv)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from broker.fetch_session import INVALID_SESSION_ID, FetchSessionCache
 from broker.handlers import authz, throttling
-from broker.handlers.registry import handles, then
+from broker.handlers.registry import handles
 from broker.metrics import TOPIC_STATS
 from broker.partition import READ_COMMITTED
 from broker.purgatory.delayed_fetch import FetchParams, FetchPartitionData, PartitionFetchInfo
@@ -232,8 +232,7 @@ def handle_fetch(ctx, req: FetchRequest):
         return FetchResponse(error_code=ErrorCode.NONE, session_id=session_id,
                              responses=_group(version, entries, isolation))
 
-    return then(rm.fetch_messages(params, to_fetch, context.session if incremental else None),
-                build)
+    return rm.fetch_messages(params, to_fetch, context.session if incremental else None, build)
 
 
 def _unauthorized(ctx, replica_id: int, to_fetch) -> set[str]:

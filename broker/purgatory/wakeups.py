@@ -54,7 +54,14 @@ class PartitionWakeups:
         self.flushes = 0
 
     def note(self, tp: TopicPartition, produce: bool = False) -> None:
-        """`tp` changed; `produce`: also re-check acks=-1 produces waiting on it."""
+        """`tp` changed; `produce`: also re-check acks=-1 produces waiting on it. Nothing is
+        scheduled when nothing can be waiting (no parked operation, no session holding
+        `tp`): what parks later in this turn reads the partition as it is by then."""
+        if not self.fetch_purgatory.num_keys and not (
+                produce and self.produce_purgatory.num_keys):
+            cache = self.sessions()
+            if cache is None or not cache.holds(tp):
+                return
         self._fetch[tp] = None
         if produce:
             self._produce[tp] = None

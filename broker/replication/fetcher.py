@@ -551,12 +551,11 @@ class ReplicaFetcher(FetcherTruncation):
         valid = info.valid_bytes if info is not None else 0
         next_offset = info.last_offset + 1 if valid else st.fetch_offset
         lag = max(0, pd.high_watermark - next_offset)
-        if valid or st.lag is None:
-            epoch = part.log.leader_epoch_cache.latest_epoch if valid else st.last_fetched_epoch
-            self._update(tp, PartitionFetchState(st.topic_id, next_offset,
-                                                 st.current_leader_epoch, FETCHING, epoch, lag))
-        else:
-            st.lag = lag
+        if valid:  # in place: the session compares what the next fetch says with what it sent
+            st.fetch_offset = next_offset
+            st.last_fetched_epoch = part.log.leader_epoch_cache.latest_epoch
+            self._changed.add(tp)
+        st.lag = lag
         if valid:
             self.bytes_fetched += valid
             TOPIC_STATS.record_replication_in(valid)
