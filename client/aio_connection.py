@@ -27,7 +27,8 @@ import socket
 import struct
 
 from protocol import api
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, FrameTooLargeError, InvalidFrameSizeError
+from protocol.frames import FrameDecoder
 from protocol.headers import (
     RequestHeader,
     decode_response_header,
@@ -67,7 +68,6 @@ class BrokerConnection:
         self.opener = opener
         self.versions: dict[int, tuple[int, int]] = {}
         self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task | None = None
         # (correlation id, api key, version, future, deadline on the loop's clock)
         self._pending: collections.deque = collections.deque()
         self._correlation = 0
@@ -127,8 +127,11 @@ class BrokerConnection:
 
     async def _started(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
-        self._reader_task = asyncio.create_task(self._read_loop(reader),
-                                                name=f"conn-{self.address}")
+        # responses are read by a protocol on the transport itself (no reader task, no
+        # StreamReader copies): each complete frame resolves its request's future from the
+        # transport's callback. The opener's reader is done with: a broker sends nothing
+        # but answers, and the opener read every answer it asked for.
+        writer.transport.set_protocol(_ResponseReader(self))
         try:
             self.versions = await self._api_versions()
         except BaseException:
@@ -138,12 +141,6 @@ class BrokerConnection:
     async def close(self) -> None:
         """Close the socket; outstanding requests fail with BrokerConnectionError."""
         self._fail(BrokerConnectionError(f"{self.address}: connection closed"))
-        task, self._reader_task = self._reader_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            # asyncio.wait: the reader's own end is not raised here, while a cancellation
-            # of the caller still is (a swallowed one left shutdowns waiting forever)
-            await asyncio.wait({task})
 
     def _fail(self, error: BrokerConnectionError) -> None:
         if self._error is None:
@@ -243,24 +240,6 @@ class BrokerConnection:
         if earliest is not None:
             self._arm(loop, earliest)
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                head = await reader.readexactly(4)
-                (size,) = _SIZE.unpack(head)
-                if size < 0 or size > self.max_response_bytes:
-                    raise BrokerConnectionError(f"{self.address}: response of {size} bytes "
-                                                "refused")
-                buf = memoryview(await reader.readexactly(size))
-                self._dispatch(buf)
-        except asyncio.IncompleteReadError:
-            self._fail(BrokerConnectionError(f"{self.address}: connection closed by the "
-                                             "broker"))
-        except BrokerConnectionError as e:
-            self._fail(e)
-        except OSError as e:
-            self._fail(BrokerConnectionError(f"{self.address}: {e.strerror or e}"))
-
     def _dispatch(self, buf: memoryview) -> None:
         if not self._pending:
             raise BrokerConnectionError(f"{self.address}: unexpected response")
@@ -283,3 +262,41 @@ class BrokerConnection:
             raise err from None
         if not fut.done():
             fut.set_result(resp)
+
+
+class _ResponseReader(asyncio.Protocol):
+    """The transport's protocol once connected: frames (4-byte size, body) to
+    `BrokerConnection._dispatch`; a size above `max_response_bytes`, a malformed response, EOF
+    or a lost connection fail the connection."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self.conn = conn
+        self.decoder = FrameDecoder(conn.max_response_bytes)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        try:
+            for frame in self.decoder.feed(data):
+                conn._dispatch(frame)
+        except (FrameTooLargeError, InvalidFrameSizeError) as e:
+            conn._fail(BrokerConnectionError(f"{conn.address}: response refused: {e}"))
+        except BrokerConnectionError as e:
+            conn._fail(e)
+
+    def eof_received(self) -> bool:
+        self.conn._fail(BrokerConnectionError(f"{self.conn.address}: connection closed by "
+                                              "the broker"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        if exc is None:
+            conn._fail(BrokerConnectionError(f"{conn.address}: connection closed by the broker"))
+        else:
+            conn._fail(BrokerConnectionError(f"{conn.address}: {getattr(exc, 'strerror', None) or exc}"))
+
+    def pause_writing(self) -> None:  # requests are small; nothing waits for a drain
+        pass
+
+    def resume_writing(self) -> None:
+        pass
