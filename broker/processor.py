@@ -796,8 +796,8 @@ def _addr(addr: Any) -> str:
 
 
 def _inline_file_parts(response: Response) -> Response:
-    """`response` with its (small) file slices read into bytes, or as it is when a read
-    fails or comes up short (the sending task then reports the error and closes)."""
+    """`response` with its (small) file slices read into bytes (in place), or as it is when
+    a read fails or comes up short (the sending task then reports the error and closes)."""
     parts = []
     try:
         for part in response.parts:
@@ -810,4 +810,7 @@ def _inline_file_parts(response: Response) -> Response:
                 parts.append(part)
     except (OSError, ValueError):
         return response
-    return Response(parts)
+    response.parts = parts
+    response.memory_size = response.size
+    response.has_file_parts = False
+    return response

@@ -137,6 +137,7 @@ class ReplicaFetcher(FetcherTruncation):
         self._delayed: dict[TopicPartition, float] = {}
         self._no_topic_id: set[TopicPartition] = set()
         self._swept = 0.0
+        self._fetch_version: int | None = None  # of the current connection
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher({self.name}, partitions={len(self.partitions)})"
@@ -235,6 +236,8 @@ class ReplicaFetcher(FetcherTruncation):
         return st
 
     def _delay(self, tps, now: float | None = None) -> None:
+        if not tps:
+            return
         loop = asyncio.get_running_loop()
         until = (loop.time() if now is None else now) + self.config.fetch_backoff_ms / 1000
         for tp in tps:
@@ -289,6 +292,7 @@ class ReplicaFetcher(FetcherTruncation):
                      address[0], address[1], e)
             return False
         self._conn, self._conn_address = conn, address
+        self._fetch_version = None
         if self.truncate_on_fetch and conn.versions.get(FETCH, (0, 0))[1] < 12:
             log.info("%s: leader %d lacks Fetch v12; truncating with OffsetsForLeaderEpoch",
                      self.name, self.leader_id)
@@ -391,7 +395,10 @@ class ReplicaFetcher(FetcherTruncation):
         conn = self._conn
         if conn is None:
             return None
-        version = conn.version_for(FETCH, max_version=None if self.truncate_on_fetch else 11)
+        version = self._fetch_version
+        if version is None:  # once per connection
+            version = self._fetch_version = conn.version_for(
+                FETCH, max_version=None if self.truncate_on_fetch else 11)
         if version >= 13 and self._no_topic_id:
             version = 12
         now = asyncio.get_running_loop().time()

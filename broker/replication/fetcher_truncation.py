@@ -42,6 +42,8 @@ class FetcherTruncation:
     `_finish_truncation`, `_update`, `_delay`, `_on_fenced`, `_close`."""
 
     async def maybe_truncate(self) -> None:
+        if not self._truncating:
+            return
         now = asyncio.get_running_loop().time()
         with_epochs: dict[TopicPartition, tuple[int, int]] = {}
         without: list[TopicPartition] = []
