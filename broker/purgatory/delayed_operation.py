@@ -279,6 +279,11 @@ class DelayedOperationPurgatory:
         """Keys that currently have a watch list."""
         return len(self._watchers)
 
+    def watches(self, key: Hashable) -> bool:
+        """True if some operation watches `key` (a TopicPartitionKey equals its plain
+        (topic, partition) tuple)."""
+        return key in self._watchers
+
     def watchers_for(self, key: Hashable) -> list[DelayedOperation]:
         """Snapshot of the operations watching `key` (completed ones not yet dropped included)."""
         w = self._watchers.get(key)

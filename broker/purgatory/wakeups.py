@@ -56,9 +56,10 @@ class PartitionWakeups:
     def note(self, tp: TopicPartition, produce: bool = False) -> None:
         """`tp` changed; `produce`: also re-check acks=-1 produces waiting on it. Nothing is
         scheduled when nothing can be waiting (no parked operation, no session holding
-        `tp`): what parks later in this turn reads the partition as it is by then."""
-        if not self.fetch_purgatory.num_keys and not (
-                produce and self.produce_purgatory.num_keys):
+        `tp`, no operation watching it): what parks later in this turn reads the partition as it
+        is by then."""
+        if not self.fetch_purgatory.watches(tp) and not (
+                produce and self.produce_purgatory.watches(tp)):
             cache = self.sessions()
             if cache is None or not cache.holds(tp):
                 return
