@@ -305,6 +305,9 @@ def run_workload(cluster: Cluster, rounds: int, records: int, batch_size: int,
             time.sleep(0.5)  # the followers' last fetches belong to the round
             r["cpu"] = cpu_seconds(pids) - before
             out[key].append(r)
+            print(f"  {topic} acks={acks} batch.size={batch_size}: {r['rate']:,.0f} records/s, "
+                  f"brokers {r['cpu']:.1f} CPU-s, p99 {r['p99']:.0f} ms (load "
+                  f"{load()})", file=sys.stderr, flush=True)
             if lag is not None and key == "rf3":
                 time.sleep(1.2)
                 out["lag"] = max(out["lag"], lag.peak())
