@@ -322,16 +322,7 @@ class DelayedOperationPurgatory:
             return True
         if op._completed:
             return False
-        op._keys = keys
-        op._purgatory = self
-        self._pending += 1
-        watchers = self._watchers
-        for key in keys:
-            w = watchers.get(key)
-            if w is None:
-                w = watchers[key] = _Watchers()
-            w.ops[op] = None
-        self._watched += len(keys)
+        self._add_watches(op, keys)
         if op._trying:
             done = op.maybe_try_complete()
         else:
@@ -348,15 +339,7 @@ class DelayedOperationPurgatory:
             self.timer.add(op)
         return False
 
-    def watch(self, op: DelayedOperation, keys: tuple) -> None:
-        """Watch `op` under `keys` and start its timer without trying it: for a caller that
-        has just found it incomplete, on this event loop, with nothing run in between (a
-        DelayedFetch right after its first read; saves `try_complete_else_watch`'s two
-        tries). ValueError / RuntimeError as `try_complete_else_watch`."""
-        if self._closed:
-            raise RuntimeError(f"purgatory {self.name} is shut down")
-        if not keys or op._keys is not None:
-            raise ValueError(f"{op!r}: no keys, or already watched")
+    def _add_watches(self, op: DelayedOperation, keys: tuple) -> None:
         op._keys = keys
         op._purgatory = self
         self._pending += 1
@@ -367,6 +350,17 @@ class DelayedOperationPurgatory:
                 w = watchers[key] = _Watchers()
             w.ops[op] = None
         self._watched += len(keys)
+
+    def watch(self, op: DelayedOperation, keys: tuple) -> None:
+        """Watch `op` under `keys` and start its timer without trying it: for a caller that
+        has just found it incomplete, on this event loop, with nothing run in between (a
+        DelayedFetch right after its first read; saves `try_complete_else_watch`'s two
+        tries). ValueError / RuntimeError as `try_complete_else_watch`."""
+        if self._closed:
+            raise RuntimeError(f"purgatory {self.name} is shut down")
+        if not keys or op._keys is not None:
+            raise ValueError(f"{op!r}: no keys, or already watched")
+        self._add_watches(op, keys)
         self.timer.add(op)
 
     def check_and_complete(self, key: Hashable) -> int:
