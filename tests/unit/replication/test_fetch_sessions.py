@@ -160,3 +160,25 @@ async def test_a_change_to_an_idle_partition_wakes_the_parked_session_fetch(tmp_
         assert loop.time() - start < 2.5
     finally:
         await c.shutdown()
+
+
+async def test_a_follower_left_without_a_session_keeps_replicating(tmp_path):
+    """max.incremental.fetch.session.cache.slots=1: the leader keeps one follower session;
+    the other follower's full fetches are answered with session id 0 and it goes on
+    fetching in full (sessionless), losing nothing."""
+    c = await MiniCluster.start(tmp_path, 3, props={
+        "max.incremental.fetch.session.cache.slots": "1"})
+    try:
+        await c.create("t", [1, 2, 3])
+        await wait_for(lambda: len(c.partition(1, *TP).isr) == 3, what="ISR complete")
+        for _ in range(5):
+            assert (await produce(c, 1, batch(2))).error == ErrorCode.NONE
+        cache = c.brokers[1].services.fetch_session_cache
+        assert len(cache) == 1
+        ids = {b: fetcher_of(c, b).session.session_id for b in (2, 3)}
+        assert sorted(i == 0 for i in ids.values()) == [False, True]  # one of each
+        for b in (2, 3):
+            await wait_for(lambda b=b: c.partition(b, *TP).log_end_offset == 10)
+            assert log_batches(c.partition(b, *TP)) == log_batches(c.partition(1, *TP))
+    finally:
+        await c.shutdown()
