@@ -142,18 +142,56 @@ def produce_child(spec: dict) -> dict:
             "p50": xs[len(xs) // 2] * 1000, "p99": xs[min(len(xs) - 1, int(len(xs) * 0.99))] * 1000}
 
 
+JAVA_SRC = Path(__file__).resolve().parent / "java" / "PerfProducer.java"
+_java: dict = {}
+
+
+def java_producer_classpath() -> str | None:
+    """Compile benchmarks/java/PerfProducer.java against the kafka-clients jar that
+    tests/setup.sh installs (once per run); None without javac, java or the jar."""
+    if "cp" in _java:
+        return _java["cp"]
+    _java["cp"] = None
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        return None
+    from tests.integration.harness import JAVA_JARS, java_jar_dir
+
+    try:
+        lib = java_jar_dir()
+    except FileNotFoundError:
+        return None
+    jars = [str(lib / j) for j in JAVA_JARS if (lib / j).exists()]
+    if not jars or not jars[0].endswith("kafka-clients.jar"):
+        return None
+    build = Path(tempfile.mkdtemp(prefix="josef-perf-producer-"))
+    subprocess.run(["javac", "-nowarn", "-d", str(build), "-cp", os.pathsep.join(jars),
+                    str(JAVA_SRC)], check=True, capture_output=True, timeout=300)
+    _java["cp"] = os.pathsep.join([str(build), *jars])
+    return _java["cp"]
+
+
 def produce(bootstrap: str, topic: str, n: int, acks: str, batch_size: int,
-            size: int = 100, extra: dict | None = None) -> dict:
-    """One round in a producer process of its own (see `produce_child`); `extra`: more
-    producer settings (also from JOSEF_BENCH_PRODUCER, JSON)."""
+            size: int = 100, extra: dict | None = None, client: str = "java") -> dict:
+    """One round in a producer process of its own: the Java client (PerfProducer, the
+    client's own defaults plus acks, linger.ms=5, batch.size) or confluent-kafka (see
+    `produce_child`); `extra`: more producer settings (also from JOSEF_BENCH_PRODUCER,
+    JSON)."""
     extra = {**json.loads(os.environ.get("JOSEF_BENCH_PRODUCER", "{}")), **(extra or {})}
-    spec = {"bootstrap": bootstrap, "topic": topic, "records": n, "acks": acks,
-            "batch_size": batch_size, "size": size, "extra": extra}
-    out = subprocess.run([sys.executable, __file__, "--produce-child", json.dumps(spec)],
-                         capture_output=True, text=True, timeout=1800)
+    if client == "java":
+        conf = {"acks": acks, "linger.ms": 5, "batch.size": batch_size, **extra}
+        cmd = ["java", "-cp", java_producer_classpath(), "PerfProducer", bootstrap, topic,
+               str(n), str(size), *(f"{k}={v}" for k, v in conf.items())]
+    else:
+        spec = {"bootstrap": bootstrap, "topic": topic, "records": n, "acks": acks,
+                "batch_size": batch_size, "size": size, "extra": extra}
+        cmd = [sys.executable, __file__, "--produce-child", json.dumps(spec)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"producer failed ({out.returncode}): {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result.get("failed"):
+        raise RuntimeError(f"{result['failed']} records failed")
+    return result
 
 
 class LagWatcher:
@@ -291,7 +329,7 @@ def idle_cost(cluster: Cluster, partitions: int, seconds: float) -> tuple[dict, 
 
 
 def run_workload(cluster: Cluster, rounds: int, records: int, batch_size: int,
-                 lag: LagWatcher | None) -> dict:
+                 lag: LagWatcher | None, client: str) -> dict:
     """Alternating rounds of acks=1 RF 1 and acks=all RF 3; per workload the rounds'
     results with the brokers' CPU seconds, and the peak loop lag during the RF 3 rounds."""
     pids = [cluster.broker(b).pid for b in cluster.ids]
@@ -301,7 +339,7 @@ def run_workload(cluster: Cluster, rounds: int, records: int, batch_size: int,
             if lag is not None:
                 lag.reset()
             before = cpu_seconds(pids)
-            r = produce(cluster.bootstrap, topic, records, acks, batch_size)
+            r = produce(cluster.bootstrap, topic, records, acks, batch_size, client=client)
             time.sleep(0.5)  # the followers' last fetches belong to the round
             r["cpu"] = cpu_seconds(pids) - before
             out[key].append(r)
@@ -365,6 +403,9 @@ def main() -> int:
                     help="also single-record latency and follower catch-up (issue 12)")
     ap.add_argument("--latency-records", type=int, default=None)
     ap.add_argument("--catchup-mb", type=int, default=None)
+    ap.add_argument("--client", choices=("java", "confluent"), default=None,
+                    help="the producer: the Java client (default when javac and the "
+                         "kafka-clients jar are there) or confluent-kafka")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--produce-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -379,6 +420,9 @@ def main() -> int:
         (300 if quick else 3000)
     lat_n = args.latency_records or (200 if quick else 2000)
     catchup_mb = args.catchup_mb or (32 if quick else 1024)
+    client = args.client or ("java" if java_producer_classpath() else "confluent")
+    if client == "java" and not java_producer_classpath():
+        ap.error("--client java needs javac, java and the kafka-clients jar (tests/setup.sh)")
 
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     work = Path(tempfile.mkdtemp(prefix="josef-bench-replication-", dir=base))
@@ -400,9 +444,9 @@ def main() -> int:
         create(cluster, "bench-rf1", 1, PARTITIONS)
         create(cluster, "bench-rf3", 3, PARTITIONS, {"min.insync.replicas": "2"})
         load_before = load()
-        small = run_workload(cluster, rounds, records, 16384, lag)
+        small = run_workload(cluster, rounds, records, 16384, lag, client)
         load_small = load()
-        large = run_workload(cluster, rounds, large_records, 1_000_000, lag)
+        large = run_workload(cluster, rounds, large_records, 1_000_000, lag, client)
         load_large = load()
         sections += workload_table(
             f"Issue 21's workload: {records:,} records of 100 B, linger.ms=5, batch.size "
@@ -414,7 +458,7 @@ def main() -> int:
             f"1,000,000 (load average after {load_large}). Aim: throughput ratio >= 0.9.",
             large, large_records)
         if args.profile is not None:
-            sections += profile_round(cluster, args.profile, records)
+            sections += profile_round(cluster, args.profile, records, client)
         if args.extras:
             lat1 = latencies(cluster.bootstrap, "bench-rf1", lat_n, "1")
             lat3 = latencies(cluster.bootstrap, "bench-rf3", lat_n, "all")
@@ -437,7 +481,7 @@ def main() -> int:
 
     lines = ["# Replication (benchmarks/bench_replication.py)", "",
              f"{started}; 3 brokers + ZooKeeper on this machine ({os.cpu_count()} CPUs), "
-             f"confluent-kafka {confluent_version()} producer in its own process, topics of "
+             f"{producer_name(client)} producer in its own process, topics of "
              f"{PARTITIONS} partitions (one leader per broker), log dirs in "
              f"{base or 'a temp dir'}.", "", *sections]
     text = "\n".join(lines)
@@ -448,13 +492,15 @@ def main() -> int:
     return 0
 
 
-def confluent_version() -> str:
+def producer_name(client: str) -> str:
+    if client == "java":
+        return "the Java client's (kafka-clients jar, benchmarks/java/PerfProducer.java)"
     import confluent_kafka
 
-    return confluent_kafka.libversion()[0]
+    return f"confluent-kafka {confluent_kafka.libversion()[0]}"
 
 
-def profile_round(cluster: Cluster, directory: Path, records: int) -> list[str]:
+def profile_round(cluster: Cluster, directory: Path, records: int, client: str) -> list[str]:
     """One more round of each workload with py-spy on every broker."""
     if not PySpy.available():
         return ["py-spy is not installed (pip install py-spy): no profile.", ""]
@@ -464,7 +510,7 @@ def profile_round(cluster: Cluster, directory: Path, records: int) -> list[str]:
                     directory)
         spy.start()
         time.sleep(1.0)
-        r = produce(cluster.bootstrap, topic, records, acks, 16384)
+        r = produce(cluster.bootstrap, topic, records, acks, 16384, client=client)
         files = spy.stop()
         out += markdown_top(
             f"py-spy, {'acks=all RF 3' if name == 'rf3' else 'acks=1 RF 1'}, the three brokers "
