@@ -209,7 +209,8 @@ class LagWatcher:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.is_alive():
+            self._thread.join(5)
 
     def reset(self) -> None:
         self.peaks = dict.fromkeys(self.urls, 0.0)
@@ -465,6 +466,7 @@ def main() -> int:
             rejoin, copy, size = catch_up(cluster, catchup_mb, work)
             sections += extras_lines(lat_n, lat1, lat3, rejoin, copy, size)
         if idle_n:
+            lag.stop()  # scraping /metrics every second is not idle
             cores, created = idle_cost(cluster, idle_n, args.idle_seconds)
             sections += [
                 f"Idle cost: {idle_n:,} RF 3 partitions (30 topics, leaders spread), nothing "
