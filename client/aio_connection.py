@@ -264,19 +264,30 @@ class BrokerConnection:
             fut.set_result(resp)
 
 
-class _ResponseReader(asyncio.Protocol):
+class _ResponseReader(asyncio.BufferedProtocol):
     """The transport's protocol once connected: frames (4-byte size, body) to
     `BrokerConnection._dispatch`; a size above `max_response_bytes`, a malformed response, EOF
-    or a lost connection fail the connection."""
+    or a lost connection fail the connection. Socket transports read straight into the
+    frame's buffer (`get_buffer` / `buffer_updated`); transports that hand over bytes
+    (TLS) call `data_received`."""
 
     def __init__(self, conn: BrokerConnection) -> None:
         self.conn = conn
         self.decoder = FrameDecoder(conn.max_response_bytes)
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames(self.decoder.buffer_updated, nbytes)
+
     def data_received(self, data: bytes) -> None:
+        self._frames(self.decoder.feed, data)
+
+    def _frames(self, decode, arg) -> None:
         conn = self.conn
         try:
-            for frame in self.decoder.feed(data):
+            for frame in decode(arg):
                 conn._dispatch(frame)
         except (FrameTooLargeError, InvalidFrameSizeError) as e:
             conn._fail(BrokerConnectionError(f"{conn.address}: response refused: {e}"))

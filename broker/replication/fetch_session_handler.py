@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode
 
@@ -43,10 +44,10 @@ INT32_MAX = 0x7FFFFFFF
 TopicPartition = tuple[str, int]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PartitionSpec:
+class PartitionSpec(NamedTuple):
     """What a fetch says about one partition (Kafka's FetchRequest.PartitionData); equal
-    specs are not resent in an incremental fetch."""
+    specs are not resent in an incremental fetch (a tuple: one made per changed partition
+    per fetch)."""
 
     topic_id: uuid.UUID | None
     fetch_offset: int
