@@ -2,22 +2,26 @@
 
 One ZooKeeper (Debian package) and 3 Josef brokers as processes (tests/integration/cluster.py,
 ZooKeeper mode), log dirs in /dev/shm when present. Topics of 3 partitions, one leader per
-broker. Run: ``python benchmarks/bench_replication.py`` (about 10 minutes on 2 cores; prints
-the tables below and writes ``benchmarks/results/replication.md``).
+broker. Run: ``python benchmarks/bench_replication.py`` (about 15 minutes on 2 cores; prints
+the tables below and writes ``benchmarks/results/replication.md``; ``--profile DIR`` adds the
+py-spy profiles).
 
 1. **The issue-21 workload** (Kafka's ``kafka-producer-perf-test`` shape): a producer process
    sends ``--records`` (2,000,000) records of 100 B with ``linger.ms=5`` and 16 KiB batches
    (``batch.size`` 16384, the Java client's default), acks=all to an RF 3 topic
    (min.insync.replicas=2) and acks=1 to an RF 1 topic, ``--rounds`` (3) rounds alternating.
    Kafka's perf tool cannot be assembled from the kafka-clients jar alone (it needs
-   argparse4j and kafka-server-common), so the producer is confluent-kafka (librdkafka) in
-   its own process, with the Java client's defaults where they matter: idempotence on for
-   acks=all, off for acks=1, 5 requests in flight per broker, Nagle off. Reported per
-   workload: records/s, the three brokers' CPU seconds (/proc utime+stime) for the round,
-   p50/p99 of the delivery latency librdkafka reports per record (from ``produce()`` to the
-   acknowledgement, as the perf tool's per-record callback); then the throughput ratio (best round / best round; aim >= 0.6)
-   and the CPU ratio (median / median; aim <= 3.5), and the largest event-loop lag any broker
-   reported meanwhile (``josef_event_loop_lag_seconds`` scraped every second; aim < 0.1 s).
+   argparse4j and kafka-server-common), so the producer is ``benchmarks/java/PerfProducer.java``
+   (compiled at start against the kafka-clients jar tests/setup.sh installs): the genuine
+   Java client with its own defaults (idempotence on for acks=all, off for acks=1, 5 requests
+   in flight, TCP_NODELAY), sending as fast as it accepts and timing each record from send()
+   to its callback, as the perf tool does. ``--client confluent`` uses confluent-kafka
+   (librdkafka) in its own process instead, set up the same way. Reported per workload:
+   records/s, the three brokers' CPU seconds (/proc utime+stime) for the round, p50/p99 of
+   the per-record latency; then the throughput ratio (best round / best round; aim >= 0.6)
+   and the CPU ratio (median / median; aim <= 3.5), and the largest event-loop lag any
+   broker reported meanwhile (``josef_event_loop_lag_seconds`` scraped every second; aim
+   < 0.1 s; on a loaded machine it also counts the time the process waited for a CPU).
 2. **Large batches**: the same with ``batch.size`` 1,000,000 (aim: throughput ratio >= 0.9).
 3. **Idle cost**: ``--idle-partitions`` (3,000) partitions of RF 3 over 30 topics, leaders
    spread over the brokers, nothing produced: each broker's CPU over ``--idle-seconds`` (30)
@@ -25,7 +29,10 @@ the tables below and writes ``benchmarks/results/replication.md``).
 4. With ``--profile DIR``: one more round of each workload under ``py-spy record --format
    raw`` on all three brokers (a pass of its own: sampling pauses the process), raw files in
    DIR and the top self / inclusive entries printed (benchmarks/profiling.py).
-5. With ``--extras`` (issue 12's sections): single-record latency (linger.ms=0, one record in
+5. Python function calls and fetch rounds per acks=all append with three brokers in this
+   process (benchmarks/replication_calls.py; ``--no-calls`` skips it): a cost measure the
+   machine's load does not move.
+6. With ``--extras`` (issue 12's sections): single-record latency (linger.ms=0, one record in
    flight) and catch-up of a follower ``--catchup-mb`` behind against copying the files.
 
 ``uptime``'s load average is printed with the figures: on a shared machine the throughput
@@ -400,6 +407,8 @@ def main() -> int:
     ap.add_argument("--idle-seconds", type=float, default=30.0)
     ap.add_argument("--profile", type=Path, default=None,
                     help="directory for py-spy raw profiles of one extra round")
+    ap.add_argument("--no-calls", action="store_true",
+                    help="skip the in-process count of Python calls per acks=all append")
     ap.add_argument("--extras", action="store_true",
                     help="also single-record latency and follower catch-up (issue 12)")
     ap.add_argument("--latency-records", type=int, default=None)
@@ -460,6 +469,10 @@ def main() -> int:
             large, large_records)
         if args.profile is not None:
             sections += profile_round(cluster, args.profile, records, client)
+        if not args.no_calls:
+            from replication_calls import measure, table
+
+            sections += table(measure(), 300)
         if args.extras:
             lat1 = latencies(cluster.bootstrap, "bench-rf1", lat_n, "1")
             lat3 = latencies(cluster.bootstrap, "bench-rf3", lat_n, "all")
