@@ -83,6 +83,9 @@ class ReplicaAlterLogDirsManager:
             if dest not in dirs:
                 out[tp] = ErrorCode.LOG_DIR_NOT_FOUND
                 continue
+            if self.lm.failure_channel.is_offline(dest):
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             part = self.rm.get_partition(*tp)
             if part is None or part.log is None:
                 out[tp] = ErrorCode.REPLICA_NOT_AVAILABLE

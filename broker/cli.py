@@ -13,7 +13,10 @@ applies ``--override key=value`` entries, configures logging in Kafka's layout
 (``[2024-05-01 12:00:00,123] INFO message (logger)``) and runs
 ``broker.server.run_server(config)`` until it returns (the server handles SIGTERM/SIGINT and
 shuts down cleanly). ``--daemon`` detaches first (double fork + ``setsid``, stdin from
-``/dev/null``, stdout/stderr appended to the log file, a pid file), as ``-daemon`` does.
+``/dev/null``, stdout/stderr appended to the log file, a pid file), as ``-daemon`` does, but
+returns only once the broker has registered and accepts connections (exit 0), or with the
+broker's last error (exit 1). A log file, pid file or operational logs directory that cannot
+be written stops the command with one line naming the path and the option that moves it.
 
 Exit codes: 0 clean shutdown; 1 the server failed; 2 bad usage or invalid configuration
 (the message names the key, the value and what is allowed); 130 interrupted before the
@@ -81,6 +84,9 @@ def _server_arguments(p: argparse.ArgumentParser) -> None:
                    help="set a config key, overriding the file (repeatable)")
     p.add_argument("--daemon", action="store_true",
                    help="detach from the terminal (double fork, setsid), like -daemon")
+    p.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
+                   help="with --daemon: how long to wait for the broker to finish startup "
+                        "(registered, accepting connections) before giving up (default 120)")
     p.add_argument("--pid-file", metavar="PATH",
                    help="write the server's pid here (default with --daemon: "
                         "logs/josef-server.pid)")
@@ -110,7 +116,10 @@ def _run_server(args: argparse.Namespace) -> int:
         args.pid_file = args.pid_file or os.path.join("logs", "josef-server.pid")
     config_path = os.path.abspath(args.config)
     # Validate in the foreground so that mistakes reach the terminal and the exit code.
-    setup_logging(args.log_level, None if args.daemon else args.log_file)
+    try:
+        setup_logging(args.log_level, None if args.daemon else args.log_file)
+    except OSError as e:
+        return _unwritable("the log file", args.log_file, e, "--log-file")
     try:
         levels = _logger_levels(args.logger)
     except ValueError as e:
@@ -129,24 +138,49 @@ def _run_server(args: argparse.Namespace) -> int:
             print(f"josef: a server is already running with pid {running} "
                   f"(pid file {args.pid_file})", file=sys.stderr)
             return EXIT_FAILURE
-    if args.daemon:
-        if not daemon.daemonize(args.log_file, args.pid_file):
-            return EXIT_OK  # the original process: the daemon is on its way
-        setup_logging(args.log_level, None)  # stderr now is the log file
-    elif args.pid_file:
-        daemon.write_pid_file(args.pid_file)
-    try:
-        from broker.oplogs import setup_operational_logs
+    from broker.oplogs import setup_operational_logs
 
+    try:  # handlers open their files lazily, so they survive the fork below
+        setup_operational_logs(log_dir, levels, args.log_max_bytes, args.log_backups)
+    except OSError as e:
+        return _unwritable("the operational logs directory", log_dir, e, "--log-dir or $LOG_DIR")
+    pipe = None
+    if args.daemon:
         try:
-            setup_operational_logs(log_dir, levels, args.log_max_bytes, args.log_backups)
+            result = daemon.daemonize(args.log_file, args.pid_file, args.wait)
         except OSError as e:
-            log.error("cannot write the operational logs in %s: %s", log_dir, e)
-            return EXIT_FAILURE
-        return _serve(config)
+            return _unwritable("the log file", os.path.abspath(args.log_file), e, "--log-file")
+        if isinstance(result, int):
+            return result  # the original process: the daemon started, or failed
+        pipe = result
+        setup_logging(args.log_level, None)  # stderr now is the log file
+        pipe.watch_errors()
+    elif args.pid_file:
+        try:
+            daemon.write_pid_file(args.pid_file)
+        except OSError as e:
+            return _unwritable("the pid file", args.pid_file, e, "--pid-file")
+    code: object = EXIT_FAILURE
+    try:
+        code = _serve(config, None if pipe is None else (
+            lambda server: pipe.ready(server.broker_id, [
+                str(ep) for ep in server.socket_server.bound_endpoints])))
+        return code
+    except SystemExit as e:
+        code = e.code
+        raise
     finally:
+        if pipe is not None:
+            pipe.finish(code)
         if args.pid_file:
             daemon.remove_pid_file(args.pid_file)
+
+
+def _unwritable(what: str, path: str, e: OSError, option: str) -> int:
+    """One line for a location the server cannot write, naming the option that moves it."""
+    print(f"josef: cannot write {what} {path}: {e.strerror or e} (choose another place "
+          f"with {option})", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def _logger_levels(items: list[str]) -> dict[str, int]:
@@ -177,7 +211,7 @@ def _raise_open_files_limit() -> None:
         log.warning("could not raise the open files limit: %s", e)
 
 
-def _serve(config: KafkaConfig) -> int:
+def _serve(config: KafkaConfig, on_started: Callable[..., None] | None = None) -> int:
     try:
         from broker.server import run_server
     except ImportError as e:
@@ -185,7 +219,7 @@ def _serve(config: KafkaConfig) -> int:
         return EXIT_FAILURE
     _raise_open_files_limit()
     try:
-        asyncio.run(run_server(config))
+        asyncio.run(run_server(config, on_started))
     except KeyboardInterrupt:
         log.info("Interrupted")
         return EXIT_INTERRUPTED
@@ -242,7 +276,7 @@ def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
     for cmd in commands.values():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_arguments(p)
-        p.set_defaults(_command=cmd)
+        p.set_defaults(_command=cmd, _parser=p)
     return parser
 
 
@@ -259,7 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``josef`` console script; returns the exit code."""
     commands = discover_commands()
     parser = build_parser(commands)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the sub-command's own usage names what it takes (exit code 2)
+        args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     return args._command.run(args)
 
 

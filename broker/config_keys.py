@@ -27,6 +27,9 @@ __all__ = [
     "LISTENER_KEY_PREFIXES",
     "LISTENER_KEYS",
     "MECHANISM_KEYS",
+    "KAFKA_DYNAMIC_BROKER_CONFIGS",
+    "DYNAMIC_NOT_APPLIED",
+    "DYNAMIC_AT_RESTART",
 ]
 
 INT_MAX = 2**31 - 1
@@ -333,7 +336,8 @@ _KEYS = [
     _k("sasl.server.max.receive.size", _T.INT, 524288),
     _k("connection.failed.authentication.delay.ms", _T.INT, 100, Range(0)),
     _k("principal.builder.class", _T.CLASS,
-       "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"),
+       "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+       dynamic=True),
     _k("authorizer.class.name", _T.STRING, ""),
     _k("super.users", _T.STRING, None),
     _k("allow.everyone.if.no.acl.found", _T.BOOLEAN, False),
@@ -349,7 +353,104 @@ _KEYS = [
     _k("client.quota.callback.class", _T.CLASS, None),
     _k("max.connections.per.ip.overrides", _T.STRING, "", dynamic=True),
     _k("max.connection.creation.rate", _T.INT, INT_MAX, Range(0), dynamic=True),
+    # --- issue 27: the rest of Kafka's dynamic broker configs (DynamicBrokerConfig
+    # .AllDynamicConfigs + the broker quota configs): stored and reported; the ones Josef does
+    # not act on are in DYNAMIC_NOT_APPLIED ---
+    _k("metric.reporters", _T.LIST, [], dynamic=True),
+    _k("log.local.retention.ms", _T.LONG, -2, Range(-2), dynamic=True),
+    _k("log.local.retention.bytes", _T.LONG, -2, Range(-2), dynamic=True),
+    _k("remote.log.index.file.cache.total.size.bytes", _T.LONG, 1073741824, Range(1),
+       dynamic=True),
+    _k("remote.fetch.max.wait.ms", _T.INT, 500, Range(1), dynamic=True),
+    _k("remote.log.manager.copy.max.bytes.per.second", _T.LONG, LONG_MAX, Range(1),
+       dynamic=True),
+    _k("remote.log.manager.fetch.max.bytes.per.second", _T.LONG, LONG_MAX, Range(1),
+       dynamic=True),
+    _k("remote.list.offsets.request.timeout.ms", _T.LONG, 30000, Range(1), dynamic=True),
+    _k("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, LONG_MAX, Range(0),
+       dynamic=True),
+    _k("sasl.kerberos.kinit.cmd", _T.STRING, "/usr/bin/kinit", dynamic=True),
+    _k("sasl.kerberos.ticket.renew.window.factor", _T.DOUBLE, 0.8, dynamic=True),
+    _k("sasl.kerberos.ticket.renew.jitter", _T.DOUBLE, 0.05, dynamic=True),
+    _k("sasl.kerberos.min.time.before.relogin", _T.LONG, 60000, dynamic=True),
+    _k("sasl.kerberos.principal.to.local.rules", _T.LIST, ["DEFAULT"], dynamic=True),
+    _k("sasl.login.refresh.window.factor", _T.DOUBLE, 0.8, Range(0.5, 1.0), dynamic=True),
+    _k("sasl.login.refresh.window.jitter", _T.DOUBLE, 0.05, Range(0.0, 0.25), dynamic=True),
+    _k("sasl.login.refresh.min.period.seconds", _T.SHORT, 60, Range(0, 900), dynamic=True),
+    _k("sasl.login.refresh.buffer.seconds", _T.SHORT, 300, Range(0, 3600), dynamic=True),
 ]
+
+#: Every key Kafka 3.9 updates dynamically (``DynamicBrokerConfig.AllDynamicConfigs``: the
+#: TLS key/trust stores, LogCleaner, DynamicLogConfig (the broker synonyms of the topic
+#: configs but ``log.message.format.version``), DynamicThreadPool, ``metric.reporters``,
+#: DynamicListenerConfig, SocketServer, the producer-state and remote-log keys; plus
+#: ``DynamicConfig.Broker``'s quota keys). AlterConfigs / IncrementalAlterConfigs on BROKER
+#: accept each of them (a unit test keeps this list and BROKER_CONFIG_KEYS in step).
+KAFKA_DYNAMIC_BROKER_CONFIGS = frozenset("""
+ssl.keystore.type ssl.keystore.location ssl.keystore.password ssl.key.password
+ssl.truststore.type ssl.truststore.location ssl.truststore.password
+ssl.keystore.certificate.chain ssl.keystore.key ssl.truststore.certificates
+log.cleaner.threads log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.load.factor
+log.cleaner.io.buffer.size message.max.bytes log.cleaner.io.max.bytes.per.second
+log.cleaner.backoff.ms
+log.segment.bytes log.roll.ms log.roll.jitter.ms log.index.size.max.bytes
+log.flush.interval.messages log.flush.interval.ms log.retention.bytes log.retention.ms
+log.index.interval.bytes log.cleaner.delete.retention.ms log.cleaner.min.compaction.lag.ms
+log.cleaner.max.compaction.lag.ms log.segment.delete.delay.ms log.cleaner.min.cleanable.ratio
+log.cleanup.policy unclean.leader.election.enable min.insync.replicas compression.type
+compression.gzip.level compression.lz4.level compression.zstd.level log.preallocate
+log.message.timestamp.type log.message.timestamp.difference.max.ms
+log.message.timestamp.before.max.ms log.message.timestamp.after.max.ms
+log.message.downconversion.enable log.local.retention.ms log.local.retention.bytes
+num.io.threads num.replica.fetchers num.recovery.threads.per.data.dir background.threads
+metric.reporters
+advertised.listeners listeners listener.security.protocol.map principal.builder.class
+ssl.protocol ssl.provider ssl.cipher.suites ssl.enabled.protocols ssl.keymanager.algorithm
+ssl.trustmanager.algorithm ssl.endpoint.identification.algorithm
+ssl.secure.random.implementation ssl.client.auth ssl.engine.factory.class
+sasl.mechanism.inter.broker.protocol sasl.jaas.config sasl.enabled.mechanisms
+sasl.kerberos.service.name sasl.kerberos.kinit.cmd sasl.kerberos.ticket.renew.window.factor
+sasl.kerberos.ticket.renew.jitter sasl.kerberos.min.time.before.relogin
+sasl.kerberos.principal.to.local.rules sasl.login.refresh.window.factor
+sasl.login.refresh.window.jitter sasl.login.refresh.min.period.seconds
+sasl.login.refresh.buffer.seconds max.connections max.connection.creation.rate
+num.network.threads
+max.connections.per.ip max.connections.per.ip.overrides
+producer.id.expiration.ms transaction.partition.verification.enable
+remote.log.index.file.cache.total.size.bytes remote.fetch.max.wait.ms
+remote.log.manager.copy.max.bytes.per.second remote.log.manager.fetch.max.bytes.per.second
+remote.list.offsets.request.timeout.ms
+leader.replication.throttled.rate follower.replication.throttled.rate
+replica.alter.log.dirs.io.max.bytes.per.second
+""".split())
+
+#: Dynamic keys Josef stores and reports but does not act on (a change is logged as a
+#: warning naming the key): Kerberos and SASL login refresh (no GSSAPI, no broker-side
+#: login), Java TLS providers, tiered storage, JMX reporters, custom principal builders,
+#: thread pools an asyncio broker does not have, unimplemented throttles.
+DYNAMIC_NOT_APPLIED = frozenset("""
+sasl.kerberos.service.name sasl.kerberos.kinit.cmd sasl.kerberos.ticket.renew.window.factor
+sasl.kerberos.ticket.renew.jitter sasl.kerberos.min.time.before.relogin
+sasl.kerberos.principal.to.local.rules sasl.login.refresh.window.factor
+sasl.login.refresh.window.jitter sasl.login.refresh.min.period.seconds
+sasl.login.refresh.buffer.seconds
+ssl.provider ssl.keymanager.algorithm ssl.trustmanager.algorithm
+ssl.secure.random.implementation ssl.engine.factory.class
+log.local.retention.ms log.local.retention.bytes remote.log.index.file.cache.total.size.bytes
+remote.fetch.max.wait.ms remote.log.manager.copy.max.bytes.per.second
+remote.log.manager.fetch.max.bytes.per.second remote.list.offsets.request.timeout.ms
+metric.reporters principal.builder.class num.network.threads background.threads
+log.cleaner.io.max.bytes.per.second replica.alter.log.dirs.io.max.bytes.per.second
+""".split())
+
+#: Dynamic keys Josef reads only at startup: stored, applied after a restart (a warning says
+#: so). Kafka applies them live.
+DYNAMIC_AT_RESTART = frozenset("""
+listeners advertised.listeners listener.security.protocol.map sasl.enabled.mechanisms
+sasl.jaas.config sasl.mechanism.inter.broker.protocol max.connections max.connections.per.ip
+max.connections.per.ip.overrides max.connection.creation.rate
+num.recovery.threads.per.data.dir
+""".split())
 
 #: Keys that may be given per listener (``listener.name.<listener>.<key>``, Kafka's
 #: ``ListenerName.configPrefix``); the SASL ones also per mechanism

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, REGISTRY, HandlerRegistry
-from broker.request_channel import Request, Response
+from broker.request_channel import PARKED, Deferred, Request, Response
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
 from protocol.headers import (
@@ -127,7 +127,7 @@ class ApiDispatcher:
             self._request_quota(ctx, result, time.perf_counter() - started)
         if isinstance(result, Message):  # the common case: a response to encode now
             return self._encode(request, result)
-        if isinstance(result, asyncio.Future):
+        if isinstance(result, PARKED):
             return self._chain(request, handler, body, version, result)
         if inspect.isawaitable(result):
             return self._finish_async(request, handler, body, version, result)
@@ -158,12 +158,15 @@ class ApiDispatcher:
             result = await awaitable
         except Exception as e:  # noqa: BLE001 - every failure becomes an error response
             return self._error(request, handler, body, version, e)
-        if isinstance(result, asyncio.Future):
+        if isinstance(result, PARKED):
             return self._chain(request, handler, body, version, result)
         return self._encode(request, result)
 
-    def _chain(self, request, handler, body, version, fut: asyncio.Future) -> asyncio.Future:
-        out: asyncio.Future = asyncio.get_running_loop().create_future()
+    def _chain(self, request, handler, body, version, fut):
+        """The encoded response once ``fut`` completes: a Future for a Future, a Deferred
+        (completed in the same call) for a Deferred."""
+        out = Deferred() if isinstance(fut, Deferred) else \
+            asyncio.get_running_loop().create_future()
 
         def done(f: asyncio.Future) -> None:
             if out.done():

@@ -17,7 +17,11 @@ Who calls: the controller delivers every entity's full set of overrides through
 - ``min.insync.replicas``: the default of topics without their own;
 - ``num.io.threads``: the RequestChannel grows or shrinks its worker pool;
 - ``log.cleaner.threads``: the LogCleaner grows or shrinks its workers;
-- anything read at use time (``config.get``) simply sees the new value.
+- anything read at use time (``config.get``) simply sees the new value;
+- every other key of Kafka's DynamicBrokerConfig (``config_keys.KAFKA_DYNAMIC_BROKER_CONFIGS``)
+  is stored and reported; a change of one Josef does not act on
+  (``config_keys.DYNAMIC_NOT_APPLIED``) or reads only at startup (``DYNAMIC_AT_RESTART``) is
+  logged as a warning naming it.
 
 ``validate(entity, configs)`` is what AlterConfigs / IncrementalAlterConfigs on BROKER run
 before asking the controller to store the change: read-only keys -> INVALID_REQUEST ("Cannot
@@ -31,7 +35,7 @@ import logging
 from collections.abc import Callable
 
 from broker.config import ConfigError, _parse_value, listener_key
-from broker.config_keys import BROKER_CONFIG_KEYS
+from broker.config_keys import BROKER_CONFIG_KEYS, DYNAMIC_AT_RESTART, DYNAMIC_NOT_APPLIED
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["DEFAULT_ENTITY", "DynamicBrokerConfig", "PER_BROKER_ONLY"]
@@ -132,6 +136,7 @@ class DynamicBrokerConfig:
         if changed:
             log.info("Dynamic broker configs of %s changed: %s", entity,
                      ", ".join(sorted(changed)))
+            _warn_unapplied(changed)
             self.reconfigure(changed)
         return changed
 
@@ -164,6 +169,23 @@ class DynamicBrokerConfig:
                 fn(changed)
             except Exception:  # noqa: BLE001 - one reconfigurable's failure is logged
                 log.exception("reconfiguring after %s failed", sorted(changed))
+
+
+def _warn_unapplied(changed: set[str]) -> None:
+    """Name the changed keys Josef stores and reports but does not act on (or only at the
+    next start), listener-prefixed ones by their full name."""
+    def base(name: str) -> str:
+        lk = listener_key(name)
+        return lk[2].name if lk is not None else name
+
+    ignored = sorted(n for n in changed if base(n) in DYNAMIC_NOT_APPLIED)
+    later = sorted(n for n in changed if base(n) in DYNAMIC_AT_RESTART)
+    if ignored:
+        log.warning("Dynamic broker config(s) %s stored and reported, but Josef does not act "
+                    "on them", ", ".join(ignored))
+    if later:
+        log.warning("Dynamic broker config(s) %s stored; Josef applies them at the next "
+                    "restart", ", ".join(later))
 
 
 def _log_keys() -> frozenset[str]:

@@ -32,14 +32,15 @@ import logging
 import logging.handlers
 import os
 import re
+import tempfile
 import uuid
 import weakref
 from collections.abc import Iterable, Mapping
 
 from protocol.codegen import in_range
 
-__all__ = ["OPERATIONAL_LOGS", "TRACE", "attach_request_log", "request_json",
-           "setup_operational_logs"]
+__all__ = ["OPERATIONAL_LOGS", "TRACE", "attach_request_log", "check_writable_dir",
+           "request_json", "setup_operational_logs"]
 
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
@@ -69,6 +70,14 @@ class _RotatingFile(logging.handlers.RotatingFileHandler):
         return super()._open()
 
 
+def check_writable_dir(path: str) -> None:
+    """Create ``path`` if missing and create/remove a file in it; ``OSError`` if either
+    fails (also for root on a read-only file system, where ``os.access`` says yes)."""
+    os.makedirs(path, exist_ok=True)
+    with tempfile.TemporaryFile(dir=path):
+        pass
+
+
 def parse_level(text: str) -> int:
     """``DEBUG``/``info``/``TRACE``/``WARN``/``5`` -> a logging level; ValueError otherwise."""
     t = text.strip().upper()
@@ -88,8 +97,12 @@ def setup_operational_logs(log_dir: str, levels: Mapping[str, int] | None = None
     """Attach a size-rotating file handler per operational log under ``log_dir`` (created);
     ``levels`` overrides logger levels by name (any logger, e.g. ``kafka.request.logger``
     -> DEBUG). Returns the files' paths. A file (and ``log_dir``) is created with its first
-    line. Calling it again replaces the earlier handlers."""
+    line. Calling it again replaces the earlier handlers.
+
+    Raises ``OSError`` at once when ``log_dir`` cannot be created or written (rather than
+    a logging traceback on the first line logged)."""
     log_dir = os.path.abspath(log_dir)
+    check_writable_dir(log_dir)
     remove_operational_logs()
     formatter = logging.Formatter(KAFKA_LOG_FORMAT)
     paths = []

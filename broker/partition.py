@@ -43,17 +43,25 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from broker.replication.isr import LeaderIsrMixin
 from broker.replication.replica_state import LEADER_RECOVERED, FollowerState, PendingIsrChange
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import iter_batches
-from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogAppendInfo
+from storage.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+    LogAppendInfo,
+    UnexpectedAppendOffsetError,
+)
 from storage.segment import FileRecords
 
 __all__ = ["Partition", "LogReadInfo", "FollowerState", "READ_UNCOMMITTED", "READ_COMMITTED",
-           "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP"]
+           "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIERED_TIMESTAMP",
+           "EARLIEST_PENDING_UPLOAD_TIMESTAMP"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +69,7 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: first offset of the local log
 LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: no tiered storage here -> offset -1
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023: no tiered storage here -> offset -1
 NO_LEADER = -1
 LONG_MAX = (1 << 63) - 1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30000
@@ -113,6 +122,8 @@ class Partition(LeaderIsrMixin):
         self.leader_recovery_state = LEADER_RECOVERED
         self.leader_epoch_start_offset: int | None = None
         self.pending_isr: PendingIsrChange | None = None
+        #: replica -> (not before ms, last wait ms): additions the controller refused
+        self.refused_isr_adds: dict[int, tuple[int, int]] = {}
         self.min_insync_replicas = 1
         self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
         self.alter_partition: Callable | None = None
@@ -440,8 +451,24 @@ class Partition(LeaderIsrMixin):
     # --- follower side -----------------------------------------------------------------------
     def append_records_as_follower(self, records) -> LogAppendInfo:
         """Append batches fetched from the leader unchanged (offsets, epochs, producer ids,
-        timestamps; Kafka's appendRecordsToFollowerOrFutureReplica). The log's errors."""
-        info = self.log.append_as_follower(records)
+        timestamps; Kafka's appendRecordsToFollowerOrFutureReplica). The log's errors.
+
+        An empty log (LEO = log start) whose first fetched batch starts below its LEO and
+        ends at or after it restarts at that batch's base offset: the leader's log start
+        offset fell inside a batch (DeleteRecords) and a new or wiped replica fetched from
+        it; the leader's log start offset, taken after this append, moves the start back."""
+        try:
+            info = self.log.append_as_follower(records)
+        except UnexpectedAppendOffsetError as e:
+            plog = self.log
+            leo = plog.log_end_offset
+            if not (leo == plog.log_start_offset and e.first_offset < leo <= e.last_offset):
+                raise
+            log.info("%s-%d: first fetched batch starts at %d below the empty log's start %d; "
+                     "restarting the log at %d", self.topic, self.partition, e.first_offset,
+                     leo, e.first_offset)
+            self.truncate_fully_and_start_at(e.first_offset)
+            info = plog.append_as_follower(records)
         if info.valid_bytes:
             self.end_bytes += info.valid_bytes
             self._pending_hw.append((self.log.log_end_offset, self.end_bytes))
@@ -533,7 +560,8 @@ class Partition(LeaderIsrMixin):
 
         -2 earliest (log start), -4 earliest local (the same: no tiered storage), -1 latest
         (HW, LSO for read_committed, LEO for replicas), -3 max timestamp (KIP-734), -5 latest
-        tiered (-1), else the first offset with timestamp >= `timestamp` below the
+        tiered and -6 earliest pending upload (offset -1, epoch -1: what Kafka answers for a
+        topic without remote storage), else the first offset with timestamp >= `timestamp` below the
         last fetchable offset."""
         self.check_leader_epoch(current_leader_epoch, fetch_only_from_leader)
         log = self.log
@@ -549,7 +577,7 @@ class Partition(LeaderIsrMixin):
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             start = log.log_start_offset
             return -1, start, cache.epoch_for_offset(start)
-        if timestamp == LATEST_TIERED_TIMESTAMP:
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
             return -1, -1, -1
         if timestamp == MAX_TIMESTAMP:
             found = log.fetch_offset_by_timestamp(MAX_TIMESTAMP)
@@ -586,6 +614,20 @@ class Partition(LeaderIsrMixin):
         self.check_leader_epoch(current_leader_epoch, fetch_only_from_leader)
         return self.log.leader_epoch_cache.end_offset_for_epoch(leader_epoch,
                                                                 self.log.log_end_offset)
+
+
+def timestamp_bounds(configs: Mapping[str, str], default: tuple[int, int],
+                      difference_ms: int | None) -> tuple[int, int]:
+    """(before.max.ms, after.max.ms) from topic overrides over `default`; the deprecated
+    message.timestamp.difference.max.ms bounds both when it is stricter (Kafka 3.6+)."""
+    try:
+        before = int(configs.get("message.timestamp.before.max.ms", default[0]))
+        after = int(configs.get("message.timestamp.after.max.ms", default[1]))
+        diff = configs.get("message.timestamp.difference.max.ms", difference_ms)
+        diff = LONG_MAX if diff is None else int(diff)
+    except (TypeError, ValueError):
+        return default
+    return min(before, diff), min(after, diff)
 
 
 def _partition_epoch(state) -> int:

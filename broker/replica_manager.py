@@ -15,6 +15,8 @@ Fetch purgatory (DelayedFetch); both are woken through `TopicPartitionKey`s:
 Everything runs on the event loop; no disk flush happens here (the LogManager flushes in its
 executor). When an append reaches `flush.messages` the answer waits for that fsync (Kafka
 fsyncs inside the append); a failed fsync answers KAFKA_STORAGE_ERROR for its partition.
+An I/O error takes the partition's log dir offline (KIP-112, `broker.log_dir_failure`): its
+partitions move to `offline_partitions` and answer KAFKA_STORAGE_ERROR from then on.
 Results are `ProducePartitionResult` / `FetchPartitionData` keyed by (topic, partition); when
 an operation parks or waits for an fsync, an `asyncio.Future` of that dict is returned.
 """
@@ -28,8 +30,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 
+from broker.log_dir_failure import after_flushes, flush_failure
 from broker.metadata_cache import INTERNAL_TOPICS
-from broker.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition
+from broker.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition, timestamp_bounds
 from broker.purgatory.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -50,6 +53,8 @@ from broker.purgatory.delayed_produce import (
 from broker.purgatory.wakeups import PartitionWakeups
 from broker.replication.fetcher import InitialFetchState
 from broker.replication.quota import ReplicationQuotaManager, parse_throttled_partitions
+from broker.replication.replica_selector import preferred_read_replica
+from broker.request_channel import Deferred
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
 
@@ -67,20 +72,6 @@ LONG_MAX = (1 << 63) - 1
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _timestamp_bounds(configs: Mapping[str, str], default: tuple[int, int],
-                      difference_ms: int | None) -> tuple[int, int]:
-    """(before.max.ms, after.max.ms) from topic overrides over `default`; the deprecated
-    message.timestamp.difference.max.ms bounds both when it is stricter (Kafka 3.6+)."""
-    try:
-        before = int(configs.get("message.timestamp.before.max.ms", default[0]))
-        after = int(configs.get("message.timestamp.after.max.ms", default[1]))
-        diff = configs.get("message.timestamp.difference.max.ms", difference_ms)
-        diff = LONG_MAX if diff is None else int(diff)
-    except (TypeError, ValueError):
-        return default
-    return min(before, diff), min(after, diff)
 
 
 def _config_value(config, name: str, default):
@@ -106,11 +97,12 @@ class ReplicaManager:
         self.timer = timer
         self.time_ms = time_ms
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline_partitions: set[TopicPartition] = set()  # in a failed log dir
         self.topic_configs: dict[str, LogConfig] = {}
         self.topic_min_isr: dict[str, int] = {}
         self.default_min_isr = int(_config_value(config, "min.insync.replicas", 1))
         self.topic_timestamp_bounds: dict[str, tuple[int, int]] = {}
-        self.default_timestamp_bounds = _timestamp_bounds({}, (
+        self.default_timestamp_bounds = timestamp_bounds({}, (
             int(_config_value(config, "log.message.timestamp.before.max.ms", LONG_MAX)),
             int(_config_value(config, "log.message.timestamp.after.max.ms", LONG_MAX))),
             int(_config_value(config, "log.message.timestamp.difference.max.ms", LONG_MAX)))
@@ -176,6 +168,13 @@ class ReplicaManager:
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
 
+    async def stop_fetchers(self) -> None:
+        """After a successful controlled shutdown (this broker left every ISR): stop fetching
+        now, or leaders keep proposing it for ISRs the controller refuses."""
+        self._shutdown = True
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.shutdown()
+
     async def _isr_expiration(self) -> None:
         interval = max(self.replica_lag_time_max_ms / 2, 10) / 1000
         while not self._shutdown:
@@ -212,11 +211,15 @@ class ReplicaManager:
         return self.partitions.get((topic, partition))
 
     def get_partition_or_error(self, topic: str, partition: int) -> Partition:
-        """The hosted partition, or KafkaError: NOT_LEADER_OR_FOLLOWER if the topic exists
-        in the metadata (another broker hosts it), else UNKNOWN_TOPIC_OR_PARTITION."""
+        """The hosted partition, or KafkaError: KAFKA_STORAGE_ERROR (in a failed log dir),
+        NOT_LEADER_OR_FOLLOWER (in the metadata: another broker hosts it), else
+        UNKNOWN_TOPIC_OR_PARTITION."""
         p = self.partitions.get((topic, partition))
         if p is not None:
             return p
+        if (topic, partition) in self.offline_partitions:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{topic}-{partition} is in an offline log dir")
         cache = self.metadata_cache
         if cache is not None and cache.contains_partition(topic, partition):
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -244,7 +247,7 @@ class ReplicaManager:
                 else self.default_min_isr
         except ValueError:
             self.topic_min_isr[topic] = self.default_min_isr
-        self.topic_timestamp_bounds[topic] = _timestamp_bounds(
+        self.topic_timestamp_bounds[topic] = timestamp_bounds(
             configs, self.default_timestamp_bounds, None)
         self.leader_quota.mark_throttled(topic, parse_throttled_partitions(
             configs.get("leader.replication.throttled.replicas"), self.broker_id))
@@ -266,7 +269,9 @@ class ReplicaManager:
         or loads logs with the topic's LogConfig. Stale controller epoch ->
         KafkaError(STALE_CONTROLLER_EPOCH); a partition whose leader epoch is older than the
         one applied answers STALE_CONTROLLER_EPOCH, one whose replicas do not name this broker
-        UNKNOWN_TOPIC_OR_PARTITION. Leaders: their replica fetchers stop, then they lead
+        UNKNOWN_TOPIC_OR_PARTITION, one in a failed log dir (or, while a dir is offline, one
+        without a log that is not new: its log may be there) KAFKA_STORAGE_ERROR (KIP-112).
+        Leaders: their replica fetchers stop, then they lead
         (Partition.make_leader). Followers (Kafka's makeFollowers): the partition stops taking
         client writes, its fetcher stops, parked operations complete, then a fetcher starts
         from the LEO (the HW when the log knows no leader epoch) and reconciles with the
@@ -295,7 +300,12 @@ class ReplicaManager:
                     results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 if part is None:
-                    part = self._create_partition(topic, ps.partition_index, topic_id)
+                    try:
+                        part = self._create_partition(topic, ps.partition_index, topic_id,
+                                                      ps.is_new)
+                    except KafkaError as e:
+                        results[tp] = e.code
+                        continue
                 (leaders if ps.leader == self.broker_id else followers).append(
                     (part, ps, topic_id))
                 results[tp] = ErrorCode.NONE
@@ -348,8 +358,13 @@ class ReplicaManager:
                              f"controller epoch {epoch} < {self.controller_epoch}")
         self.controller_epoch = epoch
 
-    def _create_partition(self, topic: str, index: int, topic_id) -> Partition:
+    def _create_partition(self, topic: str, index: int, topic_id, is_new: bool = True
+                          ) -> Partition:
         tp = (topic, index)
+        lm = self.log_manager
+        if tp in self.offline_partitions or (not is_new and lm.get_log(tp) is None
+                                             and lm.failure_channel.has_offline_dirs()):
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{index}: log dir offline")
         config = self.log_config_for(topic)
         plog = self.log_manager.get_or_create_log(
             tp, config, str(topic_id) if topic_id is not None else None)
@@ -372,6 +387,11 @@ class ReplicaManager:
         is_alive = getattr(self.metadata_cache, "is_alive", None)
         return True if is_alive is None else bool(is_alive(broker_id))
 
+    def storage_error(self, tp: TopicPartition, what: str, exc: OSError) -> KafkaError:
+        """KAFKA_STORAGE_ERROR for an I/O error on `tp`'s log; its log dir goes offline."""
+        return self.log_manager.io_error(self.log_manager.log_dir_of(tp),
+                                         f"{what} of {tp[0]}-{tp[1]}", exc)
+
     def on_follower_progress(self, tp: TopicPartition, hw_moved: bool) -> None:
         """A replica fetcher appended to / truncated a follower partition: parked consumer
         fetches on it (KIP-392) may complete (at the end of this loop turn)."""
@@ -391,6 +411,9 @@ class ReplicaManager:
                 if part is not None and ps.leader_epoch >= 0 and \
                         ps.leader_epoch < part.leader_epoch:
                     results[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                    continue
+                if tp in self.offline_partitions:
+                    results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
                     continue
                 self._remove_partition(tp, delete)
                 results[tp] = ErrorCode.NONE
@@ -466,9 +489,8 @@ class ReplicaManager:
                     record_errors=getattr(e, "record_errors", ()))
                 continue
             except OSError as e:  # Kafka: IOException in the log -> KafkaStorageException
-                log.error("append to %s-%d failed: %s", tp[0], tp[1], e)
-                results[tp] = ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR,
-                                                     error_message=str(e))
+                err = self.storage_error(tp, "append", e)
+                results[tp] = ProducePartitionResult(err.code, error_message=err.message)
                 continue
             except Exception as e:  # noqa: BLE001 - one partition's failure is its own
                 log.exception("append to %s-%d failed", tp[0], tp[1])
@@ -490,9 +512,9 @@ class ReplicaManager:
         if required_acks == 0:  # no answer to hold back; still report a failed fsync
             for tp, f in flushes.items():
                 asyncio.ensure_future(f).add_done_callback(
-                    functools.partial(_flush_failure, tp))
+                    functools.partial(flush_failure, tp))
             return out
-        return _after_flushes(flushes, out)
+        return after_flushes(flushes, out)
 
     def _maybe_delay_produce(self, timeout_ms: int, results: dict):
         waiting = False
@@ -559,8 +581,8 @@ class ReplicaManager:
                 else:
                     if params.rack_id and self.replica_selector is not None and \
                             part.is_leader and part.followers:
-                        preferred = self._preferred_read_replica(part, info.fetch_offset,
-                                                                 params.rack_id)
+                        preferred = preferred_read_replica(self, part, info.fetch_offset,
+                                                           params.rack_id)
                         if preferred is not None:
                             out[tp] = FetchPartitionData(
                                 ErrorCode.NONE, part.high_watermark, part.last_stable_offset,
@@ -573,6 +595,10 @@ class ReplicaManager:
                         is_follower=False, isolation_level=params.isolation_level,
                         min_one_message=min_one)
             except KafkaError as e:
+                out[tp] = FetchPartitionData(e.code, error_message=e.message)
+                continue
+            except OSError as e:
+                e = self.storage_error(tp, "read", e)
                 out[tp] = FetchPartitionData(e.code, error_message=e.message)
                 continue
             except Exception as e:  # noqa: BLE001
@@ -597,27 +623,6 @@ class ReplicaManager:
         for tp in hw_moved:
             self._wake(tp)
         return out
-
-    def _preferred_read_replica(self, part: Partition, fetch_offset: int, rack: str
-                                ) -> int | None:
-        """KIP-392: the replica the selector prefers for a consumer in `rack`, if it is not
-        this leader (Kafka's findPreferredReadReplica: ISR followers holding the offset)."""
-        from broker.replication.replica_selector import ReplicaView
-
-        cache = self.metadata_cache
-        racks = {b.id: b.rack for b in cache.alive_brokers()} \
-            if hasattr(cache, "alive_brokers") else {}
-        now = self.time_ms()
-        leader = ReplicaView(self.broker_id, racks.get(self.broker_id), part.log_end_offset, 0)
-        candidates = [leader] + [
-            ReplicaView(f.broker_id, racks.get(f.broker_id), f.log_end_offset,
-                        now - f.last_caught_up_ms)
-            for f in part.followers.values()
-            if f.broker_id in part.isr and f.broker_id in racks
-            and f.log_start_offset <= fetch_offset <= f.log_end_offset]
-        chosen = self.replica_selector.select(rack, leader, candidates)
-        return None if chosen is None or chosen.broker_id == self.broker_id \
-            else chosen.broker_id
 
     def _leader_throttled(self, part: Partition, replica_id: int) -> bool:
         """KIP-73 on the leader: a throttled partition's out-of-sync follower gets no data
@@ -648,7 +653,8 @@ class ReplicaManager:
         changed partitions `fetch_infos` are; parked, the fetch watches the whole session
         (FetchSessionKey), so an empty `fetch_infos` waits too. `then(results)`: returned
         instead of the results (or set on the Future; its exception too), which spares the
-        caller a Future of its own."""
+        caller a Future of its own. The Future is a `broker.request_channel.Deferred`: the
+        response leaves in the callback that completes the fetch (no loop turn later)."""
         results = self.read_from_local_log(params, fetch_infos)
         if params.max_wait_ms <= 0 or self._shutdown or (not fetch_infos and session is None):
             return results if then is None else then(results)
@@ -666,7 +672,7 @@ class ReplicaManager:
             counter = part.end_bytes if follower else part.hw_bytes
             statuses.append(FetchPartitionStatus(tp[0], tp[1], info, part,
                                                  counter - len(results[tp].records)))
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        fut = Deferred()  # answered the moment the fetch completes, no loop turn later
 
         def done(res: dict) -> None:
             if fut.done():
@@ -686,55 +692,6 @@ class ReplicaManager:
             op, (FetchSessionKey(session.id),) if session is not None else
             tuple({TopicPartitionKey(*tp): None for tp, _ in fetch_infos}))
         return fut
-
-
-def _flush_failure(tp: TopicPartition, f: asyncio.Future) -> ProducePartitionResult | None:
-    """A KAFKA_STORAGE_ERROR result if the flush future `f` of `tp` failed (logged), else
-    None. Kafka marks the log dir offline on an fsync IOException; Josef answers the error."""
-    if not f.cancelled() and f.exception() is None:
-        return None
-    exc = "cancelled" if f.cancelled() else f.exception()
-    log.error("fsync of %s-%d failed: %s", tp[0], tp[1], exc)
-    return ProducePartitionResult(ErrorCode.KAFKA_STORAGE_ERROR,
-                                  error_message=f"fsync of {tp[0]}-{tp[1]} failed: {exc}")
-
-
-def _after_flushes(flushes: dict, out) -> asyncio.Future:
-    """A Future of `out` (the results dict, or a DelayedProduce's Future of it) done once
-    every flush future in `flushes` (tp -> awaitable) is done; a failed one replaces its
-    partition's result with KAFKA_STORAGE_ERROR."""
-    fut: asyncio.Future = asyncio.get_running_loop().create_future()
-    failed: dict[TopicPartition, ProducePartitionResult] = {}
-    waiting = [len(flushes) + isinstance(out, asyncio.Future)]
-
-    def finish() -> None:
-        if fut.done():
-            return
-        res = out
-        if isinstance(out, asyncio.Future):
-            if out.cancelled():
-                fut.cancel()
-                return
-            if out.exception() is not None:
-                fut.set_exception(out.exception())
-                return
-            res = out.result()
-        fut.set_result({**res, **failed} if failed else res)
-
-    def one_done(tp: TopicPartition | None, f: asyncio.Future) -> None:
-        if tp is not None:
-            r = _flush_failure(tp, f)
-            if r is not None:
-                failed[tp] = r
-        waiting[0] -= 1
-        if waiting[0] == 0:
-            finish()
-
-    for tp, f in flushes.items():
-        asyncio.ensure_future(f).add_done_callback(functools.partial(one_done, tp))
-    if isinstance(out, asyncio.Future):
-        out.add_done_callback(functools.partial(one_done, None))
-    return fut
 
 
 def default_fetch_params(**kw) -> FetchParams:

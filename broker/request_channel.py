@@ -15,6 +15,8 @@ The result goes back to the request's connection, which sends responses in reque
 * an ``asyncio.Future`` resolving to one of the above: the handler parked the request (a
   DelayedProduce/DelayedFetch in the purgatory); the worker is free at once and the response is
   sent when the future completes. A future failing with an exception closes the connection.
+  A :class:`Deferred` is the same, delivered the moment it completes (no loop turn: a group
+  coordinator answers a SyncGroup leader before any later request is read).
 * raising an exception: logged, and the connection is closed (the dispatcher is expected to
   turn Kafka errors into error responses itself; Kafka's ``getErrorResponse``).
 
@@ -162,7 +164,100 @@ class Request:
                 f"{self.frame.nbytes} bytes)")
 
 
-HandlerResult = Response | None | asyncio.Future[Response | None]
+class Deferred:
+    """A parked outcome that is delivered the moment it is completed, with no loop turn in
+    between (an ``asyncio.Future`` runs its callbacks on a later turn of the loop).
+
+    Kafka's coordinators answer a request inside the callback that completes it (the
+    GroupCoordinator answers a SyncGroup leader in the callback of its ``__consumer_offsets``
+    append, before the group is seen Stable); a Future would let a request read after that
+    callback overtake the answer. Handlers return a Deferred where that order matters; the
+    dispatcher and the RequestChannel treat it as they treat a Future (``done``,
+    ``result``, ``exception``, ``cancelled``, ``add_done_callback``, ``cancel``), and it
+    can be awaited (tests, coroutine handlers)."""
+
+    __slots__ = ("_done", "_result", "_exception", "_cancelled", "_callbacks")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._result: Any = None
+        self._exception: BaseException | None = None
+        self._cancelled = False
+        self._callbacks: list[Callable[[Deferred], None]] = []
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def result(self) -> Any:
+        if not self._done:
+            raise asyncio.InvalidStateError("Deferred not completed")
+        if self._cancelled:
+            raise asyncio.CancelledError()
+        if self._exception is not None:
+            raise self._exception
+        return self._result
+
+    def exception(self) -> BaseException | None:
+        if self._cancelled:
+            raise asyncio.CancelledError()
+        return self._exception
+
+    def set_result(self, value: Any) -> None:
+        self._complete(value, None, False)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._complete(None, exc, False)
+
+    def cancel(self) -> bool:
+        if self._done:
+            return False
+        self._complete(None, None, True)
+        return True
+
+    def _complete(self, value: Any, exc: BaseException | None, cancelled: bool) -> None:
+        if self._done:
+            raise asyncio.InvalidStateError("Deferred already completed")
+        self._done, self._result, self._exception, self._cancelled = True, value, exc, cancelled
+        callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn(self)
+            except Exception:  # noqa: BLE001 - one callback must not starve the others
+                log.exception("Deferred callback failed")
+
+    def add_done_callback(self, fn: Callable[[Deferred], None]) -> None:
+        """Call ``fn(self)`` on completion, or at once when already completed."""
+        if self._done:
+            fn(self)
+        else:
+            self._callbacks.append(fn)
+
+    def __await__(self):
+        if not self._done:
+            fut = asyncio.get_running_loop().create_future()
+
+            def relay(d: Deferred) -> None:
+                if fut.done():
+                    return
+                if d.cancelled():
+                    fut.cancel()
+                elif d.exception() is not None:
+                    fut.set_exception(d.exception())
+                else:
+                    fut.set_result(d.result())
+
+            self.add_done_callback(relay)
+            yield from fut.__await__()
+        return self.result()
+
+
+#: what a handler may hand back for later: a Future, or a Deferred (delivered at once)
+PARKED = (asyncio.Future, Deferred)
+
+HandlerResult = Response | None | asyncio.Future[Response | None] | Deferred
 Handler = Callable[[Request], Awaitable[HandlerResult] | HandlerResult]
 
 _STOP = object()
@@ -277,7 +372,7 @@ class RequestChannel:
                 result = handler(request)
                 # a Response (or None) from a plain handler needs no awaitable check
                 if result is not None and not isinstance(result, Response) and not isinstance(
-                        result, asyncio.Future) and inspect.isawaitable(result):
+                        result, PARKED) and inspect.isawaitable(result):
                     result = await result
             except asyncio.CancelledError:
                 raise
@@ -285,7 +380,7 @@ class RequestChannel:
                 log.exception("handler failed on %r; closing the connection", request)
                 result = Response.close_connection()
             request.local_ns = request.response_ns = time.monotonic_ns()
-            if isinstance(result, asyncio.Future):
+            if isinstance(result, PARKED):
                 self._parked.add(result)
                 result.add_done_callback(lambda fut, r=request: self._parked_done(r, fut))
                 request = processor.handler_done(request) if processor is not None else None

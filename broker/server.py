@@ -32,7 +32,10 @@ Kafka's ``KafkaServer.startup`` order, on one asyncio loop (``BrokerServer.start
 7. ``meta.properties`` (version=0, broker.id, cluster.id) written in every dir; a stored
    cluster.id other than the controller's stops startup (Kafka's
    ``InconsistentClusterIdException``).
-8. the gate opens: requests are dispatched.
+8. the gate opens: requests from and to the controller (and ApiVersions) are dispatched;
+   the others once the controller's first UpdateMetadata reached the MetadataCache (at
+   once in embedded mode; ZooKeeper mode: at most ``METADATA_WAIT_S``), so no client is
+   told "no controller, no brokers" by a broker that accepts its connection.
 
 Shutdown (signal, or ``BrokerServer.shutdown``) runs in reverse (ZooKeeper mode first asks the
 controller to move this broker's leaderships, ``controlled.shutdown.enable``): stop accepting and close
@@ -46,24 +49,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import functools
 import gc
 import inspect
 import logging
 import os
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from broker.config import ConfigError, Endpoint, KafkaConfig
 from broker.dispatcher import ApiDispatcher
 from broker.handlers import load_all
+from broker.log_dir_setup import (
+    DirLock,
+    FatalStartupError,
+    describe_error,
+    lock_log_dirs,
+    read_broker_metadata,
+)
 from broker.metadata_cache import MetadataCache
 from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
 from broker.purgatory import SystemTimer
-from broker.request_channel import Request, Response
+from broker.startup_gate import StartupGate
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
@@ -75,13 +86,11 @@ __all__ = ["BrokerServer", "BrokerServices", "FatalStartupError", "run_server"]
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = ".lock"
+#: longest a started ZooKeeper-mode broker holds client requests for the controller's first
+#: UpdateMetadata (seconds; clients' request timeouts are 30 s and more)
+METADATA_WAIT_S = 10.0
 #: Longest background-task period handed to asyncio (Kafka's Long.MaxValue defaults = never).
 MAX_INTERVAL_MS = 2**31 - 1
-
-
-class FatalStartupError(Exception):
-    """Startup cannot go on; the message says why and what to do (logged without a trace)."""
 
 
 @dataclass
@@ -100,6 +109,7 @@ class BrokerServices:
     group_coordinator: Any = None
     dynamic_config: Any = None  # broker.dynamic_config.DynamicBrokerConfig (KIP-226)
     client_metrics: Any = None  # broker.client_metrics.ClientMetricsManager (KIP-714)
+    group_configs: Any = None  # broker.group_configs.GroupConfigManager (GROUP resources)
     log_dir_mover: Any = None  # broker.alter_log_dirs.ReplicaAlterLogDirsManager (KIP-113)
     transaction_coordinator: Any = None  # issue 14: broker.coordinator.transaction
     transaction_verifier: Any = None
@@ -107,66 +117,13 @@ class BrokerServices:
     security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
     advertised: dict[str, Endpoint] = field(default_factory=dict)
+    #: Kafka's BrokerState metric: 1 STARTING, 3 RUNNING, 6 PENDING_CONTROLLED_SHUTDOWN,
+    #: 7 SHUTTING_DOWN (the console shows brokers in controlled shutdown from it)
+    broker_state: int = 1
 
     def listener_name(self, listener: str) -> str:
         """The listener name a request arrived on, as the MetadataCache keys endpoints."""
         return listener.upper()
-
-
-class _Gate:
-    """The RequestChannel handler until startup finishes: requests wait, then go to the
-    dispatcher. Once open it returns the dispatcher's own outcome (no extra frame)."""
-
-    def __init__(self, dispatcher: ApiDispatcher) -> None:
-        self.dispatcher = dispatcher
-        self.open = asyncio.Event()
-        self.aborted = False
-
-    def abort(self) -> None:
-        """Startup failed: waiting requests close their connections instead of waiting."""
-        self.aborted = True
-        self.open.set()
-
-    def __call__(self, request: Request):
-        if self.open.is_set() and not self.aborted:
-            return self.dispatcher(request)
-        return self._wait_then(request)
-
-    async def _wait_then(self, request: Request):
-        await self.open.wait()
-        if self.aborted:
-            return Response.close_connection()
-        result = self.dispatcher(request)
-        if inspect.isawaitable(result) and not isinstance(result, asyncio.Future):
-            result = await result
-        return result
-
-
-class _DirLock:
-    """``fcntl.flock`` on ``<dir>/.lock`` (released on close or process exit)."""
-
-    def __init__(self, log_dir: str) -> None:
-        self.path = os.path.join(log_dir, LOCK_FILE)
-        self.fd = -1
-
-    def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise FatalStartupError(
-                f"Failed to acquire lock on file {LOCK_FILE} in {os.path.dirname(self.path)}. "
-                "A Kafka instance in another process or thread is using this directory."
-            ) from None
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = -1
 
 
 class BrokerServer:
@@ -186,13 +143,19 @@ class BrokerServer:
         self.zk_broker: Any = None  # controller.zk_broker.ZkBroker in ZooKeeper mode
         self.advertised: list[Endpoint] = []
         self.security: Any = None
-        self._locks: list[_DirLock] = []
-        self._gate: _Gate | None = None
+        self._locks: list[DirLock] = []
+        self._gate: StartupGate | None = None
+        self._metadata_wait: asyncio.Task | None = None
         self.metrics: Any = None  # broker.metrics.wiring.BrokerMetrics
         self._stored_cluster_id: str | None = None
         self._started = False
         self._log_manager_started = False
         self._shutdown_done = False
+        self._offline_at_start: dict[str, str] = {}  # log dir -> why it cannot be used
+        self.log_dir_failures: Any = None  # broker.log_dir_failure.LogDirFailureHandler
+        #: set by run_server: stopping the broker from inside (every log dir failed)
+        self.stop_event: asyncio.Event | None = None
+        self.exit_code = 0
 
     # ----- startup --------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -224,11 +187,13 @@ class BrokerServer:
             producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"),
             producer_id_expiration_check_interval_ms=_interval(
                 cfg.get("producer.id.expiration.check.interval.ms")))
+        for d, why in self._offline_at_start.items():
+            self.log_manager.failure_channel.maybe_add_offline_log_dir(os.path.abspath(d), why)
         try:
             await self.log_manager.startup()
             self._log_manager_started = True
         except (KafkaError, CheckpointError, OSError) as e:
-            raise FatalStartupError(f"Log directory startup failed: {_describe(e)}") from None
+            raise FatalStartupError(f"Log directory startup failed: {describe_error(e)}") from None
         log.info("loaded %d partition logs", len(self.log_manager.all_logs()))
 
         self.timer = SystemTimer("purgatory")
@@ -259,7 +224,7 @@ class BrokerServer:
         from broker.coordinator.transaction.wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
         load_all()
-        self._gate = _Gate(ApiDispatcher(self.services))
+        self._gate = StartupGate(ApiDispatcher(self.services))
         await self._start_socket_server()
         await self._start_metrics()
 
@@ -268,9 +233,17 @@ class BrokerServer:
         from broker.alter_log_dirs import ReplicaAlterLogDirsManager  # issue 16: KIP-113
         self.services.log_dir_mover = ReplicaAlterLogDirsManager(self.replica_manager,
                                                                  self.log_manager)
+        if self.replica_manager is not None:  # issue 26: KIP-112 failed log dirs
+            from broker.log_dir_failure import LogDirFailureHandler
+            self.log_dir_failures = LogDirFailureHandler(
+                self.replica_manager, self.log_manager, self.controller.propagate_log_dir_event,
+                self._on_all_log_dirs_offline, self.services.log_dir_mover)
+            self.log_dir_failures.start()
         from broker.client_metrics import ClientMetricsManager  # issue 16: KIP-714
         self.services.client_metrics = ClientMetricsManager(
             self.controller, cfg.get("telemetry.max.bytes"))
+        from broker.group_configs import GroupConfigManager
+        self.services.group_configs = GroupConfigManager(self.controller, cfg)
         self._make_data_path_services()
         self.metadata_cache.set_cluster_id(self.controller.cluster_id)
         await self._write_meta_properties(self.controller.cluster_id)
@@ -278,62 +251,56 @@ class BrokerServer:
 
         self._gate.open.set()
         self._started = True
+        self.services.broker_state = 3  # RUNNING
+        if self.metadata_cache.controller_id is None or \
+                not self.metadata_cache.is_alive(self.broker_id):  # ZooKeeper mode
+            self._metadata_wait = asyncio.get_running_loop().create_task(
+                self._open_for_clients(), name="await-first-update-metadata")
+        else:
+            self._gate.metadata_ready.set()
         _tune_gc_once()
         log.info("[KafkaServer id=%d] started (cluster id %s, controller epoch %d)",
                  self.broker_id, self.controller.cluster_id, self.controller.controller_epoch)
 
+    async def _open_for_clients(self) -> None:
+        """Serve clients once an UpdateMetadata from the controller listed this broker as
+        live (the controller knows it; Kafka's brokers know the controller by the time they
+        answer clients), at most ``METADATA_WAIT_S``."""
+        started = time.monotonic()
+        cache = self.metadata_cache
+        while cache.controller_id is None or not cache.is_alive(self.broker_id):
+            if time.monotonic() - started > METADATA_WAIT_S:
+                log.warning("no UpdateMetadata from a controller within %.0f s of startup; "
+                            "serving clients without a known controller", METADATA_WAIT_S)
+                break
+            await asyncio.sleep(0.005)
+        else:
+            log.info("first UpdateMetadata from controller %d after %.0f ms; serving clients",
+                     self.metadata_cache.controller_id, (time.monotonic() - started) * 1000)
+        self._gate.metadata_ready.set()
+
+    async def serving_clients(self) -> None:
+        """Return once client requests are dispatched: after ``startup()``, when the first
+        UpdateMetadata listed this broker (or ``METADATA_WAIT_S`` passed; at once in
+        embedded mode)."""
+        await self._gate.metadata_ready.wait()
+
+    def _on_all_log_dirs_offline(self) -> None:
+        self.exit_code = 1
+        if self.stop_event is not None:
+            self.stop_event.set()
+
     async def _lock_log_dirs(self) -> None:
-        for d in self.config.log_dirs:
-            try:
-                os.makedirs(d, exist_ok=True)
-                if not os.access(d, os.W_OK | os.X_OK):
-                    raise PermissionError(f"{d} is not writable")
-            except OSError as e:
-                raise FatalStartupError(
-                    f"Log directory {d} cannot be created or is not writable: {_describe(e)}"
-                ) from None
-            lock = _DirLock(d)
-            try:
-                lock.acquire()
-            except OSError as e:
-                raise FatalStartupError(f"Cannot lock log directory {d}: {_describe(e)}") from None
-            self._locks.append(lock)
+        """Create and lock every log dir (`broker.log_dir_setup`): one that cannot be
+        created or written starts offline (KIP-112); startup fails only when none can."""
+        self._locks, self._offline_at_start = lock_log_dirs(self.config.log_dirs)
 
     def _read_meta_properties(self) -> None:
         """Agree on broker.id and cluster.id across the dirs (Kafka's
         BrokerMetadataCheckpoint checks); pick the broker id."""
         cfg = self.config
-        broker_ids: dict[str, str] = {}
-        cluster_ids: dict[str, str] = {}
-        for d in cfg.log_dirs:
-            try:
-                props = read_meta_properties(d)
-            except (CheckpointError, OSError, UnicodeDecodeError) as e:
-                raise FatalStartupError(f"Corrupt meta.properties in {d}: {_describe(e)}") from None
-            if props is None:
-                continue
-            bid = props.get("broker.id", props.get("node.id"))
-            if bid is not None:
-                broker_ids[d] = bid
-            if props.get("cluster.id"):
-                cluster_ids[d] = props["cluster.id"]
-        if len(set(broker_ids.values())) > 1:
-            raise FatalStartupError(
-                "BrokerMetadata is not consistent across log.dirs: broker.id differs "
-                + ", ".join(f"{d}: {b}" for d, b in broker_ids.items()))
-        if len(set(cluster_ids.values())) > 1:
-            raise FatalStartupError(
-                "BrokerMetadata is not consistent across log.dirs: cluster.id differs "
-                + ", ".join(f"{d}: {c}" for d, c in cluster_ids.items()))
-        stored: int | None = None
-        if broker_ids:
-            raw = next(iter(broker_ids.values()))
-            try:
-                stored = int(raw)
-            except ValueError:
-                raise FatalStartupError(
-                    f"Corrupt meta.properties: broker.id={raw!r} is not an integer") from None
-        self._stored_cluster_id = next(iter(cluster_ids.values()), None)
+        stored, self._stored_cluster_id = read_broker_metadata(
+            [d for d in cfg.log_dirs if d not in self._offline_at_start])
         configured = cfg.broker_id
         if configured >= 0:
             if stored is not None and stored != configured:
@@ -437,7 +404,7 @@ class BrokerServer:
             raise FatalStartupError(
                 "Socket server failed to bind to "
                 + ",".join(ep.connection_string() for ep in cfg.listeners)
-                + f": {_describe(e)}") from None
+                + f": {describe_error(e)}") from None
         bound: dict[str, int] = {}
         for acceptor in self.socket_server.acceptors:
             ep = acceptor.endpoint
@@ -458,7 +425,7 @@ class BrokerServer:
         except OSError as e:
             raise FatalStartupError(f"Cannot bind prometheus.listener="
                                     f"{self.config.get('prometheus.listener')}: "
-                                    f"{_describe(e)}") from None
+                                    f"{describe_error(e)}") from None
 
     async def _open_controller(self, listener: BrokerMetadataListener) -> Controller:
         if self.zk_broker is not None:
@@ -478,7 +445,7 @@ class BrokerServer:
             raise FatalStartupError(f"Corrupt embedded metadata store: {e}") from None
         except OSError as e:
             raise FatalStartupError(f"Cannot open the embedded metadata store in "
-                                    f"{cfg.log_dirs[0]}: {_describe(e)}") from None
+                                    f"{cfg.log_dirs[0]}: {describe_error(e)}") from None
         self.controller = controller
         await controller.startup()
         return controller
@@ -536,7 +503,7 @@ class BrokerServer:
         try:
             await asyncio.get_running_loop().run_in_executor(None, write)
         except (OSError, CheckpointError) as e:
-            raise FatalStartupError(f"Cannot write meta.properties: {_describe(e)}") from None
+            raise FatalStartupError(f"Cannot write meta.properties: {describe_error(e)}") from None
 
     # ----- shutdown -------------------------------------------------------------------------
     async def shutdown(self) -> None:
@@ -545,13 +512,23 @@ class BrokerServer:
             return
         self._shutdown_done = True
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.services is not None:
+            self.services.broker_state = 7  # SHUTTING_DOWN
+        if self.log_dir_failures is not None:
+            self.log_dir_failures.stopping = True
         if self._started and self.zk_broker is not None and \
                 self.config.get("controlled.shutdown.enable"):
+            self.services.broker_state = 6  # PENDING_CONTROLLED_SHUTDOWN
             try:
-                await self.zk_broker.controlled_shutdown_before_exit()
+                if await self.zk_broker.controlled_shutdown_before_exit() and \
+                        self.replica_manager is not None:
+                    await self.replica_manager.stop_fetchers()
             except Exception:
                 log.exception("controlled shutdown failed")
+            self.services.broker_state = 7
         steps: list[tuple[str, Any]] = []
+        if self._metadata_wait is not None:
+            self._metadata_wait.cancel()
         if self._gate is not None and not self._started:
             self._gate.abort()
         if self.metrics is not None:
@@ -603,19 +580,15 @@ def _interval(ms: int | None) -> int:
     return max(1, min(int(ms), MAX_INTERVAL_MS))
 
 
-def _describe(e: BaseException) -> str:
-    if isinstance(e, KafkaError):
-        return f"{e.code.name}: {e.message}" if e.message else e.code.name
-    if isinstance(e, OSError) and e.strerror:
-        return f"{e.strerror}{f' ({e.filename})' if e.filename else ''}"
-    return str(e) or type(e).__name__
-
-
-async def run_server(config: KafkaConfig) -> None:
+async def run_server(config: KafkaConfig,
+                     on_started: Callable[[BrokerServer], None] | None = None) -> None:
     """Run a broker until SIGTERM/SIGINT, then shut down cleanly (``broker.cli`` calls this).
 
-    A fatal startup error is logged as one line and ends the process with status 1
-    (``SystemExit``); a ``ConfigError`` propagates (the CLI exits 2)."""
+    ``on_started(server)`` runs once startup has finished and clients are served (the
+    controller's first UpdateMetadata listed this broker, or ``METADATA_WAIT_S`` passed);
+    ``josef server --daemon`` uses it to release the waiting terminal. A fatal startup error
+    is logged as one line and ends the process with status 1 (``SystemExit``); a
+    ``ConfigError`` propagates (the CLI exits 2)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed = []
@@ -626,6 +599,7 @@ async def run_server(config: KafkaConfig) -> None:
         except (NotImplementedError, RuntimeError, ValueError):
             pass  # not the main thread (tests): the caller stops us
     server = BrokerServer(config)
+    server.stop_event = stop
     try:
         startup = asyncio.ensure_future(server.startup())
         waiter = asyncio.ensure_future(stop.wait())
@@ -647,8 +621,18 @@ async def run_server(config: KafkaConfig) -> None:
             log.error("Fatal error during startup", exc_info=exc)
             await server.shutdown()
             raise SystemExit(1)
+        if on_started is not None:
+            serving = asyncio.ensure_future(server.serving_clients())
+            waiter = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({serving, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            serving.cancel()
+            waiter.cancel()
+            if not stop.is_set():
+                on_started(server)
         await stop.wait()
         await server.shutdown()
+        if server.exit_code:
+            raise SystemExit(server.exit_code)
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)

@@ -5,7 +5,8 @@
 ``Client metrics configs for N are:`` and its ``key=value`` lines; ``--alter --name N
 [--metrics p1,p2] [--interval MS] [--match sel=regex,...]`` sets configs (IncrementalAlter-
 Configs on resource type CLIENT_METRICS 16); ``--delete --name N`` removes every config.
-APIs: ListClientMetricsResources, DescribeConfigs, IncrementalAlterConfigs.
+APIs: ListConfigResources (v0, the former ListClientMetricsResources), DescribeConfigs,
+IncrementalAlterConfigs.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _names(client) -> list[str]:
     r = client.request(LIST, {})
     if r.error_code:
-        raise UsageError(f"ListClientMetricsResources failed: {error_name(r.error_code)}")
-    return sorted(x.name for x in r.client_metrics_resources)
+        raise UsageError(f"ListConfigResources failed: {error_name(r.error_code)}")
+    return sorted(x.resource_name for x in r.config_resources)
 
 
 @tool_main(COMMAND)

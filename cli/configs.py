@@ -9,7 +9,9 @@
 every topic (or the broker defaults) is described. ``--alter --add-config k=v,k2=[a,b]
 --delete-config k`` sends IncrementalAlterConfigs (SET / DELETE) and prints "Completed
 updating config for topic t."; a broker that lacks IncrementalAlterConfigs is refused with a
-message. APIs: DescribeConfigs, IncrementalAlterConfigs, Metadata.
+message. APIs: DescribeConfigs, IncrementalAlterConfigs (a broker's own configs go to that
+broker, topics and ``--entity-default`` to any broker, as Kafka's AdminClient sends them),
+Metadata.
 
 ``--entity-type users`` / ``clients`` (also ``--user U``, ``--client C``, both for a
 user+client pair, ``--entity-default``/``--user-defaults``/``--client-defaults``): SCRAM
@@ -28,6 +30,7 @@ from cli._common import (
     split_pairs,
     tool_main,
 )
+from client.admin import AdminRouter
 
 COMMAND = "configs"
 HELP = "Describe and alter topic and broker configs (like kafka-configs.sh)"
@@ -88,15 +91,34 @@ def _entity_names(client, args) -> list[str]:
     return [str(b.node_id) for b in sorted(md.brokers, key=lambda b: b.node_id)]
 
 
+def _by_node(rtype: int, names: list[str]) -> list[tuple[int | None, list[str]]]:
+    """Where Kafka's AdminClient sends config requests: a broker's own configs to that
+    broker, everything else (topics, the ``<default>`` broker) to any broker (None)."""
+    if rtype != RESOURCE["brokers"]:
+        return [(None, names)]
+    out: list[tuple[int | None, list[str]]] = []
+    for n in names:
+        try:
+            out.append((int(n), [n]) if n != "" else (None, [n]))
+        except ValueError:
+            raise UsageError(f"a broker is named by its id, not {n!r}") from None
+    return out
+
+
 def _describe(client, args) -> int:
     rtype = RESOURCE[args.entity_type]
     names = _entity_names(client, args)
     version = client.version_for(DESCRIBE_CONFIGS)
-    resp = client.request(DESCRIBE_CONFIGS, {
-        "resources": [{"resource_type": rtype, "resource_name": n, "configuration_keys": None}
-                      for n in names],
-        "include_synonyms": True}, version=version)
-    for r in resp.results:
+    results = []
+    for node, group in _by_node(rtype, names):
+        body = {"resources": [{"resource_type": rtype, "resource_name": n,
+                               "configuration_keys": None} for n in group],
+                "include_synonyms": True}
+        router = AdminRouter(client)
+        resp = router.any(DESCRIBE_CONFIGS, body, version) if node is None else \
+            router.broker(node, DESCRIBE_CONFIGS, body, version)
+        results += resp.results
+    for r in results:
         label = (f"default {SINGULAR[args.entity_type]}" if r.resource_name == ""
                  else f"{SINGULAR[args.entity_type]} {r.resource_name}")
         check_error(r.error_code, r.error_message, f"cannot describe {label}")
@@ -124,9 +146,12 @@ def _alter(client, args) -> int:
         raise UsageError("--alter needs --add-config and/or --delete-config")
     if not client.supports(INCREMENTAL_ALTER_CONFIGS):
         raise UsageError("the broker does not support IncrementalAlterConfigs")
-    resp = client.request(INCREMENTAL_ALTER_CONFIGS, {
-        "resources": [{"resource_type": rtype, "resource_name": name, "configs": ops}],
-        "validate_only": False})
+    ((node, _),) = _by_node(rtype, [name])
+    body = {"resources": [{"resource_type": rtype, "resource_name": name, "configs": ops}],
+            "validate_only": False}
+    router = AdminRouter(client)
+    resp = router.any(INCREMENTAL_ALTER_CONFIGS, body) if node is None else \
+        router.broker(node, INCREMENTAL_ALTER_CONFIGS, body)
     (r,) = resp.responses
     label = f"default {SINGULAR[args.entity_type]}" if name == "" \
         else f"{SINGULAR[args.entity_type]} {name}"

@@ -40,6 +40,12 @@ metadata ... {T=UNKNOWN_TOPIC_OR_PARTITION}") and asks again every ``retry.backo
 (100), doubling up to ``retry.backoff.max.ms`` (1000, KIP-580), until the topic appears,
 ``--timeout-ms`` passes (exit code 0, "Processed a total of 0 messages") or Ctrl-C. With a
 group the member joins once the topic exists.
+
+Progress: with ``--max-messages`` or ``--timeout-ms``, a bar on stderr (when stderr is a
+terminal and stdout is not, or with ``--progress``) counts records (percent of
+``--max-messages``), records/s and the lag left (the fetched partitions' high watermarks
+minus the positions reached), e.g.
+``orders: 100.0%|####| 1000/1000 records [00:02, 480 records/s, lag 0]``.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import threading
 import time
 
 from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+from cli._progress import ProgressBar
 from client.connection import ToolError, error_name
 from client.offsets import EARLIEST, LATEST, commit_offsets, list_offsets
 from client.records import fetched_records
@@ -85,6 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "group.instance.id, enable.auto.commit")
     p.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
                    help="a .properties file of consumer configs (--consumer-property wins)")
+    p.add_argument("--progress", action="store_true",
+                   help="with --max-messages or --timeout-ms: show the progress bar (records, "
+                        "records/s, lag left) even when stderr is not a terminal")
 
 
 class Formatter:
@@ -226,8 +236,10 @@ class _Reader:
     OFFSET_OUT_OF_RANGE, or for a group's partitions without a committed offset)."""
 
     def __init__(self, client, fmt: Formatter, out, max_messages: int | None,
-                 policy: str) -> None:
+                 policy: str, bar: ProgressBar | None = None) -> None:
         self.client = client
+        self.bar = bar
+        self.high_watermarks: dict[tuple[str, int], int] = {}
         self.fmt = fmt
         self.out = out
         self.max_messages = max_messages
@@ -289,6 +301,7 @@ class _Reader:
                         continue
                     if pr.error_code:
                         raise ToolError(f"fetch {tp[0]}-{tp[1]}: {error_name(pr.error_code)}")
+                    self.high_watermarks[tp] = pr.high_watermark
                     for item, nxt in fetched_records(pr.records, positions[tp]):
                         positions[tp] = max(positions[tp], nxt)
                         if item is None:
@@ -296,6 +309,8 @@ class _Reader:
                         got = True
                         self.out.write(self.fmt.format(tp[1], item[0], item[1]))
                         self.count += 1
+                        if self.bar is not None:
+                            self.bar.update(1)
                         if self.done():
                             break
                     if self.done():
@@ -305,7 +320,14 @@ class _Reader:
             if self.done():
                 break
         self.out.flush()
+        if self.bar is not None:
+            self.bar.set_postfix(f"lag {self.lag(positions)}")
         return got
+
+    def lag(self, positions: dict[tuple[str, int], int]) -> int:
+        """Records left: the last fetched high watermarks minus the positions reached."""
+        return sum(max(0, self.high_watermarks[tp] - off) for tp, off in positions.items()
+                   if tp in self.high_watermarks)
 
 
 def _warn(msg: str) -> None:
@@ -362,14 +384,20 @@ def run(args: argparse.Namespace) -> int:
     policy = _reset_policy(args, cfg)
     fmt = Formatter(_props(args.property))
     reader = None
+    bar = None
+    if args.max_messages is not None or args.timeout_ms is not None:
+        bar = ProgressBar(args.max_messages, args.topic, unit="records",
+                          force=args.progress or None, quiet_when_stdout_is_tty=True)
     try:
         with connect(args, cfg) as client:
-            reader = _Reader(client, fmt, sys.stdout, args.max_messages, policy)
+            reader = _Reader(client, fmt, sys.stdout, args.max_messages, policy, bar)
             if group is not None and args.partition is None:
                 _run_group(args, client, reader, group, cfg)
             else:
                 _run_assigned(args, client, reader, group, cfg)
     finally:
+        if bar is not None:
+            bar.close()
         print(f"Processed a total of {reader.count if reader else 0} messages",
               file=sys.stderr)
     return 0
@@ -390,12 +418,10 @@ def _run_assigned(args, client, reader: _Reader, group: str | None,
     reader.leaders = dict(leaders)
     tps = sorted(leaders)
     positions = _start_offsets(client, args, tps, leaders)
-    coordinator = None
     if group is not None:
-        from client.groups import committed_offsets, find_coordinator
+        from client.groups import committed_offsets
 
-        coordinator = find_coordinator(client, group)
-        committed = committed_offsets(client, coordinator, group)
+        committed = committed_offsets(client, group)
         positions.update({tp: off for tp, off in committed.items() if tp in positions})
     last_data = started
     while not reader.done():
@@ -403,8 +429,8 @@ def _run_assigned(args, client, reader: _Reader, group: str | None,
             last_data = time.monotonic()
         elif _idle_too_long(args, last_data):
             break
-    if coordinator is not None:
-        commit_offsets(client, coordinator, group, positions)
+    if group is not None:
+        commit_offsets(client, group, positions)
 
 
 def _sigterm_as_interrupt():

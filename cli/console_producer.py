@@ -27,6 +27,7 @@ import time
 
 from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
 from cli._progress import ProgressBar
+from client.admin import AdminRouter
 from client.connection import ToolError, error_name
 
 COMMAND = "console-producer"
@@ -162,27 +163,40 @@ class Sender:
 
     def flush(self, partitions=None) -> None:
         parts = list(self.pending) if partitions is None else partitions
-        by_leader: dict[int, list] = {}
-        for p in parts:
-            builder, _ = self.pending.pop(p)
-            by_leader.setdefault(self.leaders[p], []).append((p, builder))
-        for leader, items in by_leader.items():
-            body = {"transactional_id": None, "acks": self.acks, "timeout_ms": 30000,
-                    "topic_data": [{"name": self.topic, "partition_data": [
-                        {"index": p, "records": b.build()} for p, b in items]}]}
-            if self.acks == 0:
-                self.client.send_no_response(PRODUCE, body, version=self.version, node=leader)
-                self.sent += sum(len(b) for _, b in items)
-                continue
-            resp = self.client.request(PRODUCE, body, version=self.version, node=leader)
+        batches = {p: self.pending.pop(p)[0].build() for p in parts}
+        if self.acks == 0:  # no answer to wait for: nothing to resend
+            by_leader: dict[int, list] = {}
+            for p, records in batches.items():
+                by_leader.setdefault(self.leaders[p], []).append((p, records))
+            for leader, items in by_leader.items():
+                self.client.send_no_response(PRODUCE, self._body(items), version=self.version,
+                                             node=leader)
+            self.sent += sum(len(b) for b in batches.values())
+            return
+
+        def build(tps):
+            return self._body([(p, batches[p]) for _, p in tps])
+
+        def results(resp):
             for t in resp.responses:
                 for pr in t.partition_responses:
-                    if pr.error_code:
-                        msg = getattr(pr, "error_message", None)
-                        raise ToolError(f"producing to {t.name}-{pr.index} failed: "
-                                        f"{error_name(pr.error_code)}"
-                                        + (f" ({msg})" if msg else ""))
-            self.sent += sum(len(b) for _, b in items)
+                    yield (t.name, pr.index), pr.error_code, pr
+
+        leaders = {(self.topic, p): n for p, n in self.leaders.items()}
+        got = AdminRouter(self.client).to_leaders(  # resent to a new leader after a move
+            PRODUCE, [(self.topic, p) for p in batches], build, results, self.version, leaders)
+        self.leaders.update({p: n for (_, p), n in leaders.items()})
+        for (t, p), (code, pr) in sorted(got.items()):
+            if code:
+                msg = getattr(pr, "error_message", None)
+                raise ToolError(f"producing to {t}-{p} failed: {error_name(code)}"
+                                + (f" ({msg})" if msg else ""))
+        self.sent += sum(len(b) for b in batches.values())
+
+    def _body(self, items) -> dict:
+        return {"transactional_id": None, "acks": self.acks, "timeout_ms": 30000,
+                "topic_data": [{"name": self.topic, "partition_data": [
+                    {"index": p, "records": records} for p, records in items]}]}
 
 
 def _props(items: list[str]) -> dict[str, str]:

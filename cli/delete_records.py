@@ -10,6 +10,12 @@ The JSON file: ``{"partitions": [{"topic": "t", "partition": 0, "offset": 10}], 
     partition: t-1	error: OFFSET_OUT_OF_RANGE
 
 Exit code 1 if any partition failed. APIs: Metadata, DeleteRecords (to each leader).
+
+Progress: a bar on stderr (when it is a terminal, or with ``--progress``) counts the records
+removed (each partition's new low watermark minus its log start offset before, out of the
+records below the requested offsets; ListOffsets earliest/latest first) and the partitions
+done, e.g. ``delete-records: 100.0%|####| 300/300 records [00:00, 2.1k records/s, 3/3
+partitions]``.
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+from cli._common import UsageError, add_bootstrap, connect, tool_main
+from cli._progress import ProgressBar
+from client.admin import RETRY_LEADER, AdminRouter
 from client.connection import ToolError, error_name
+from client.offsets import EARLIEST, LATEST, list_offsets
 
 COMMAND = "delete-records"
 HELP = "Delete records below given offsets (like kafka-delete-records.sh)"
@@ -29,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap(p)
     p.add_argument("--offset-json-file", required=True, metavar="FILE",
                    help='{"partitions":[{"topic":"t","partition":0,"offset":10}],"version":1}')
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress bar even when stderr is not a terminal")
 
 
 def read_offsets(path: str) -> list[tuple[str, int, int]]:
@@ -58,27 +69,57 @@ def run(args: argparse.Namespace) -> int:
     wanted = read_offsets(args.offset_json_file)
     print("Executing records delete operation")
     results: dict[tuple[str, int], str] = {}
-    with connect(args) as client:
-        leaders = partition_leaders(client, sorted({t for t, _, _ in wanted}))
-        by_leader: dict[int, dict[str, list]] = {}
-        for t, p, off in wanted:
-            leader = leaders.get((t, p))
-            if leader is None or leader < 0:
-                results[(t, p)] = "error: " + ("UNKNOWN_TOPIC_OR_PARTITION" if leader is None
-                                               else "LEADER_NOT_AVAILABLE")
-                continue
-            by_leader.setdefault(leader, {}).setdefault(t, []).append(
-                {"partition_index": p, "offset": off})
-        for leader, topics in by_leader.items():
-            resp = client.request(DELETE_RECORDS, {
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                "timeout_ms": 30000}, node=leader)
-            for t in resp.topics:
-                for p in t.partitions:
-                    results[(t.name, p.partition_index)] = (
-                        f"error: {error_name(p.error_code)}" if p.error_code
-                        else f"low_watermark: {p.low_watermark}")
+    offsets = {(t, p): off for t, p, off in wanted}
+    starts: dict[tuple[str, int], int] = {}
+    done: set[tuple[str, int]] = set()
+
+    def build(parts):
+        topics: dict[str, list] = {}
+        for t, p in parts:
+            topics.setdefault(t, []).append({"partition_index": p, "offset": offsets[(t, p)]})
+        return {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": 30000}
+
+    def outcomes(resp):
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                if p.error_code not in RETRY_LEADER and tp not in done:  # final: not resent
+                    done.add(tp)
+                    if not p.error_code and tp in starts:
+                        bar.update(max(0, p.low_watermark - starts[tp]))
+                yield tp, p.error_code, p.low_watermark
+        bar.set_postfix(f"{len(done)}/{len(offsets)} partitions")
+
+    with connect(args) as client, \
+            ProgressBar(None, COMMAND, unit="records", force=args.progress or None) as bar:
+        router = AdminRouter(client)
+        if bar.enabled:
+            starts = _records_to_delete(client, router, offsets, bar)
+        # each partition to its leader, resent to the new one after a move
+        for tp, (code, low) in router.to_leaders(
+                DELETE_RECORDS, list(offsets), build, outcomes).items():
+            results[tp] = f"error: {error_name(code)}" if code else f"low_watermark: {low}"
     print("Records delete operation completed:")
     for (t, p), text in sorted(results.items()):
         print(f"partition: {t}-{p}\t{text}")
     return 1 if any(v.startswith("error") for v in results.values()) else 0
+
+
+def _records_to_delete(client, router: AdminRouter, offsets: dict[tuple[str, int], int],
+                       bar: ProgressBar) -> dict[tuple[str, int], int]:
+    """Log start offsets before the delete; sets the bar's total to the records below the
+    requested offsets (``-1``: the high watermark). Partitions without a leader right now
+    are left out (the delete itself reports them)."""
+    try:
+        leaders = router.leaders(sorted({t for t, _ in offsets}))
+        tps = [tp for tp in offsets if leaders.get(tp, -1) >= 0]
+        if not tps:
+            return {}
+        starts = list_offsets(client, tps, EARLIEST)
+        ends = list_offsets(client, tps, LATEST)
+    except ToolError:  # the delete itself reports the partition's error
+        return {}
+    targets = {tp: ends[tp] if offsets[tp] < 0 else min(offsets[tp], ends[tp]) for tp in tps}
+    bar.set_total(sum(max(0, targets[tp] - starts[tp]) for tp in tps))
+    return starts

@@ -28,7 +28,9 @@ Works on files only (no broker). Layouts (Kafka's, see DESIGN.md "On disk"):
   and offsets must not go backwards.
 
 Files are memory-mapped read-only, so large segments do not load into memory; a progress
-bar (stderr, TTY or ``--progress``) follows the bytes read.
+bar (stderr, when it is a terminal and stdout is not, or ``--progress``) follows the bytes
+read; its final line reads ``00000000000000000000.log: 100.0%|####| 1.00MB/1.00MB [00:00,
+9.80MB/s]``.
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ def dump_log_file(path: str, args, out) -> list[str]:
         limit = args.max_bytes if args.max_bytes is not None else len(m.view)
         expected = None
         with ProgressBar(min(limit, len(m.view)), os.path.basename(path),
-                         force=args.progress or None) as bar:
+                         force=args.progress or None, quiet_when_stdout_is_tty=True) as bar:
             for pos, b, err in _batches(m.view, limit):
                 if b is None:
                     out.write(err + "\n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from cli._common import UsageError, add_bootstrap, connect, tool_main
+from client.admin import AdminRouter
 from client.connection import error_name
 
 COMMAND = "features"
@@ -58,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
                             "allow_downgrade": kind != 1})
         if not updates:
             raise UsageError("--feature is required")
-        r = client.request(UPDATE_FEATURES, {"timeout_ms": 30000, "feature_updates": updates,
-                                             "validate_only": args.dry_run})
+        r = AdminRouter(client).controller(  # Kafka's AdminClient: the controller
+            UPDATE_FEATURES, {"timeout_ms": 30000, "feature_updates": updates,
+                              "validate_only": args.dry_run},
+            errors=lambda r: [r.error_code] + [x.error_code for x in r.results])
         failed = 0
         if r.error_code:
             print(f"UpdateFeatures failed: {error_name(r.error_code)} {r.error_message or ''}")

@@ -16,6 +16,7 @@ import argparse
 import json
 
 from cli._common import UsageError, add_bootstrap, connect, tool_main
+from client.admin import AdminRouter
 from client.connection import ToolError, error_name
 
 COMMAND = "leader-election"
@@ -101,8 +102,9 @@ def run(args: argparse.Namespace) -> int:
             by_topic.setdefault(t, []).append(p)
         body["topic_partitions"] = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
     with connect(args) as client:
-        controller = client.controller_node()
-        resp = client.request(ELECT_LEADERS, body, node=controller)
+        resp = AdminRouter(client).controller(ELECT_LEADERS, body, errors=lambda r: [
+            r.error_code] + [p.error_code for t in r.replica_election_results
+                             for p in t.partition_result])
     if getattr(resp, "error_code", 0):
         raise ToolError(f"leader election failed: {error_name(resp.error_code)}")
     done, noop, failed = [], [], []

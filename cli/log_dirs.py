@@ -7,7 +7,9 @@ one JSON document ``{"version":1,"brokers":[{"broker":id,"logDirs":[{"logDir":..
 "error":null,"partitions":[{"partition":"t-0","size":n,"offsetLag":n,"isFuture":b}]}]}]}``.
 ``--move --topic t --partition p --dir D`` sends AlterReplicaLogDirs to the partition's
 leader (Kafka does this through ``kafka-reassign-partitions.sh`` with ``log_dirs``);
-``--wait`` polls DescribeLogDirs until the move finished.
+``--wait`` polls DescribeLogDirs until the move finished, with a progress bar on stderr
+(when it is a terminal, or with ``--progress``): the future replica's size out of the
+current replica's, e.g. ``t-0 -> /data/b: 100.0%|####| 12.0MB/12.0MB [00:03, 4.00MB/s]``.
 APIs: Metadata, DescribeLogDirs, AlterReplicaLogDirs.
 """
 
@@ -18,6 +20,8 @@ import json
 import time
 
 from cli._common import UsageError, add_bootstrap, connect, tool_main
+from cli._progress import ProgressBar
+from client.admin import AdminRouter
 from client.connection import error_name
 
 COMMAND = "log-dirs"
@@ -35,12 +39,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", type=int)
     p.add_argument("--dir", help="destination log directory (absolute path)")
     p.add_argument("--wait", action="store_true", help="wait until the move finished")
+    p.add_argument("--progress", action="store_true",
+                   help="with --wait: show the progress bar even when stderr is not a terminal")
 
 
-def _describe(client, topics: list[str] | None, node: int | None = None):
+def _describe(client, topics: list[str] | None, node: int):
     body = {"topics": None if topics is None else [
         {"topic": t, "partitions": list(range(n))} for t, n in topics]}
-    return client.request(DESCRIBE_LOG_DIRS, body, node=node)
+    return AdminRouter(client).broker(node, DESCRIBE_LOG_DIRS, body)
 
 
 @tool_main(COMMAND)
@@ -77,20 +83,40 @@ def run(args: argparse.Namespace) -> int:
                        for p in t.partitions if p.partition_index == args.partition), None)
         if leader is None:
             raise UsageError(f"unknown partition {args.topic}-{args.partition}")
-        r = client.request(ALTER_REPLICA_LOG_DIRS, {"dirs": [{"path": args.dir, "topics": [
-            {"name": args.topic, "partitions": [args.partition]}]}]}, node=leader)
+        r = AdminRouter(client).broker(leader, ALTER_REPLICA_LOG_DIRS, {"dirs": [{
+            "path": args.dir, "topics": [{"name": args.topic,
+                                          "partitions": [args.partition]}]}]})
         code = r.results[0].partitions[0].error_code
         if code:
             print(f"Error moving {args.topic}-{args.partition}: {error_name(code)}")
             return 1
         print(f"Moving {args.topic}-{args.partition} to {args.dir}.")
-        deadline = time.monotonic() + 300
-        while args.wait and time.monotonic() < deadline:
-            r = _describe(client, [(args.topic, counts.get(args.topic, 0))], node=leader)
-            where = [(res.log_dir, p.is_future_key) for res in r.results for t in res.topics
-                     for p in t.partitions if p.partition_index == args.partition]
-            if where == [(args.dir, False)]:
+        if not args.wait:
+            return 0
+        return _wait_for_move(client, args, leader, counts.get(args.topic, 0))
+
+
+def _wait_for_move(client, args, leader: int, partitions: int, timeout_s: float = 300) -> int:
+    """Poll DescribeLogDirs every 0.5 s until the replica lives only in ``args.dir``."""
+    deadline = time.monotonic() + timeout_s
+    with ProgressBar(None, f"{args.topic}-{args.partition} -> {args.dir}",
+                     force=args.progress or None) as bar:
+        while time.monotonic() < deadline:
+            r = _describe(client, [(args.topic, partitions)], node=leader)
+            where = {(res.log_dir, p.is_future_key): p.partition_size for res in r.results
+                     for t in res.topics for p in t.partitions
+                     if p.partition_index == args.partition}
+            current = next((size for (_d, future), size in where.items() if not future), 0)
+            if list(where) == [(args.dir, False)]:
+                bar.set_total(max(current, bar.total or 0))
+                bar.update(max(0, (bar.total or current) - bar.done))
+                bar.close()
                 print("Done.")
                 return 0
+            if not bar.total and current:
+                bar.set_total(current)
+            future = where.get((args.dir, True), 0)
+            if future > bar.done:
+                bar.update(future - bar.done)
             time.sleep(0.5)
-        return 0 if not args.wait else 1
+    return 1

@@ -7,8 +7,9 @@ expression for --list/--describe/--alter/--delete, as in Kafka. Internal topics
 ("... is a kafka internal topic and is not allowed to be marked for deletion."); the broker
 itself, like Kafka's, would accept the DeleteTopics request.
 
-APIs: Metadata, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs (for the
-``Configs:`` column: topic overrides only; min.insync.replicas for the ISR filters).
+APIs: Metadata, CreateTopics, CreatePartitions, DeleteTopics (to the controller, resent
+when it moves: ``client.admin.AdminRouter``), DescribeConfigs (for the ``Configs:`` column:
+topic overrides only; min.insync.replicas for the ISR filters).
 
 ``--describe`` filters, as kafka-topics.sh: ``--under-replicated-partitions`` (ISR smaller
 than the replica list), ``--unavailable-partitions`` (no leader, or a leader that is not a
@@ -31,6 +32,7 @@ from cli._common import (
     split_pairs,
     tool_main,
 )
+from client.admin import AdminRouter
 from client.connection import ToolError, error_name
 
 COMMAND = "topics"
@@ -91,10 +93,11 @@ def _create(client, args) -> int:
     rf = args.replication_factor if args.replication_factor is not None else -1
     if version < 4 and (parts < 0 or rf < 0):
         raise UsageError("this broker needs explicit --partitions and --replication-factor")
-    resp = client.request(CREATE_TOPICS, {
+    resp = AdminRouter(client).controller(CREATE_TOPICS, {
         "topics": [{"name": args.topic, "num_partitions": parts, "replication_factor": rf,
                     "assignments": [], "configs": configs}],
-        "timeout_ms": 30000, "validate_only": False}, version=version)
+        "timeout_ms": 30000, "validate_only": False}, version=version,
+        errors=lambda r: [t.error_code for t in r.topics])
     (r,) = resp.topics
     if r.error_code == 36 and args.if_not_exists:  # TOPIC_ALREADY_EXISTS
         return 0
@@ -200,9 +203,10 @@ def _alter(client, args) -> int:
     names = _matching(client, args)
     if not names:
         return 0
-    resp = client.request(CREATE_PARTITIONS, {
+    resp = AdminRouter(client).controller(CREATE_PARTITIONS, {
         "topics": [{"name": n, "count": args.partitions, "assignments": None} for n in names],
-        "timeout_ms": 30000, "validate_only": False})
+        "timeout_ms": 30000, "validate_only": False},
+        errors=lambda r: [t.error_code for t in r.results])
     failed = False
     for r in resp.results:
         if r.error_code:
@@ -226,7 +230,8 @@ def _delete(client, args) -> int:
         body["topics"] = [{"name": n} for n in names]
     else:
         body["topic_names"] = names
-    resp = client.request(DELETE_TOPICS, body, version=version)
+    resp = AdminRouter(client).controller(DELETE_TOPICS, body, version=version,
+                                          errors=lambda r: [t.error_code for t in r.responses])
     failed = False
     for r in resp.responses:
         if r.error_code:

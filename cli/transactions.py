@@ -33,8 +33,10 @@ command):
   (WriteTxnMarkers, as Kafka's Admin.abortTransaction); with ``--start-offset`` the producer
   is looked up with DescribeProducers. A coordinator epoch below 0 becomes 0.
 
-Tables are Kafka's (columns padded to their widest cell, tab-separated). Errors: one line
-("Failed to ...: ERROR_NAME") and exit code 1.
+Requests go where Kafka's AdminClient sends them (``client.admin.AdminRouter``: the
+transaction coordinator, found again when it moves; partition leaders, asked again after a
+leader change). Tables are Kafka's (columns padded to their widest cell, tab-separated).
+Errors: one line ("Failed to ...: ERROR_NAME") and exit code 1.
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ import argparse
 import sys
 import time
 
-from cli._common import UsageError, check_error, partition_leaders, tool_main
+from cli._common import UsageError, check_error, tool_main
+from client.admin import COORDINATOR_TRANSACTION, AdminRouter
 from client.connection import KafkaClient, ToolError, error_name
 
 COMMAND = "transactions"
 HELP = "List, describe, find hanging and abort transactions (like kafka-transactions.sh)"
-METADATA, FIND_COORDINATOR, WRITE_TXN_MARKERS = 3, 10, 27
+WRITE_TXN_MARKERS = 27
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
-KEY_TYPE_TRANSACTION = 1
 
 
 def _bootstrap_args(p: argparse.ArgumentParser, top: bool) -> None:
@@ -104,64 +106,55 @@ def print_table(headers: list[str], rows: list[list[str]], out=None) -> None:
 
 
 # --- lookups ---------------------------------------------------------------------------------
-def _brokers(client: KafkaClient) -> list[int]:
-    return sorted(b.node_id for b in client.metadata([]).brokers)
-
-
-def _find_coordinator(client: KafkaClient, txn_id: str) -> int:
-    resp = client.request(FIND_COORDINATOR, {"key": txn_id, "key_type": KEY_TYPE_TRANSACTION},
-                          version=min(client.version_for(FIND_COORDINATOR), 3))
-    check_error(resp.error_code, getattr(resp, "error_message", None),
-                f"cannot find the coordinator of transactional-id `{txn_id}`")
-    client.metadata([])
-    return resp.node_id
-
-
 def _list(client: KafkaClient, producer_ids=(), duration: int | None = None
           ) -> list[tuple[int, object]]:
+    body = {"state_filters": [], "producer_id_filters": list(producer_ids)}
+    if duration is not None and client.version_for(LIST_TRANSACTIONS) >= 1:
+        body["duration_filter"] = duration
     rows = []
-    for node in _brokers(client):
-        body = {"state_filters": [], "producer_id_filters": list(producer_ids)}
-        if duration is not None and client.version_for(LIST_TRANSACTIONS) >= 1:
-            body["duration_filter"] = duration
-        resp = client.request(LIST_TRANSACTIONS, body, node=node)
+    for node, resp in AdminRouter(client).each_broker(LIST_TRANSACTIONS, body).items():
+        if isinstance(resp, ToolError):
+            raise ToolError(f"Failed to list transactions on broker {node}: {resp}")
         check_error(resp.error_code, None, "Failed to list transactions")
         rows.extend((node, s) for s in resp.transaction_states)
     return rows
 
 
 def _describe(client: KafkaClient, txn_id: str):
-    node = _find_coordinator(client, txn_id)
-    resp = client.request(DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]}, node=node)
-    return node, resp.transaction_states[0]
+    router = AdminRouter(client)
+    resp = router.coordinator(txn_id, DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]},
+                              key_type=COORDINATOR_TRANSACTION,
+                              errors=lambda r: [s.error_code for s in r.transaction_states])
+    return router.find_coordinator(txn_id, COORDINATOR_TRANSACTION), resp.transaction_states[0]
 
 
 def _producers(client: KafkaClient, tps: list[tuple[str, int]], broker_id: int | None
                ) -> dict[tuple[str, int], list]:
-    """(topic, partition) -> DescribeProducers rows, asking each partition's leader (or
-    `broker_id`)."""
-    leaders = partition_leaders(client, sorted({t for t, _ in tps}))
-    by_node: dict[int, list[tuple[str, int]]] = {}
-    for tp in tps:
-        node = broker_id if broker_id is not None else leaders.get(tp)
-        if node is None or node < 0:
-            raise ToolError(f"Failed to describe producers for partition {tp[0]}-{tp[1]}: "
-                            "no leader")
-        by_node.setdefault(node, []).append(tp)
-    out = {}
-    for node, parts in by_node.items():
+    """(topic, partition) -> DescribeProducers rows, asking each partition's leader (resent
+    after a leader change) or ``broker_id``."""
+    def build(parts):
         topics: dict[str, list[int]] = {}
         for t, p in parts:
             topics.setdefault(t, []).append(p)
-        resp = client.request(DESCRIBE_PRODUCERS, {"topics": [
-            {"name": t, "partition_indexes": ps} for t, ps in topics.items()]}, node=node)
+        return {"topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+
+    def results(resp):
         for t in resp.topics:
             for p in t.partitions:
-                where = f"broker {broker_id}" if broker_id is not None else "leader"
-                check_error(p.error_code, p.error_message,
-                            f"Failed to describe producers for partition "
-                            f"{t.name}-{p.partition_index} on {where}")
-                out[(t.name, p.partition_index)] = p.active_producers
+                yield (t.name, p.partition_index), p.error_code, p
+
+    router = AdminRouter(client)
+    if broker_id is None:
+        got = router.to_leaders(DESCRIBE_PRODUCERS, tps, build, results)
+    else:
+        got = {tp: (code, p) for tp, code, p in results(
+            router.broker(broker_id, DESCRIBE_PRODUCERS, build(tps)))}
+    where = f"broker {broker_id}" if broker_id is not None else "leader"
+    out = {}
+    for (t, p), (code, item) in sorted(got.items()):
+        check_error(code, getattr(item, "error_message", None),
+                    f"Failed to describe producers for partition {t}-{p} on {where}")
+        out[(t, p)] = item.active_producers
     return out
 
 
@@ -278,16 +271,22 @@ def cmd_abort(client: KafkaClient, args) -> int:
         pid, epoch, cepoch = found[0].producer_id, found[0].producer_epoch, \
             found[0].coordinator_epoch
     cepoch = max(cepoch, 0)
-    leader = partition_leaders(client, [tp[0]]).get(tp)
-    resp = client.request(WRITE_TXN_MARKERS, {"markers": [{
-        "producer_id": pid, "producer_epoch": epoch, "transaction_result": False,
-        "coordinator_epoch": cepoch,
-        "topics": [{"name": tp[0], "partition_indexes": [tp[1]]}]}]}, node=leader)
-    for m in resp.markers:
-        for t in m.topics:
-            for p in t.partitions:
-                check_error(p.error_code, None, f"Failed to abort transaction of producer "
-                            f"{pid} (epoch {epoch}) on {t.name}-{p.partition_index}")
+    def build(parts):
+        return {"markers": [{
+            "producer_id": pid, "producer_epoch": epoch, "transaction_result": False,
+            "coordinator_epoch": cepoch,
+            "topics": [{"name": t, "partition_indexes": [p]} for t, p in parts]}]}
+
+    def results(resp):
+        for m in resp.markers:
+            for t in m.topics:
+                for p in t.partitions:
+                    yield (t.name, p.partition_index), p.error_code, p
+
+    for (t, p), (code, _) in AdminRouter(client).to_leaders(WRITE_TXN_MARKERS, [tp], build,
+                                                            results).items():
+        check_error(code, None, f"Failed to abort transaction of producer "
+                    f"{pid} (epoch {epoch}) on {t}-{p}")
     return 0
 
 

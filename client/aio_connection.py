@@ -26,6 +26,7 @@ import collections
 import socket
 import struct
 
+from client.versions import default_max_version
 from protocol import api
 from protocol.errors import ErrorCode, FrameTooLargeError, InvalidFrameSizeError
 from protocol.frames import FrameDecoder
@@ -185,8 +186,8 @@ class BrokerConnection:
         theirs = self.versions.get(api_key)
         if spec is None or theirs is None:
             raise BrokerConnectionError(f"{self.address}: api {api_key} not supported")
-        hi = min(spec.max_version, theirs[1],
-                 spec.max_version if max_version is None else max_version)
+        hi = min(spec.max_version, theirs[1], default_max_version(api_key, spec.max_version)
+                 if max_version is None else max_version)
         lo = max(spec.min_version, theirs[0], 0 if min_version is None else min_version)
         if hi < lo:
             raise BrokerConnectionError(f"{self.address}: no common version of api {api_key}")

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from client.security import ClientSecurity
+from client.versions import default_max_version
 from protocol import api
 from protocol.errors import ErrorCode
 from protocol.headers import (
@@ -278,8 +279,8 @@ class KafkaClient:
         name = spec.name if spec else str(api_key)
         if spec is None or theirs is None:
             raise ToolError(f"the broker does not support the {name} API")
-        hi = min(spec.max_version, theirs[1],
-                 max_version if max_version is not None else spec.max_version)
+        hi = min(spec.max_version, theirs[1], max_version if max_version is not None
+                 else default_max_version(api_key, spec.max_version))
         lo = max(spec.min_version, theirs[0])
         if hi < lo:
             raise ToolError(f"no {name} version in common with the broker "
@@ -394,6 +395,15 @@ class KafkaClient:
         resp = self.request(METADATA, body, version=version)
         self._nodes = {b.node_id: (b.host, b.port) for b in resp.brokers}
         return resp
+
+    def node_address(self, node: int) -> tuple[str, int]:
+        """(host, port) of broker ``node`` (from Metadata); ToolError when unknown."""
+        if node not in self._nodes:
+            self.metadata([])
+        addr = self._nodes.get(node)
+        if addr is None:
+            raise ToolError(f"broker {node} is not in the cluster metadata")
+        return addr
 
     def controller_node(self) -> int | None:
         resp = self.metadata([])

@@ -1,12 +1,15 @@
 """Consumer-group helpers on :class:`client.connection.KafkaClient` (Kafka's admin-client
-calls for groups): the coordinator of a group (FindCoordinator), its committed offsets
-(OffsetFetch v2+), its description (DescribeGroups) and the ConsumerProtocol assignment of a
-member. Errors are :class:`~client.connection.ToolError` naming the group."""
+calls for groups), routed by :class:`client.admin.AdminRouter` (to the coordinator, found
+again when it moves): the coordinator of a group (FindCoordinator), its committed offsets
+(OffsetFetch v2+), its description (DescribeGroups), every group (ListGroups on every
+broker) and the ConsumerProtocol assignment of a member. Errors are
+:class:`~client.connection.ToolError` naming the group."""
 
 from __future__ import annotations
 
 import struct
 
+from client.admin import AdminRouter
 from client.connection import ToolError
 from client.metadata import check_error
 
@@ -17,23 +20,20 @@ OFFSET_FETCH, FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS = 9, 10, 15, 16
 
 
 def find_coordinator(client, group: str) -> int:
-    version = client.version_for(FIND_COORDINATOR, max_version=3)
-    body = {"key": group}
-    if version >= 1:
-        body["key_type"] = 0
-    resp = client.request(FIND_COORDINATOR, body, version=version)
-    check_error(resp.error_code, getattr(resp, "error_message", None),
-                f"cannot find the coordinator of group {group}")
-    client.metadata([])
-    return resp.node_id
+    """The coordinator of ``group`` (retried while it is not available yet)."""
+    return AdminRouter(client).find_coordinator(group)
 
 
-def committed_offsets(client, node: int, group: str) -> dict[tuple[str, int], int]:
+def committed_offsets(client, group: str) -> dict[tuple[str, int], int]:
+    """The group's committed offsets (OffsetFetch v2-v7 on its coordinator, resent when the
+    coordinator moves or is loading)."""
     version = client.version_for(OFFSET_FETCH, max_version=7)
     if version < 2:
         raise ToolError("the broker's OffsetFetch is too old (needs v2+)")
-    resp = client.request(OFFSET_FETCH, {"group_id": group, "topics": None}, version=version,
-                          node=node)
+    resp = AdminRouter(client).coordinator(
+        group, OFFSET_FETCH, {"group_id": group, "topics": None}, version=version,
+        errors=lambda r: [r.error_code] + [p.error_code for t in r.topics
+                                           for p in t.partitions])
     check_error(resp.error_code, None, f"cannot fetch offsets of group {group}")
     out = {}
     for t in resp.topics:
@@ -69,8 +69,11 @@ def parse_assignment(data) -> list[tuple[str, int]]:
         return []
 
 
-def describe_group(client, node: int, group: str):
-    resp = client.request(DESCRIBE_GROUPS, {"groups": [group]}, node=node)
+def describe_group(client, group: str):
+    """DescribeGroups of ``group`` on its coordinator (a group that does not exist is
+    described with state "Dead")."""
+    resp = AdminRouter(client).coordinator(group, DESCRIBE_GROUPS, {"groups": [group]},
+                                           errors=lambda r: [g.error_code for g in r.groups])
     (g,) = resp.groups
     check_error(g.error_code, None, f"cannot describe group {group}")
     return g
@@ -80,13 +83,8 @@ def list_groups(client) -> list[tuple[str, str, int]]:
     """(group id, protocol type, coordinator id) of every group, from ListGroups on every
     broker (each lists the groups it coordinates); brokers that fail are skipped."""
     out = []
-    md = client.metadata([])
-    for b in md.brokers:
-        try:
-            resp = client.request(LIST_GROUPS, {}, node=b.node_id)
-        except ToolError:
+    for node, resp in AdminRouter(client).each_broker(LIST_GROUPS, {}).items():
+        if isinstance(resp, ToolError) or resp.error_code:
             continue
-        if resp.error_code:
-            continue
-        out.extend((g.group_id, g.protocol_type, b.node_id) for g in resp.groups)
+        out.extend((g.group_id, g.protocol_type, node) for g in resp.groups)
     return sorted(out)

@@ -5,7 +5,11 @@ change of the partitions' log end offsets), and each group's total lag (at most
 ``max_groups`` groups). From the brokers' own metrics when a broker publishes a Prometheus
 endpoint (Josef's ``prometheus.listener``, found with DescribeConfigs): bytes in/out and
 requests per second, per broker, from ``kafka_server_brokertopicmetrics_{bytesin,bytesout}_total``
-and ``kafka_network_requestmetrics_requests_total``. Each series keeps ``points`` samples.
+and ``kafka_network_requestmetrics_requests_total``, and its ``BrokerState`` gauge
+(``kafka_server_kafkaserver_brokerstate``: 6/7 = controlled shutdown) for the broker list.
+Each sample also probes every registered broker (ApiVersions), so a broker that stops
+answering shows as offline. Each series keeps ``points`` samples (``[unix seconds,
+value]``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import logging
 import time
 from urllib.parse import urlsplit
 
+from console import queries
 from console.service import ClusterService, ClusterUnavailable
 
 __all__ = ["Sampler"]
@@ -25,7 +30,8 @@ log = logging.getLogger(__name__)
 PROMETHEUS_KEY = "prometheus.listener"
 _BROKER_SERIES = {"kafka_server_brokertopicmetrics_bytesin_total": "bytes_in",
                   "kafka_server_brokertopicmetrics_bytesout_total": "bytes_out",
-                  "kafka_network_requestmetrics_requests_total": "requests"}
+                  "kafka_network_requestmetrics_requests_total": "requests",
+                  "kafka_server_kafkaserver_brokerstate": "state"}
 
 
 def _parse_metrics(text: str) -> dict[str, float]:
@@ -36,7 +42,7 @@ def _parse_metrics(text: str) -> dict[str, float]:
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             key = _BROKER_SERIES.get(s.name)
-            if key is None or (key != "requests" and "topic" in s.labels):
+            if key is None or (key in ("bytes_in", "bytes_out") and "topic" in s.labels):
                 continue
             out[key] = out.get(key, 0.0) + s.value
     return out
@@ -88,8 +94,9 @@ class Sampler:
     async def sample_once(self) -> None:
         now = time.time()
         try:
-            ends = await self.service.end_offsets()
-            lags = await self.service.group_lags(self.max_groups)
+            await self.service.probe_brokers()
+            ends = await self.service.run(queries.all_end_offsets)
+            lags = await self.service.run(queries.group_lags, self.max_groups)
         except ClusterUnavailable as e:
             self.last_error = str(e)
             self._prev_offsets = None
@@ -120,10 +127,10 @@ class Sampler:
         self.series["cluster.messages_in"].append((now, round(total, 2)))
 
     async def _discover(self) -> None:
-        cluster = await self.service.cluster()
-        ids = [b["id"] for b in cluster["brokers"]]
-        hosts = {b["id"]: b["host"] for b in cluster["brokers"]}
-        configs = await self.service.broker_configs(ids, [PROMETHEUS_KEY])
+        brokers = [b for b in self.service.tracker.brokers() if b["state"] != "offline"]
+        ids = [b["id"] for b in brokers]
+        hosts = {b["id"]: b["host"] for b in brokers}
+        configs = await self.service.run(queries.broker_configs, ids, [PROMETHEUS_KEY])
         urls = {}
         for b, cfg in configs.items():
             value = cfg.get(PROMETHEUS_KEY)
@@ -135,12 +142,15 @@ class Sampler:
                 host = hosts.get(b, "127.0.0.1")
             if parts.port:
                 urls[b] = f"http://{host}:{parts.port}/metrics"
-        self.metrics_urls = urls
+        self.metrics_urls = {**{b: u for b, u in self.metrics_urls.items() if b not in ids},
+                             **urls}
 
     async def _broker_metrics(self, now: float) -> None:
         import aiohttp
 
-        if now - self._urls_checked > 60:
+        if now - self._urls_checked > 60 or any(
+                b["id"] not in self.metrics_urls and b["state"] == "online"
+                for b in self.service.tracker.brokers()) and now - self._urls_checked > 10:
             self._urls_checked = now
             try:
                 await self._discover()
@@ -159,6 +169,8 @@ class Sampler:
             except Exception as e:  # noqa: BLE001 - a broker without metrics right now
                 log.debug("scrape %s failed: %s", url, e)
                 continue
+            if "state" in values:
+                self.service.tracker.set_metric_state(b, int(values.pop("state")))
             prev = self._prev_broker.get(b)
             self._prev_broker[b] = (now, values)
             if prev is None or now <= prev[0]:

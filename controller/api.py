@@ -262,6 +262,12 @@ class Controller(abc.ABC):
             return int(ErrorCode.BROKER_NOT_AVAILABLE), []
         return int(ErrorCode.NONE), []
 
+    async def propagate_log_dir_event(self) -> None:
+        """One of this broker's log dirs failed (KIP-112): tell the controller, which moves
+        leadership of the replicas there (ZooKeeper mode: a
+        ``/log_dir_event_notification`` znode). A single node has nowhere to move them."""
+        return None
+
     async def alter_partition(self, request: Any, version: int) -> Any:
         """AlterPartition (KIP-497, controller side): an ``AlterPartitionResponse``."""
         from protocol.messages import AlterPartitionResponse
@@ -333,8 +339,21 @@ class Controller(abc.ABC):
 
     async def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
         """Store a subscription's configs (validated by the broker); {} deletes it."""
-        mem = self.__dict__.setdefault("_client_metrics_mem", {})
+        self._remember("_client_metrics_mem", name, configs)
+
+    def _remember(self, attr: str, name: str, configs: dict[str, str]) -> None:
+        mem = self.__dict__.setdefault(attr, {})
         if configs:
             mem[name] = dict(configs)
         else:
             mem.pop(name, None)
+
+    # Per-group configs (config resource type GROUP, broker.group_configs). Default: kept in
+    # memory by this controller object (not persisted).
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        """``{group id: configs}``."""
+        return dict(getattr(self, "_group_configs_mem", {}))
+
+    async def set_group_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Store a group's configs (validated by the broker); {} deletes them."""
+        self._remember("_group_configs_mem", name, configs)

@@ -9,10 +9,13 @@ Stored as Kafka's ZooKeeper documents in the embedded metadata store:
 - ``/feature``: ``{"version":2,"status":1,"features":{"<name>":{"max_version_level":N}}}``
   (Kafka's FeatureZNode v2; the finalized features epoch is the document's version);
 - ``/config/client-metrics/<name>``: ``{"version":1,"config":{..}}`` (KIP-714
-  subscriptions; Kafka keeps them in KRaft metadata, this is their ZooKeeper-style home).
+  subscriptions; Kafka keeps them in KRaft metadata, this is their ZooKeeper-style home);
+- ``/config/groups/<group>``: the same document for per-group configs (GROUP resources,
+  ``broker.group_configs``).
 
 Validation of keys and values is the broker's (``broker.dynamic_config``,
-``broker.features``, ``broker.client_metrics``); the controller stores what it is given.
+``broker.features``, ``broker.client_metrics``, ``broker.group_configs``); the controller
+stores what it is given.
 """
 
 from __future__ import annotations
@@ -25,16 +28,24 @@ from controller.metadata_store import Create, Delete, SetData
 from controller.zk_data import ConfigEntityZNode
 from protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["BrokerConfigAdmin", "FeatureZNode", "apply_incremental_ops"]
+__all__ = ["BrokerConfigAdmin", "FeatureZNode", "apply_incremental_ops", "broker_list_default",
+           "list_op"]
 
 log = logging.getLogger(__name__)
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
 class FeatureZNode:
-    """``/feature`` (Kafka's FeatureZNode, version 2: only max levels)."""
+    """``/feature`` (Kafka's FeatureZNode, version 2: only max levels).
+
+    ``BOOTSTRAP``: the levels a new cluster starts with, written when ``/feature`` does not
+    exist yet (Kafka 4.0 bootstraps new clusters at the latest production levels of what
+    Josef serves): ``group.version`` 1, the KIP-848 consumer protocol. ``transaction.version``
+    stays 0 (not finalized): transactions v2 (KIP-890 part 2) is not served. A cluster whose
+    ``/feature`` exists keeps what is finalized there."""
 
     path = "/feature"
+    BOOTSTRAP: dict[str, int] = {"group.version": 1}
 
     @staticmethod
     def encode(features: dict[str, int], enabled: bool = True) -> bytes:
@@ -65,26 +76,60 @@ class FeatureZNode:
         return out
 
 
-def apply_incremental_ops(current: dict[str, str], ops) -> dict[str, str]:
-    """IncrementalAlterConfigs ops (key, op, value) on string configs: SET, DELETE, APPEND /
-    SUBTRACT (comma-separated lists). An unknown op -> INVALID_REQUEST."""
+def list_op(stored: str | None, default: str, op: int, value: str | None) -> str:
+    """One IncrementalAlterConfigs APPEND (2) / SUBTRACT (3) on a LIST config (Kafka's
+    ``ConfigAdminManager.prepareIncrementalConfigs``): it starts from the value stored at that
+    level, else from the key's default (Kafka's, not the broker's effective value: APPEND
+    ``compact`` to an unset ``log.cleanup.policy`` gives ``delete,compact``). APPEND adds the
+    given items not present yet; SUBTRACT removes them. Items are comma-separated; the result
+    may be "" (an empty list)."""
+    items = [v.strip() for v in (default if stored is None else stored).split(",") if v.strip()]
+    given = [v.strip() for v in (value or "").split(",") if v.strip()]
+    if op == OP_APPEND:
+        items += [v for v in dict.fromkeys(given) if v not in items]
+    else:
+        items = [v for v in items if v not in given]
+    return ",".join(items)
+
+
+def broker_list_default(name: str) -> str | None:
+    """The default of a LIST broker config as a comma-separated string (listener-prefixed
+    names by their key); None when ``name`` is not a known LIST key."""
+    from broker.config import listener_key
+    from broker.config_keys import BROKER_CONFIG_KEYS, ConfigType
+
+    lk = listener_key(name)
+    key = lk[2] if lk is not None else BROKER_CONFIG_KEYS.get(name)
+    if key is None or key.type is not ConfigType.LIST:
+        return None
+    return ",".join(str(v) for v in (key.default or []))
+
+
+def apply_incremental_ops(current: dict[str, str], ops, list_default=broker_list_default
+                          ) -> dict[str, str]:
+    """IncrementalAlterConfigs ops (key, op, value) on one resource's stored configs: SET,
+    DELETE, APPEND / SUBTRACT (:func:`list_op`; ``list_default(name)`` gives a LIST key's
+    default, None for other keys). APPEND/SUBTRACT on a key that is not a list, or an
+    unknown op -> INVALID_REQUEST; SET without a value -> INVALID_CONFIG."""
     out = dict(current)
     for key, op, value in ops:
         if op == OP_SET:
+            if value is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Null value not supported for config key: {key}")
             out[key] = value
         elif op == OP_DELETE:
             out.pop(key, None)
         elif op in (OP_APPEND, OP_SUBTRACT):
-            items = [v for v in (out.get(key) or "").split(",") if v]
-            given = [v.strip() for v in (value or "").split(",") if v.strip()]
-            if op == OP_APPEND:
-                items += [v for v in given if v not in items]
-            else:
-                items = [v for v in items if v not in given]
-            out[key] = ",".join(items)
+            default = list_default(key)
+            if default is None:
+                verb = "append" if op == OP_APPEND else "subtract"
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Config value {verb} is not allowed for config key: {key}")
+            out[key] = list_op(out.get(key), default, op, value)
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
-    return {k: v for k, v in out.items() if v is not None}
+    return out
 
 
 class BrokerConfigAdmin:
@@ -92,6 +137,7 @@ class BrokerConfigAdmin:
 
     _BROKERS = "brokers"
     _CLIENT_METRICS = "client-metrics"
+    _GROUPS = "groups"
 
     # --- KIP-226 ----------------------------------------------------------------------------
     def broker_configs(self, entity: str) -> dict[str, str]:
@@ -127,7 +173,7 @@ class BrokerConfigAdmin:
     async def _write_entity(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
         path = ConfigEntityZNode.path(entity_type, name)
         exists = self._store.exists(path) is not None
-        if not configs and entity_type == self._CLIENT_METRICS:
+        if not configs and entity_type in (self._CLIENT_METRICS, self._GROUPS):
             if exists:
                 await self._store.multi([Delete(path)])
             return
@@ -162,6 +208,12 @@ class BrokerConfigAdmin:
             log.error("unreadable %s: %s", FeatureZNode.path, e)
             return -1, {}
 
+    async def _bootstrap_features(self) -> None:
+        """A new cluster (no ``/feature``) starts with ``FeatureZNode.BOOTSTRAP``."""
+        if self._store.exists(FeatureZNode.path) is None:
+            await self._store.multi([Create(FeatureZNode.path,
+                                            FeatureZNode.encode(FeatureZNode.BOOTSTRAP))])
+
     async def update_features(self, levels: dict[str, int]) -> int:
         async with self._lock:
             _, current = self.finalized_features()
@@ -173,18 +225,31 @@ class BrokerConfigAdmin:
 
     # --- KIP-714 client metrics ---------------------------------------------------------------
     def client_metrics_configs(self) -> dict[str, dict[str, str]]:
-        base = ConfigEntityZNode.path(self._CLIENT_METRICS, "")[:-1]
+        return self._entities(self._CLIENT_METRICS)
+
+    async def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
+        async with self._lock:
+            await self._write_entity(self._CLIENT_METRICS, name, dict(configs))
+
+    # --- group configs (GROUP resources) ------------------------------------------------------
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        return self._entities(self._GROUPS)
+
+    async def set_group_configs(self, name: str, configs: dict[str, str]) -> None:
+        async with self._lock:
+            await self._write_entity(self._GROUPS, name, dict(configs))
+
+    def _entities(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """``{name: configs}`` of every ``/config/<entity_type>/<name>`` (unreadable ones are
+        logged and skipped)."""
+        base = ConfigEntityZNode.path(entity_type, "")[:-1]
         out = {}
         if self._store.exists(base) is None:
             return out
         for name in self._store.get_children(base):
             try:
                 out[name] = ConfigEntityZNode.decode(
-                    self._store.get_data(ConfigEntityZNode.path(self._CLIENT_METRICS, name)))
+                    self._store.get_data(ConfigEntityZNode.path(entity_type, name)))
             except Exception as e:  # noqa: BLE001 - bad stored data is logged and skipped
-                log.error("unreadable client metrics subscription %s: %s", name, e)
+                log.error("unreadable %s config %s: %s", entity_type, name, e)
         return out
-
-    async def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
-        async with self._lock:
-            await self._write_entity(self._CLIENT_METRICS, name, dict(configs))

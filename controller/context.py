@@ -140,6 +140,8 @@ class ControllerContext:
         self.topics_with_deletion_started: set[str] = set()
         self.topics_ineligible_for_deletion: set[str] = set()
         self.partitions_being_reassigned: set[TopicPartition] = set()
+        #: broker -> its replicas in failed log dirs (KIP-112: answered KAFKA_STORAGE_ERROR)
+        self.replicas_on_offline_dirs: dict[int, set[TopicPartition]] = {}
 
     # ------------------------------------------------------------------ brokers
 
@@ -170,9 +172,13 @@ class ControllerContext:
 
     def is_replica_online(self, broker_id: int, tp: TopicPartition,
                           include_shutting_down: bool = False) -> bool:
+        """The broker is live (or shutting down, if included) and the replica is not in
+        one of its failed log dirs."""
         if include_shutting_down:
-            return broker_id in self.live_brokers
-        return self.is_live_broker(broker_id)
+            live = broker_id in self.live_brokers
+        else:
+            live = self.is_live_broker(broker_id)
+        return live and tp not in self.replicas_on_offline_dirs.get(broker_id, ())
 
     # ------------------------------------------------------------------ topics and assignment
 

@@ -90,6 +90,10 @@ class TopicUncleanLeaderElectionEnable(ControllerEvent):
         self.topic = topic
 
 
+class LogDirEventNotification(_Simple):
+    state = "LogDirChange"
+
+
 class LeaderAndIsrResponseReceived(ControllerEvent):
     state = "LeaderAndIsrResponseReceived"
 

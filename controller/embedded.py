@@ -153,6 +153,7 @@ class EmbeddedController(TopicAdmin, BrokerConfigAdmin, Controller):
             await self._finish_pending_deletions()
             await self._elect_on_startup()
             self._started = True
+            await self._bootstrap_features()  # KIP-584: a new cluster's finalized levels
             await self._send_broker_configs_on_startup()  # KIP-226, before topic configs
             for t in self._topics.values():
                 if t.configs:

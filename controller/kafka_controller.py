@@ -6,8 +6,9 @@ All work is an event on the single :class:`~controller.event_manager.ControllerE
 queue, processed one at a time.
 
 Failover (``_on_controller_failover``): watch ``/brokers/ids``, ``/brokers/topics``,
-``/admin/delete_topics``, ``/isr_change_notification``, ``/admin/preferred_replica_election``,
-``/admin/reassign_partitions``; drop stale ISR-change notifications; load live brokers and
+``/admin/delete_topics``, ``/isr_change_notification``, ``/log_dir_event_notification``,
+``/admin/preferred_replica_election``, ``/admin/reassign_partitions``; drop stale ISR-change
+and log-dir notifications; load live brokers and
 epochs, topics, topic IDs (missing ones are created), assignments and partition states;
 UpdateMetadata to every live broker; start the replica and partition state machines (which
 send LeaderAndIsr for every partition and elect leaders for offline ones); resume
@@ -24,7 +25,9 @@ that fails the controller-epoch check (:class:`ControllerMovedError`). Everythin
 is dropped and the channel manager closed.
 
 The leadership requests (ControlledShutdown, AlterPartition, ElectLeaders, auto rebalance)
-live in :mod:`controller.leadership`, reassignments in :mod:`controller.reassignment`.
+live in :mod:`controller.leadership`, reassignments in :mod:`controller.reassignment`, ISR
+change and log dir failure notifications and LeaderAndIsr responses in
+:mod:`controller.notifications`.
 """
 
 from __future__ import annotations
@@ -46,8 +49,9 @@ from controller.context import (
 )
 from controller.event_manager import ControllerEvent, ControllerEventManager
 from controller.kafka_uuid import random_uuid
-from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient, lost_controllership
 from controller.leadership import LeadershipMixin
+from controller.notifications import NotificationsMixin
 from controller.partition_state_machine import OfflineStrategy, PartitionStateMachine
 from controller.reassignment import ReassignmentMixin
 from controller.replica_state_machine import ReplicaStateMachine
@@ -118,7 +122,7 @@ class _SessionHandler(StateChangeHandler):
         self.c.event_manager.put(ev.RegisterBrokerAndReelect())
 
 
-class KafkaController(LeadershipMixin, ReassignmentMixin):
+class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
     """``register_broker`` re-registers this broker (returns the new broker epoch) on a new
     ZooKeeper session; ``on_broker_epoch(epoch)`` tells the broker its new epoch."""
 
@@ -152,6 +156,8 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
         self._broker_handlers: dict[int, _NodeHandler] = {}
         self._rebalance_timer: asyncio.TimerHandle | None = None
         self.failovers = 0
+        self._controller_znode_stale = False  # /controller names us from another session
+        self._stale_controller_logged = 0  # the stale session last logged
         self._controller_handler = _NodeHandler(
             zd.ControllerZNode.path,
             on_create=lambda: self.event_manager.put(ev.ControllerChange()),
@@ -166,6 +172,9 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
         self._isr_change = _ChildHandler(zd.IsrChangeNotificationZNode.path,
                                          lambda: self.event_manager.put(
                                              ev.IsrChangeNotification()))
+        self._log_dir_event = _ChildHandler(zd.LogDirEventNotificationZNode.path,
+                                            lambda: self.event_manager.put(
+                                                ev.LogDirEventNotification()))
         self._reassign_handler = _NodeHandler(
             zd.ReassignPartitionsZNode.path,
             on_create=lambda: self.event_manager.put(ev.ZkPartitionReassignment()))
@@ -212,7 +221,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
             if hasattr(event, "future"):
                 event.preempt()
             await self._maybe_resign()
-        except Exception:
+        except Exception as e:
+            if lost_controllership(e):  # the session ended: Expire resigns
+                log.info("ZooKeeper session ended while processing %r.", event)
+                if hasattr(event, "future"):
+                    event.preempt()
+                return
             log.exception("Error processing event %r", event)
             if hasattr(event, "future") and not event.future.done():
                 event.preempt()
@@ -224,8 +238,29 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
             self._controller_handler)
         await self._elect()
 
+    async def _read_controller_id(self) -> int:
+        """The broker ``/controller`` names, or -1: absent, or naming this broker from an
+        earlier ZooKeeper session (a crash and a quick restart). That controller is gone;
+        its znode goes when the old session expires, and the deletion watch (Reelect) runs
+        the election again, so no broker acts on a controllership nobody holds."""
+        got = await self.zk.get_controller()
+        self._controller_znode_stale = False
+        if got is None:
+            return -1
+        cid, owner = got
+        if cid == self.broker_id and owner != self.zk.zk.session_id:
+            self._controller_znode_stale = True
+            if owner != self._stale_controller_logged:
+                self._stale_controller_logged = owner
+                log.info("%s names this broker from an earlier ZooKeeper session 0x%x; "
+                         "waiting for that session to expire", zd.ControllerZNode.path, owner)
+            return -1
+        return cid
+
     async def _elect(self) -> None:
-        self.active_controller_id = await self.zk.get_controller_id() or -1
+        self.active_controller_id = await self._read_controller_id()
+        if self._controller_znode_stale:
+            return  # its deletion (the old session expiring) triggers Reelect
         if self.active_controller_id != -1:
             log.debug("Broker %d has been elected as the controller, so stopping the election "
                       "process.", self.active_controller_id)
@@ -259,12 +294,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
         was_active = self.is_active
         await self.zk.zk.register_znode_change_handler_and_check_existence(
             self._controller_handler)
-        self.active_controller_id = await self.zk.get_controller_id() or -1
+        self.active_controller_id = await self._read_controller_id()
         if was_active and not self.is_active:
             await self._on_controller_resignation()
 
     async def _trigger_controller_move(self) -> None:
-        self.active_controller_id = await self.zk.get_controller_id() or -1
+        self.active_controller_id = await self._read_controller_id()
         if not self.is_active:
             log.warning("Controller has already moved when trying to trigger controller "
                         "movement")
@@ -301,13 +336,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
     async def _on_controller_failover(self) -> None:
         zkc = self.zk.zk
         self.failovers += 1
-        for h in (self._broker_change, self._topic_change, self._topic_deletion,
-                  self._isr_change):
+        for h in (self._broker_change, self._topic_change, self._topic_deletion):
             zkc.register_znode_child_change_handler(h)
+        self._register_notification_handlers()
         for h in (self._preferred_handler, self._reassign_handler):
             await zkc.register_znode_change_handler_and_check_existence(h)
-        await self.zk.delete_all_children(zd.IsrChangeNotificationZNode.path,
-                                          self.context.epoch_zk_version)
+        await self._delete_stale_notifications()
         await self._initialize_controller_context()
         to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
         await self.deletion.init(to_delete, ineligible)
@@ -370,9 +404,9 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
 
     async def _on_controller_resignation(self) -> None:
         zkc = self.zk.zk
-        for path in (zd.IsrChangeNotificationZNode.path, zd.TopicsZNode.path,
-                     zd.DeleteTopicsZNode.path, zd.BrokerIdsZNode.path):
+        for path in (zd.TopicsZNode.path, zd.DeleteTopicsZNode.path, zd.BrokerIdsZNode.path):
             zkc.unregister_znode_child_change_handler(path)
+        self._unregister_notification_handlers()
         for path in (zd.ReassignPartitionsZNode.path, zd.PreferredReplicaElectionZNode.path):
             zkc.unregister_znode_change_handler(path)
         for b in list(self._broker_handlers):
@@ -405,19 +439,9 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
         self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids),
                                           partitions)
 
-    def _leader_and_isr_response(self, response, broker_id: int) -> None:
-        self.event_manager.put(ev.LeaderAndIsrResponseReceived(response, broker_id))
-
     def _stop_replica_response(self, broker_id: int, response, errors: dict) -> None:
         self.event_manager.put(ev.TopicDeletionStopReplicaResponseReceived(
             broker_id, response.error_code, errors))
-
-    async def _process_leader_and_isr_response(self, e: ev.LeaderAndIsrResponseReceived) -> None:
-        if not self.is_active:
-            return
-        if e.response.error_code:
-            log.error("Received error %d in LeaderAndIsr response from broker %d",
-                      e.response.error_code, e.broker_id)
 
     async def _process_stop_replica_response(
             self, e: ev.TopicDeletionStopReplicaResponseReceived) -> None:
@@ -483,6 +507,8 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
     async def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
         log.info("New broker startup callback for %s", _ids(new_brokers))
+        for b in new_brokers:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
         self.send_update_metadata_request(existing)
         self.send_update_metadata_request(new_brokers, ctx.partitions_with_leaders())
@@ -503,6 +529,8 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
     async def _on_broker_failure(self, dead: list[int]) -> None:
         ctx = self.context
         log.info("Broker failure callback for %s", _ids(dead))
+        for b in dead:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         was_shutting = [b for b in dead if b in ctx.shutting_down_broker_ids]
         ctx.shutting_down_broker_ids -= set(dead)
         if was_shutting:
@@ -629,23 +657,6 @@ class KafkaController(LeadershipMixin, ReassignmentMixin):
                                                              "topic reassignment in progress")
             await self.deletion.enqueue_topics_for_deletion(to_delete)
 
-    async def _process_isr_change_notification(self, _e) -> None:
-        if not self.is_active:
-            return
-        ctx = self.context
-        names = await self.zk.get_isr_change_notifications()
-        try:
-            tps = await self.zk.get_partitions_from_isr_change_notifications(names)
-            if tps:
-                ctx.leadership.update(await self.zk.get_partition_states(tps))
-                self.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids),
-                                                  tps)
-                for tp in tps:
-                    if tp in ctx.partitions_being_reassigned:
-                        await self.maybe_complete_reassignment(tp)
-        finally:
-            await self.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)
-
     async def _default_unclean(self, topic: str) -> bool:
         configs = await self.zk.get_entity_configs("topics", topic)
         value = configs.get("unclean.leader.election.enable")
@@ -671,9 +682,8 @@ KafkaController._dispatch = {
     ev.TopicChange: KafkaController._process_topic_change,
     ev.PartitionModifications: KafkaController._process_partition_modifications,
     ev.TopicDeletion: KafkaController._process_topic_deletion,
-    ev.IsrChangeNotification: KafkaController._process_isr_change_notification,
-    ev.LeaderAndIsrResponseReceived: KafkaController._process_leader_and_isr_response,
     ev.TopicDeletionStopReplicaResponseReceived: KafkaController._process_stop_replica_response,
     **LeadershipMixin.handlers(),
     **ReassignmentMixin.handlers(),
+    **NotificationsMixin.handlers(),
 }

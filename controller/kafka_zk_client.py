@@ -17,6 +17,7 @@ way; ``ezv = -1`` means unfenced (admin writes from any broker, as Kafka's Admin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -38,7 +39,8 @@ from controller.zk_client import (
     ZkOp,
 )
 
-__all__ = ["ControllerMovedError", "KafkaZkClient", "TopicPartition", "UpdateLeaderAndIsrResult"]
+__all__ = ["ControllerMovedError", "KafkaZkClient", "TopicPartition", "UpdateLeaderAndIsrResult",
+           "lost_controllership"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,31 @@ BATCH = 200
 
 class ControllerMovedError(Exception):
     """The controller epoch znode changed: this broker is no longer the controller."""
+
+
+#: how long past ``zookeeper.session.timeout.ms`` a restarted broker waits for the
+#: registration of its previous (crashed) session to expire: ZooKeeper checks expiry once per
+#: tick, and the old session may have negotiated a longer timeout
+STALE_REGISTRATION_MARGIN_MS = 5000
+STALE_REGISTRATION_POLL_S = 0.25
+
+
+def _same_endpoints(info: zd.BrokerInfo, data: bytes | None) -> bool:
+    try:
+        other = zd.BrokerIdZNode.decode(info.id, data)
+    except zd.ZkDataError:
+        return False
+    return {(e.host, e.port) for e in other.endpoints} == {(e.host, e.port) for e in info.endpoints}
+
+
+def lost_controllership(exc: BaseException) -> bool:
+    """True when ``exc`` means the write was not made because this broker stopped being
+    the controller: the controller-epoch check failed, or the ZooKeeper session that held
+    ``/controller`` ended. Controller requests then answer NOT_CONTROLLER, never
+    UNKNOWN_SERVER_ERROR."""
+    from kazoo.exceptions import ConnectionClosedError, SessionExpiredError
+
+    return isinstance(exc, ControllerMovedError | SessionExpiredError | ConnectionClosedError)
 
 
 class BrokerIdAlreadyRegisteredError(Exception):
@@ -160,10 +187,19 @@ class KafkaZkClient:
 
     async def register_broker(self, info: zd.BrokerInfo) -> int:
         """Create the ephemeral ``/brokers/ids/<id>``; returns the broker epoch (its czxid).
-        A znode left by this broker's previous session is replaced; one owned by another
-        live session raises BrokerIdAlreadyRegisteredError (Kafka's NodeExistsException)."""
+
+        A registration held by another session is most often this broker's own from before
+        a crash (kill -9 and an immediate restart): its session lives on in ZooKeeper until
+        ``zookeeper.session.timeout.ms`` passes. The broker waits for it to go (logging once
+        why), up to that timeout plus ``STALE_REGISTRATION_MARGIN_MS``, then registers (Kafka
+        fails at once with NodeExistsException). Past the wait, a registration with other
+        endpoints is a live duplicate broker id: BrokerIdAlreadyRegisteredError with Kafka's
+        message; one with this broker's own endpoints (whose listener port this process has
+        bound, so its former owner is gone) is deleted and replaced."""
         path = zd.BrokerIdZNode.path(info.id)
         data = zd.BrokerIdZNode.encode(info)
+        wait_ms = self.zk.session_timeout_ms + STALE_REGISTRATION_MARGIN_MS
+        deadline: float | None = None
         while True:
             try:
                 results = await self.zk.multi([CreateOp(path, None, ephemeral=True),
@@ -178,12 +214,29 @@ class KafkaZkClient:
                 got = await self.zk.get_data(path)
                 if got is None:
                     continue  # went away meanwhile: create again
-                _data, stat = got
+                old_data, stat = got
                 if stat.ephemeralOwner != self.zk.session_id:
-                    raise BrokerIdAlreadyRegisteredError(
-                        f"Error while creating ephemeral at {path}, node already exists and owner "
-                        f"'0x{stat.ephemeralOwner:x}' does not match current session "
-                        f"'0x{self.zk.session_id:x}'") from None
+                    now = time.monotonic()
+                    if deadline is None:
+                        deadline = now + wait_ms / 1000
+                        log.info("%s is still registered by session 0x%x (a previous run of "
+                                 "this broker, or another broker with id %d); waiting up to "
+                                 "%d ms for that session to expire", path, stat.ephemeralOwner,
+                                 info.id, wait_ms)
+                    if now < deadline:
+                        await asyncio.sleep(STALE_REGISTRATION_POLL_S)
+                        continue
+                    if not _same_endpoints(info, old_data):
+                        raise BrokerIdAlreadyRegisteredError(
+                            f"Error while creating ephemeral at {path}, node already exists and "
+                            f"owner '0x{stat.ephemeralOwner:x}' does not match current session "
+                            f"'0x{self.zk.session_id:x}'") from None
+                    log.warning("%s still names this broker's endpoints after %d ms; replacing "
+                                "the registration of session 0x%x", path, wait_ms,
+                                stat.ephemeralOwner)
+                    with contextlib.suppress(NoNodeError, BadVersionError):
+                        await self.zk.delete(path, stat.version)
+                    continue
             log.info("Registered broker %d at path %s with addresses: %s, czxid (broker epoch): %d",
                      info.id, path, ",".join(e.connection_string() for e in info.endpoints),
                      stat.czxid)
@@ -221,11 +274,17 @@ class KafkaZkClient:
     # ------------------------------------------------------------------ controller
 
     async def get_controller_id(self) -> int | None:
+        got = await self.get_controller()
+        return None if got is None else got[0]
+
+    async def get_controller(self) -> tuple[int, int] | None:
+        """``(controller broker id, ephemeral owner session id)`` of ``/controller``, or
+        None (absent or malformed: logged)."""
         got = await self.zk.get_data(zd.ControllerZNode.path)
         if got is None:
             return None
         try:
-            return zd.ControllerZNode.decode(got[0])
+            return zd.ControllerZNode.decode(got[0]), got[1].ephemeralOwner
         except zd.ZkDataError as e:
             log.error("malformed %s: %s", zd.ControllerZNode.path, e)
             return None
@@ -468,21 +527,49 @@ class KafkaZkClient:
 
     async def get_partitions_from_isr_change_notifications(self, names: Iterable[str]
                                                            ) -> list[TopicPartition]:
-        out: set[TopicPartition] = set()
+        decoded = await self._read_notifications(
+            zd.IsrChangeNotificationZNode.path, names, zd.IsrChangeNotificationSequenceZNode.decode)
+        return sorted({tp for tps in decoded for tp in tps})
+
+    async def delete_isr_change_notifications(self, names: Iterable[str], ezv: int) -> None:
+        await self._delete_notifications(zd.IsrChangeNotificationZNode.path, names, ezv)
+
+    async def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A broker's log dir failed (KIP-112): a new sequential notification for the
+        controller. Returns its path."""
+        return await self.zk.create(zd.LogDirEventNotificationSequenceZNode.create_path,
+                                    zd.LogDirEventNotificationSequenceZNode.encode(broker_id),
+                                    sequential=True, make_parents=True)
+
+    async def get_log_dir_event_notifications(self) -> list[str]:
+        return sorted(await self.zk.get_children(zd.LogDirEventNotificationZNode.path) or [])
+
+    async def get_broker_ids_from_log_dir_events(self, names: Iterable[str]) -> list[int]:
+        return sorted(set(await self._read_notifications(
+            zd.LogDirEventNotificationZNode.path, names,
+            zd.LogDirEventNotificationSequenceZNode.decode)))
+
+    async def delete_log_dir_event_notifications(self, names: Iterable[str], ezv: int) -> None:
+        await self._delete_notifications(zd.LogDirEventNotificationZNode.path, names, ezv)
+
+    async def _read_notifications(self, parent: str, names: Iterable[str],
+                                  decode: Callable[[bytes | None], Any]) -> list[Any]:
+        """The decoded notifications ``parent/<name>``; gone ones are skipped, malformed ones
+        logged and skipped."""
+        out = []
         for name in names:
-            path = f"{zd.IsrChangeNotificationZNode.path}/{name}"
+            path = f"{parent}/{name}"
             got = await self.zk.get_data(path)
             if got is None:
                 continue
             try:
-                out.update(zd.IsrChangeNotificationSequenceZNode.decode(got[0]))
+                out.append(decode(got[0]))
             except zd.ZkDataError as e:
                 log.error("skipping malformed %s: %s", path, e)
-        return sorted(out)
+        return out
 
-    async def delete_isr_change_notifications(self, names: Iterable[str], ezv: int) -> None:
-        await self._fenced_many([DeleteOp(f"{zd.IsrChangeNotificationZNode.path}/{n}")
-                                 for n in names], ezv)
+    async def _delete_notifications(self, parent: str, names: Iterable[str], ezv: int) -> None:
+        await self._fenced_many([DeleteOp(f"{parent}/{n}") for n in names], ezv)
 
     async def delete_all_children(self, path: str, ezv: int) -> None:
         """Delete every child of ``path`` (fenced), e.g. stale notifications on failover."""

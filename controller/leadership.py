@@ -13,7 +13,9 @@
 - ControlledShutdown (v0-v3): the broker joins the shutting-down set; partitions it leads
   (replication factor > 1) get a new leader from the ISR (ControlledShutdown strategy), it
   leaves the ISR of partitions it follows (StopReplica without delete). Answers the
-  partitions it still leads. NOT_CONTROLLER, STALE_BROKER_EPOCH, BROKER_NOT_AVAILABLE.
+  partitions it still leads that could move (another live ISR member that is not shutting
+  down): RF 1 leaders and partitions with no other live ISR member do not hold the shutdown
+  back (Kafka counts the latter). NOT_CONTROLLER, STALE_BROKER_EPOCH, BROKER_NOT_AVAILABLE.
 - AlterPartition (KIP-497) from partition leaders, validated as Kafka does:
   STALE_BROKER_EPOCH (unknown broker or other epoch), UNKNOWN_TOPIC_ID /
   UNKNOWN_TOPIC_OR_PARTITION, NOT_CONTROLLER (the request carries a newer leader or
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from controller import controller_events as ev
 from controller.context import PartitionState, ReplicaState, TopicPartition
+from controller.kafka_zk_client import lost_controllership
 from controller.partition_state_machine import (
     CONTROLLED_SHUTDOWN,
     PREFERRED,
@@ -55,6 +58,7 @@ State = LeaderIsrAndControllerEpoch
 
 
 class LeadershipMixin:
+    _last_refusal: tuple[int, frozenset] | None = None  # logged at INFO once per repeat
     # ------------------------------------------------------------------ public API
 
     async def elect_leaders(self: KafkaController, partitions: set[TopicPartition] | None,
@@ -184,6 +188,8 @@ class LeadershipMixin:
                     e.election_type == ELECTION_PREFERRED else \
                     ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 results[tp] = (code, str(r))
+            elif isinstance(r, Exception) and lost_controllership(r):
+                results[tp] = (ErrorCode.NOT_CONTROLLER, None)
             elif isinstance(r, Exception):
                 results[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(r))
             else:
@@ -293,8 +299,20 @@ class LeadershipMixin:
         self.batch.send_requests_to_brokers(ctx.epoch)
         await self.replica_sm.handle_state_changes([(tp, e.broker_id) for tp in followed],
                                                    ReplicaState.OFFLINE)
-        remaining = sorted(ctx.partition_leaders_on_broker(e.broker_id))
-        e.complete((ErrorCode.NONE, remaining))
+        e.complete((ErrorCode.NONE, self._leaderships_that_could_move(e.broker_id)))
+
+    def _leaderships_that_could_move(self: KafkaController, broker_id: int
+                                     ) -> list[TopicPartition]:
+        """The partitions ``broker_id`` still leads that another live, not shutting down
+        ISR member could lead (Kafka's replicatedPartitionsBrokerLeads, which also counts
+        partitions with no such member: those would make every retry fail and the shutdown
+        unclean, though no retry can move them). RF 1 partitions and topics being deleted
+        never count."""
+        ctx = self.context
+        return sorted(tp for tp in ctx.partition_leaders_on_broker(broker_id)
+                      if len(ctx.partition_replica_assignment(tp)) > 1
+                      and any(r != broker_id and ctx.is_live_broker(r)
+                              for r in ctx.leadership[tp].isr))
 
     # ------------------------------------------------------------------ AlterPartition
 
@@ -302,8 +320,12 @@ class LeadershipMixin:
                                        e: ev.AlterPartitionReceived) -> None:
         try:
             responses = await self._try_alter_partition(e)
-        except Exception:
+        except Exception as exc:
             if not e.future.done():
+                if lost_controllership(exc) or not self.is_active:
+                    # deposed while processing: the leader must ask the new controller
+                    e.complete(AlterPartitionResponse(error_code=int(ErrorCode.NOT_CONTROLLER)))
+                    raise
                 log.exception("Error when processing AlterPartition: %r", e.request)
                 e.complete(AlterPartitionResponse(error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR)))
                 return
@@ -340,6 +362,7 @@ class LeadershipMixin:
                 wanted[(name, p.partition_index)] = (p.leader_epoch, isr,
                                                      p.leader_recovery_state, p.partition_epoch)
         adjusted: dict[TopicPartition, State] = {}
+        refused: set[int] = set()
         live = ctx.live_broker_ids
         rejected = ChangeLog(logging.INFO, f"Rejecting AlterPartition request from node "
                              f"{req.broker_id} because it specified ineligible replicas in the "
@@ -369,18 +392,26 @@ class LeadershipMixin:
             else:
                 ineligible = sorted(set(isr) - live)
                 if ineligible:
+                    refused.update(ineligible)
                     rejected.add(f"{tp[0]}-{tp[1]}: ineligible {ineligible} in {isr}")
                     responses[tp] = ErrorCode.INELIGIBLE_REPLICA if version > 1 \
                         else ErrorCode.OPERATION_NOT_ATTEMPTED
                 else:
                     adjusted[tp] = State(req.broker_id, leader_epoch, tuple(isr), ctx.epoch,
                                          partition_epoch, recovery)
+        if refused:  # the same refusal again (leaders retry with back-off): DEBUG
+            seen = (req.broker_id, frozenset(refused))
+            if seen == self._last_refusal:
+                rejected.level = logging.DEBUG
+            self._last_refusal = seen
         rejected.emit()
         result = await self.zk.update_leader_and_isr(adjusted, ctx.epoch_zk_version)
         succeeded = []
         failed = ChangeLog(logging.ERROR, "Failed to update ISR")
         for tp, r in result.finished.items():
-            if isinstance(r, Exception):
+            if isinstance(r, Exception) and lost_controllership(r):
+                responses[tp] = ErrorCode.NOT_CONTROLLER
+            elif isinstance(r, Exception):
                 failed.add(f"{tp[0]}-{tp[1]}: {r!r}")
                 responses[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
             else:

@@ -243,9 +243,9 @@ class ReassignmentMixin:
                     await self.on_partition_reassignment(tp, a)
                     out[tp] = (ErrorCode.NONE, None)
                 except Exception as e:
-                    from controller.kafka_zk_client import ControllerMovedError
+                    from controller.kafka_zk_client import lost_controllership
 
-                    if isinstance(e, ControllerMovedError):
+                    if lost_controllership(e):
                         raise
                     log.exception("Error completing reassignment of partition %s-%d", *tp)
                     out[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, None)

@@ -83,6 +83,9 @@ def _any(value: str) -> None:
     return None
 
 
+#: Kafka's defaults of the LIST topic configs that are not empty
+TOPIC_LIST_DEFAULTS = {"cleanup.policy": "delete"}
+
 # name -> (is_list, validator)
 TOPIC_CONFIGS: dict[str, tuple[bool, Callable[[str], None]]] = {
     "cleanup.policy": (True, _list_of("compact", "delete")),
@@ -147,38 +150,29 @@ def validate_topic_config(configs: Mapping[str, str | None]) -> dict[str, str]:
     return out
 
 
+def topic_list_default(name: str) -> str | None:
+    """Kafka's default of a LIST topic config ("" for an empty list); None for other keys."""
+    spec = TOPIC_CONFIGS.get(name)
+    if spec is None or not spec[0]:
+        return None
+    return TOPIC_LIST_DEFAULTS.get(name, "")
+
+
 def apply_incremental(
     current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]]
 ) -> dict[str, str]:
     """Apply IncrementalAlterConfigs ``(name, op, value)`` operations to ``current`` and
-    validate the result. Unknown op -> INVALID_REQUEST; APPEND/SUBTRACT on a non-list config
-    -> INVALID_REQUEST; bad names/values -> INVALID_CONFIG."""
-    result = dict(current)
-    for name, op, value in ops:
-        if op == OP_SET:
-            result[name] = value  # type: ignore[assignment]  # None is caught by validation
-        elif op == OP_DELETE:
-            result.pop(name, None)
-        elif op in (OP_APPEND, OP_SUBTRACT):
-            spec = TOPIC_CONFIGS.get(name)
-            if spec is None:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
-            if not spec[0]:
-                verb = "append" if op == OP_APPEND else "subtract"
-                raise KafkaError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"Config value {verb} is not allowed for config key: {name}",
-                )
-            items = [v for v in (result.get(name) or "").split(",") if v]
-            given = [v.strip() for v in (value or "").split(",") if v.strip()]
-            if op == OP_APPEND:
-                items += [v for v in given if v not in items]
-            else:
-                items = [v for v in items if v not in given]
-            if items:
-                result[name] = ",".join(items)
-            else:
-                result.pop(name, None)
-        else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+    validate the result. APPEND/SUBTRACT start from the override, else from Kafka's default
+    (``controller.broker_config_admin.list_op``); an empty result removes the override.
+    Unknown op -> INVALID_REQUEST; APPEND/SUBTRACT on a non-list config -> INVALID_REQUEST;
+    unknown names / bad values -> INVALID_CONFIG."""
+    from controller.broker_config_admin import apply_incremental_ops
+
+    for name, op, _value in ops:
+        if op in (OP_APPEND, OP_SUBTRACT) and name not in TOPIC_CONFIGS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+    result = apply_incremental_ops(current, ops, topic_list_default)
+    for name, op, _value in ops:
+        if op in (OP_APPEND, OP_SUBTRACT) and result.get(name) == "":
+            result.pop(name)
     return validate_topic_config(result)

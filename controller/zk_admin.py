@@ -374,6 +374,18 @@ class ZkAdminMixin:
             await self._on_broker_config(entity, new)
         return TopicResult(entity, int(ErrorCode.NONE))
 
+    # ------------------------------------------------------------------ group configs
+
+    def group_configs(self: ZkBroker) -> dict[str, dict[str, str]]:
+        return {g: dict(c) for g, c in self._group_configs.items()}
+
+    async def set_group_configs(self: ZkBroker, group: str, configs: dict[str, str]) -> None:
+        """``/config/groups/<group>`` then a change notification, as Kafka's ZooKeeper
+        entity configs; every broker's ConfigChangeManager delivers it."""
+        await self.kzk.set_or_create_entity_configs("groups", group, dict(configs))
+        await self.kzk.create_config_change_notification(f"groups/{group}")
+        await self._on_group_config(group, dict(configs))
+
     # ------------------------------------------------------------------ leaders, ids
 
     async def elect_leaders(self: ZkBroker, election_type: int, partitions

@@ -90,11 +90,13 @@ class ZkBroker(ZkAdminMixin, Controller):
         self.config_manager = ConfigChangeManager(self.kzk)
         self.config_manager.register("topics", self._on_topic_config)
         self.config_manager.register("brokers", self._on_broker_config)
+        self.config_manager.register("groups", self._on_group_config)
         self.feature_cache = FinalizedFeatureCache(self.zk_client)  # KIP-584 /feature
         self._cluster_id = ""
         self._broker_epoch = -1
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}
         self._metadata_event = asyncio.Event()
         self._control_lock = asyncio.Lock()
         self._started = False
@@ -198,7 +200,7 @@ class ZkBroker(ZkAdminMixin, Controller):
                     + f" in advertised listeners are already registered by broker {b}")
 
     async def shutdown(self) -> None:
-        self.config_manager.shutdown()
+        await self.config_manager.shutdown()
         self.feature_cache.shutdown()
         if self.controller is not None:
             await self.controller.shutdown()
@@ -231,6 +233,13 @@ class ZkBroker(ZkAdminMixin, Controller):
         if entity in ("<default>", str(self.broker_id)) and self.controller is not None and \
                 configs.get("unclean.leader.election.enable", "").lower() == "true":
             self.controller.enable_default_unclean_leader_election()
+
+    async def _on_group_config(self, group: str, configs: dict[str, str]) -> None:
+        """``/config/groups/<group>`` (GROUP config resources, broker.group_configs)."""
+        if configs:
+            self._group_configs[group] = dict(configs)
+        else:
+            self._group_configs.pop(group, None)
 
     async def _ensure_topic_configs(self, request) -> None:
         """Read the configs of topics new to this broker before their logs are created
@@ -296,6 +305,10 @@ class ZkBroker(ZkAdminMixin, Controller):
             except KafkaError as e:
                 return int(e.code), {}
             return int(ErrorCode.NONE), dict(results or {})
+
+    async def propagate_log_dir_event(self) -> None:
+        path = await self.kzk.propagate_log_dir_event(self.broker_id)
+        log.info("log dir failure announced to the controller at %s", path)
 
     # ------------------------------------------------------------------ SIGTERM path
 

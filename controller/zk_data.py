@@ -601,6 +601,27 @@ class LogDirEventNotificationZNode:
     path = "/log_dir_event_notification"
 
 
+class LogDirEventNotificationSequenceZNode:
+    """``/log_dir_event_notification/log_dir_event_<seq>`` (persistent sequential), written
+    by a broker whose log dir failed (KIP-112): ``{"version":1,"broker":N,"event":1}``
+    (event 1 = LogDirFailure); the controller reads and deletes them."""
+
+    SEQUENCE_PREFIX = "log_dir_event_"
+    LOG_DIR_FAILURE_EVENT = 1
+    create_path = f"{LogDirEventNotificationZNode.path}/{SEQUENCE_PREFIX}"
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _dumps({"version": 1, "broker": broker_id,
+                       "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE_EVENT})
+
+    @staticmethod
+    def decode(data: bytes | None) -> int:
+        """The broker id."""
+        what = LogDirEventNotificationZNode.path
+        return _field(_obj(data, what), "broker", int, what)
+
+
 class ConsumerPathZNode:
     """The old consumers' path; Kafka still creates it on startup."""
 

@@ -47,7 +47,15 @@ class FinalizedFeatureCache(ZNodeChangeHandler):
         self._refresh: asyncio.Task | None = None
 
     async def startup(self) -> None:
+        """Load ``/feature``; a new cluster (no ``/feature`` yet) gets
+        ``FeatureZNode.BOOTSTRAP`` first (a create: the broker that loses the race reads the
+        winner's)."""
         self._zk.register_znode_change_handler(self)
+        if await self._zk.exists(self.path) is None:
+            try:
+                await self._zk.create(self.path, FeatureZNode.encode(FeatureZNode.BOOTSTRAP))
+            except NodeExistsError:
+                pass
         await self._load()
 
     def shutdown(self) -> None:

@@ -70,13 +70,16 @@ def expected_counts() -> dict[tuple[str, str], int]:
     return counts
 
 
-def create_topics(bootstrap: str, prefix: str) -> tuple[str, str]:
+def create_topics(bootstrap: str, prefix: str, replication_factor: int = -1) -> tuple[str, str]:
+    """The two topics; replication factor -1 takes the broker's ``default.replication.factor``
+    (KIP-464), so the example matches the cluster it runs on (the README's three-broker
+    cluster has 3 and ``min.insync.replicas=2``; a single broker has 1)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     events, counts = f"{prefix}-events", f"{prefix}-counts"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(events, EVENTS_PARTITIONS, 1),
-                                   NewTopic(counts, 1, 1)])
+    futures = admin.create_topics([NewTopic(events, EVENTS_PARTITIONS, replication_factor),
+                                   NewTopic(counts, 1, replication_factor)])
     for future in futures.values():
         future.result(30)
     return events, counts
@@ -194,9 +197,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="Spark master URL when not run by spark-submit (default local[2])")
     parser.add_argument("--checkpoint", default=None,
                         help="checkpoint directory (default: a temporary one, removed after)")
+    parser.add_argument("--replication-factor", type=int, default=-1, metavar="N",
+                        help="of the two topics (default -1: the broker's "
+                             "default.replication.factor)")
     args = parser.parse_args(argv)
 
-    events, counts = create_topics(args.bootstrap, args.prefix)
+    events, counts = create_topics(args.bootstrap, args.prefix, args.replication_factor)
     produce_events(args.bootstrap, events)
     print(f"produced {EVENT_COUNT} events (+{EVENTS_PARTITIONS} ticks) to {events}")
     spark = make_session(args.master)

@@ -17,6 +17,7 @@ These functions do blocking I/O: call them from an executor when on the event lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 
@@ -48,15 +49,20 @@ def write_atomic(path: str, data: bytes, sync: bool = True) -> None:
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # no stale temp file (a full disk, say)
+            os.unlink(tmp)
+        raise
     if sync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 

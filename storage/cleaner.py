@@ -345,8 +345,8 @@ class LogCleaner:
 
     # --- lifecycle ----------------------------------------------------------------------------
     def load_checkpoints(self) -> None:
-        """Read `cleaner-offset-checkpoint` of every log dir (blocking)."""
-        for d in self.manager.log_dirs:
+        """Read `cleaner-offset-checkpoint` of every live log dir (blocking)."""
+        for d in self.manager.live_log_dirs:
             self.checkpoints[d] = OffsetCheckpointFile(os.path.join(d, CLEANER_CHECKPOINT)).read()
 
     async def startup(self, workers: bool = True) -> None:
@@ -448,6 +448,9 @@ class LogCleaner:
             except CleanerAbortedError:
                 return False
             return await self._swap(ltc, result)
+        except OSError as e:  # the log dir goes offline (Kafka's cleaner does the same)
+            self.manager.io_error(self.manager.dir_of(lg), f"cleaning {tp[0]}-{tp[1]}", e)
+            return False
         finally:
             self.in_progress.discard(tp)
 

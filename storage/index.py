@@ -18,6 +18,7 @@ call mutating methods; none of this is thread-safe.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -27,6 +28,9 @@ from collections.abc import Callable
 
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+#: blocks of an active index are allocated this many bytes at a time before the map writes
+#: into them (see AbstractIndex._reserve)
+RESERVE_BYTES = 64 * 1024
 
 
 class CorruptIndexError(Exception):
@@ -110,12 +114,17 @@ class AbstractIndex:
         self._dirty = False  # written through the map since the last flush()
         self._used = False  # read since the mapped-index limit last looked (second chance)
         self._verify: tuple[int, Callable[[CorruptIndexError], None] | None] | None = None  # deferred check
+        self._reserved = 0  # bytes of the file known to be allocated (see _reserve)
+        #: the file did not exist and was created empty (a lost index: the loader rebuilds
+        #: it, as Kafka's LogSegment.sanityCheck does for a newly created index file)
+        self.created = False
         try:
             length = os.stat(path).st_size
         except FileNotFoundError:
             length = 0
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # every segment has its files
             os.close(fd)
+            self.created = True
         self._corrupt_length = length % self.entry_size != 0
         self._entries = length // self.entry_size
         self._file_size = length
@@ -181,6 +190,8 @@ class AbstractIndex:
             self._mm = mmap.mmap(fd, size) if size > 0 else None
         self._file_size = size
         self._capacity = size // self.entry_size
+        # bytes known to have blocks (entries were written there); see _reserve
+        self._reserved = min(self._reserved, self._entries * self.entry_size)
         self._used = True
         if self._mm is not None and self._capacity == self._entries:
             _MAPPED.add(self)  # a full (non-active) index: subject to the mapped-index limit
@@ -307,9 +318,29 @@ class AbstractIndex:
         if self._entries >= self._capacity:
             raise IndexError(f"{self.path}: index is full ({self._entries} entries)")
         mm = self._mapped()
+        if (self._entries + 1) * self.entry_size > self._reserved:
+            self._reserve((self._entries + 1) * self.entry_size)
         self._dirty = True
         self.ENTRY.pack_into(mm, self._entries * self.entry_size, *raw)
         self._entries += 1
+
+    def _reserve(self, end: int) -> None:
+        """Allocate the file's blocks up to `end` (and `RESERVE_BYTES` beyond) before the
+        map writes there. The preallocated file is sparse: a store through the map into a
+        hole on a full filesystem raises SIGBUS and kills the process; `posix_fallocate`
+        raises ENOSPC instead, which takes the log dir offline like any write error."""
+        start = self._reserved - self._reserved % RESERVE_BYTES
+        stop = min(self._file_size, end + RESERVE_BYTES - end % RESERVE_BYTES)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, start, stop - start)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise
+            stop = self._file_size  # the filesystem cannot preallocate: nothing to gain
+        finally:
+            os.close(fd)
+        self._reserved = stop
 
     def _relative(self, offset: int) -> int:
         rel = offset - self.base_offset

@@ -41,6 +41,17 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 
+class UnexpectedAppendOffsetError(KafkaError):
+    """A follower append whose first batch starts below the log end offset (Kafka's
+    UnexpectedAppendOffsetException, UNKNOWN_SERVER_ERROR on the wire). `first_offset` /
+    `last_offset`: the first batch's base and last offsets."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -202,14 +213,16 @@ class Log(LogTransactions):
         """Append batches fetched from the leader, offsets kept. Raises CORRUPT_MESSAGE /
         MESSAGE_TOO_LARGE as for the leader, and UNKNOWN_SERVER_ERROR when the first offset
         is below the log end offset or offsets go backwards (Kafka's
-        OffsetsOutOfOrderException / UnexpectedAppendOffsetException)."""
+        OffsetsOutOfOrderException; `UnexpectedAppendOffsetError` for the first batch)."""
         buf = records if isinstance(records, bytearray | bytes | memoryview) else bytes(records)
         batches = self._analyze(buf, check_size=False)
         expected = self.log_end_offset
-        for b in batches:
+        for i, b in enumerate(batches):
             if b.base_offset < expected:
-                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                 f"follower append: offset {b.base_offset} < expected {expected}")
+                message = f"follower append: offset {b.base_offset} < expected {expected}"
+                if i == 0:
+                    raise UnexpectedAppendOffsetError(message, b.base_offset, b.last_offset)
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, message)
             expected = b.last_offset + 1
         for b in batches:
             if b.partition_leader_epoch >= 0:

@@ -3,9 +3,16 @@
 Per log dir (Kafka's layout): `meta.properties`, `recovery-point-offset-checkpoint`,
 `log-start-offset-checkpoint`, `replication-offset-checkpoint`, `.kafka_cleanshutdown` (present
 only between a clean shutdown and the next start) and one directory per partition
-`<topic>-<partition>`. A new partition goes to the dir holding the fewest partitions. Deleting
-renames the directory to `<topic>-<partition>.<uuid hex>-delete` and removes it in the
-background after `file.delete.delay.ms`; such leftovers are removed at startup.
+`<topic>-<partition>`. A new partition goes to the live dir holding the fewest partitions.
+Deleting renames the directory to `<topic>-<partition>.<uuid hex>-delete` and removes it in the
+background after `file.delete.delay.ms`; such leftovers, and `*.tmp` files of interrupted
+checkpoint writes, are removed at startup.
+
+Failed dirs (KIP-112): an I/O error in a dir's files (`io_error`) marks the dir offline
+through `failure_channel` (storage.log_dir_failure); the broker then calls
+`handle_log_dir_failure(dir)`, which forgets the dir's logs. A dir that cannot be loaded at
+startup starts offline; only when every dir fails does startup fail. Offline dirs get no
+checkpoints, flushes or `.kafka_cleanshutdown` (the next start recovers them).
 
 Background work runs as asyncio tasks on the broker's loop; anything that fsyncs or unlinks
 runs in the default executor, so the loop never blocks on the disk:
@@ -24,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import shutil
 import threading
@@ -45,9 +53,11 @@ from storage.checkpoints import (
 from storage.cleaner import CleanerConfig, LogCleaner
 from storage.config import LogConfig
 from storage.log import Log, parse_topic_partition, wall_clock_ms
+from storage.log_dir_failure import LogDirFailureChannel, is_resource_limit, storage_error
 from storage.segment import LogSegment
 
 TopicPartition = tuple[str, int]
+log_ = logging.getLogger(__name__)
 
 
 class LogManager:
@@ -90,6 +100,8 @@ class LogManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._checkpoint_lock = threading.Lock()
         self.had_clean_shutdown: dict[str, bool] = {}
+        self.failure_channel = LogDirFailureChannel()
+        self._offline_logs: set[Log] = set()  # of failed dirs, closed after a delay
         self.cleaner = LogCleaner(self, cleaner_config or CleanerConfig(), time_ms)
 
     # --- startup / shutdown -----------------------------------------------------------------
@@ -111,40 +123,58 @@ class LogManager:
 
     def load_all(self) -> None:
         """Blocking load of every dir (used by `startup` through the executor, and by tools
-        and crash tests that run without an event loop)."""
+        and crash tests that run without an event loop). A dir failing with an I/O error
+        starts offline; KAFKA_STORAGE_ERROR when no dir could be loaded."""
         for d in self.log_dirs:
-            os.makedirs(d, exist_ok=True)
-            self._check_meta(d)
-            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-            clean = os.path.exists(marker)
-            self.had_clean_shutdown[d] = clean
-            recovery = OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).read()
-            starts = OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).read()
-            hws = OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).read()
-            for name in sorted(os.listdir(d)):
-                path = os.path.join(d, name)
-                if not os.path.isdir(path):
-                    continue
-                if name.endswith(("-delete", "-future")):
-                    # a -future replica whose move a restart interrupted is abandoned
-                    shutil.rmtree(path, ignore_errors=True)
-                    continue
-                try:
-                    tp = parse_topic_partition(name)
-                except KafkaError:
-                    continue
-                log = Log(path, self.default_config, recovery_point=recovery.get(tp, 0),
-                          log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
-                          time_ms=self.time_ms, on_roll=self._on_roll,
-                          on_flush_needed=self._on_roll)
-                self._attach(log)
-                log.high_watermark = max(log.log_start_offset,
-                                         min(hws.get(tp, 0), log.log_end_offset))
-                self._logs[tp] = log
-                self._log_dir_of[tp] = d
-            if clean:
-                os.unlink(marker)
-                fsync_dir(d)
+            try:
+                self._load_dir(d)
+            except OSError as e:
+                if is_resource_limit(e):
+                    raise
+                self.failure_channel.maybe_add_offline_log_dir(d, "loading the log dir", e)
+                self._forget_dir(d, delay_close=False)
+        if not self.live_log_dirs:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             "none of the specified log dirs from " + ", ".join(self.log_dirs)
+                             + " can be created or validated")
+
+    def _load_dir(self, d: str) -> None:
+        """Load one dir (OSError: the dir goes offline, see `load_all`)."""
+        os.makedirs(d, exist_ok=True)
+        self._check_meta(d)
+        for name in os.listdir(d):  # interrupted checkpoint writes
+            if name.endswith(".tmp") and os.path.isfile(os.path.join(d, name)):
+                os.unlink(os.path.join(d, name))
+        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        self.had_clean_shutdown[d] = clean
+        recovery = OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).read()
+        starts = OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).read()
+        hws = OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).read()
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(("-delete", "-future")):
+                # a -future replica whose move a restart interrupted is abandoned
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                tp = parse_topic_partition(name)
+            except KafkaError:
+                continue
+            log = Log(path, self.default_config, recovery_point=recovery.get(tp, 0),
+                      log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
+                      time_ms=self.time_ms, on_roll=self._on_roll,
+                      on_flush_needed=self._on_roll)
+            self._attach(log)
+            log.high_watermark = max(log.log_start_offset,
+                                     min(hws.get(tp, 0), log.log_end_offset))
+            self._logs[tp] = log
+            self._log_dir_of[tp] = d
+        if clean:
+            os.unlink(marker)
+            fsync_dir(d)
 
     def _check_meta(self, d: str) -> None:
         props = read_meta_properties(d)
@@ -176,26 +206,91 @@ class LogManager:
         await asyncio.get_running_loop().run_in_executor(None, self.close_all)
 
     def close_all(self) -> None:
-        """Blocking clean shutdown (see `shutdown`)."""
+        """Blocking clean shutdown (see `shutdown`). A dir failing now goes offline and gets
+        no `.kafka_cleanshutdown`: its next start recovers it."""
         for seg in list(self._doomed):
             self._doomed.discard(seg)
-            seg.delete_files()
+            with contextlib.suppress(OSError):
+                seg.delete_files()
         for target in list(self._deleting):
             log = self._deleting.pop(target)
             log.close_handlers()
             shutil.rmtree(target, ignore_errors=True)
-        for log in self._logs.values():
-            log.flush()
+        for log in list(self._offline_logs):
+            self._close_offline(log)
+        for log in list(self._logs.values()):
+            self._guarded(log, "flush at shutdown", log.flush)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_replication_offsets()
-        for log in self._logs.values():
-            log.close()
-        for d in self.log_dirs:
-            with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "wb") as f:
-                os.fsync(f.fileno())
-            fsync_dir(d)
+        for log in list(self._logs.values()):
+            if not self._guarded(log, "closing the log", log.close):
+                log.close_handlers()
+        for d in self.live_log_dirs:
+            try:
+                with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                    os.fsync(f.fileno())
+                fsync_dir(d)
+            except OSError as e:
+                self.io_error(d, "writing the clean shutdown marker", e)
         self._logs.clear()
+
+    def _guarded(self, log: Log, what: str, fn, *args) -> bool:
+        """Run `fn(*args)` for `log`; an OSError takes the log's dir offline (False)."""
+        try:
+            fn(*args)
+            return True
+        except OSError as e:
+            self.io_error(self.dir_of(log), f"{what} of {os.path.basename(log.dir)}", e)
+            return False
+
+    # --- failed dirs (KIP-112) ------------------------------------------------------------------
+    @property
+    def live_log_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    @staticmethod
+    def dir_of(log: Log) -> str:
+        """The log dir holding `log` (its partition directory's parent)."""
+        return os.path.dirname(os.path.abspath(log.dir))
+
+    def io_error(self, log_dir: str | None, what: str, exc: BaseException) -> KafkaError:
+        """Kafka's maybeHandleIOException: the KAFKA_STORAGE_ERROR for an OSError in `what`,
+        after marking `log_dir` offline (once; not for a resource limit such as EMFILE)."""
+        if log_dir is not None and not is_resource_limit(exc):
+            self.failure_channel.maybe_add_offline_log_dir(log_dir, what, exc)
+        return storage_error(what, exc)
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Forget every log of the offline `log_dir` (Kafka's LogManager.handleLogDirFailure):
+        no more checkpoints, flushes, retention or cleaning there. Their files are closed
+        after `file.delete.delay.ms` (in-flight zero-copy reads may still use them).
+        Returns the partitions that went offline."""
+        tps = self._forget_dir(log_dir, delay_close=True)
+        log_.warning("Logs for partitions %s are offline due to failure on log directory %s",
+                     ",".join(f"{t}-{p}" for t, p in sorted(tps)) or "(none)", log_dir)
+        return tps
+
+    def _forget_dir(self, log_dir: str, delay_close: bool) -> list[TopicPartition]:
+        tps = [tp for tp, d in self._log_dir_of.items() if d == log_dir]
+        loop = self._running_loop() if delay_close else None
+        for tp in tps:
+            log = self._logs.pop(tp, None)
+            self._log_dir_of.pop(tp, None)
+            self.cleaner.forget(tp)
+            if log is None:
+                continue
+            if loop is not None:
+                self._offline_logs.add(log)
+                loop.call_later(log.config.file_delete_delay_ms / 1000, self._close_offline, log)
+            else:
+                log.close_handlers()
+        return tps
+
+    def _close_offline(self, log: Log) -> None:
+        if log in self._offline_logs:
+            self._offline_logs.discard(log)
+            log.close_handlers()
 
     # --- partitions -------------------------------------------------------------------------
     def get_log(self, tp: TopicPartition) -> Log | None:
@@ -219,14 +314,22 @@ class LogManager:
             return log
         if not tp[0] or "/" in tp[0] or tp[0] in (".", ".."):
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"bad topic name {tp[0]!r}")
-        counts = {d: 0 for d in self.log_dirs}
+        live = self.live_log_dirs
+        if not live:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"cannot create log for {tp[0]}-{tp[1]}: every log dir is offline")
+        counts = {d: 0 for d in live}
         for d in self._log_dir_of.values():
-            counts[d] += 1
-        d = min(self.log_dirs, key=lambda x: counts[x])
+            if d in counts:
+                counts[d] += 1
+        d = min(live, key=lambda x: counts[x])
         path = os.path.join(d, f"{tp[0]}-{tp[1]}")
-        log = Log(path, config or self.default_config, clean_shutdown=True,
-                  time_ms=self.time_ms, on_roll=self._on_roll,
-                  on_flush_needed=self._on_roll, topic_id=topic_id)
+        try:
+            log = Log(path, config or self.default_config, clean_shutdown=True,
+                      time_ms=self.time_ms, on_roll=self._on_roll,
+                      on_flush_needed=self._on_roll, topic_id=topic_id)
+        except OSError as e:
+            raise self.io_error(d, f"creating log for {tp[0]}-{tp[1]}", e) from e
         self._attach(log)
         self._logs[tp] = log
         self._log_dir_of[tp] = d
@@ -300,6 +403,7 @@ class LogManager:
         fut = loop.run_in_executor(None, fn, *args)
         self._pending.add(fut)
         fut.add_done_callback(self._pending.discard)
+        fut.add_done_callback(_retrieve)  # errors were reported (failure channel)
         return fut
 
     async def _in_executor(self, fn, *args):
@@ -320,13 +424,17 @@ class LogManager:
         return None
 
     def _timed_flush(self, log: Log, offset: int | None = None) -> None:
+        """Flush (executor); an OSError takes the dir offline and raises KAFKA_STORAGE_ERROR
+        (the produce waiting for this fsync answers it)."""
         observer = self.flush_observer
-        if observer is None:
-            log.flush(offset)
-            return
         start = time.monotonic_ns()
-        log.flush(offset)
-        observer((time.monotonic_ns() - start) / 1e6)
+        try:
+            log.flush(offset)
+        except OSError as e:
+            raise self.io_error(self.dir_of(log), f"flush of {os.path.basename(log.dir)}",
+                                e) from e
+        if observer is not None:
+            observer((time.monotonic_ns() - start) / 1e6)
 
     def _attach(self, log: Log) -> None:
         """Give `log` its segment-deletion hook, bound to the log so the delay is the
@@ -347,7 +455,14 @@ class LogManager:
     def _delete_doomed(self, seg: LogSegment) -> None:
         if seg in self._doomed:
             self._doomed.discard(seg)
-            self._submit(seg.delete_files)
+            self._submit(self._delete_segment_files, seg)
+
+    def _delete_segment_files(self, seg: LogSegment) -> None:
+        try:
+            seg.delete_files()
+        except OSError as e:
+            self.io_error(os.path.dirname(os.path.dirname(os.path.abspath(seg.log_path))),
+                          "deleting a segment", e)
 
     # --- background jobs ----------------------------------------------------------------------
     async def remove_expired_producers(self) -> int:
@@ -369,9 +484,11 @@ class LogManager:
                 await fn()
             except asyncio.CancelledError:
                 raise
+            except KafkaError as e:
+                if e.code != ErrorCode.KAFKA_STORAGE_ERROR:  # else reported once already
+                    log_.exception("log manager task failed")
             except Exception:  # keep the scheduler alive; errors surface in the log
-                import logging
-                logging.getLogger(__name__).exception("log manager task failed")
+                log_.exception("log manager task failed")
 
     async def cleanup_logs(self) -> int:
         """Retention pass over every log (renames on the loop, unlinks in the executor).
@@ -379,14 +496,18 @@ class LogManager:
         n = 0
         for log in list(self._logs.values()):
             if "delete" in log.config.cleanup_policy:
-                n += log.delete_old_segments()
+                try:
+                    n += log.delete_old_segments()
+                except OSError as e:
+                    self.io_error(self.dir_of(log), "retention", e)
         return n
 
     async def flush_dirty_logs(self) -> None:
         """Flush logs whose unflushed data is older than their flush.ms (in the executor)."""
         for log in list(self._logs.values()):
             if log.needs_time_flush():
-                await self._in_executor(self._timed_flush, log)
+                with contextlib.suppress(KafkaError):  # a failed dir: reported once
+                    await self._in_executor(self._timed_flush, log)
 
     async def checkpoint_recovery_points_async(self) -> None:
         await self._in_executor(self.checkpoint_recovery_points)
@@ -401,10 +522,13 @@ class LogManager:
         # one writer at a time: a periodic job still running in its executor thread when
         # shutdown writes the same file would share `<name>.tmp`, or write older values last
         with self._checkpoint_lock:
-            for d in self.log_dirs:
+            for d in self.live_log_dirs:
                 entries = {tp: value(log) for tp, log in list(self._logs.items())
                            if self._log_dir_of.get(tp) == d}
-                OffsetCheckpointFile(os.path.join(d, name)).write(entries)
+                try:
+                    OffsetCheckpointFile(os.path.join(d, name)).write(entries)
+                except OSError as e:
+                    self.io_error(d, f"writing {name}", e)
 
     def checkpoint_recovery_points(self) -> None:
         """Write `recovery-point-offset-checkpoint` in every dir (blocking)."""
@@ -424,3 +548,9 @@ class LogManager:
         for d in self.log_dirs:
             out.update(OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).read())
         return out
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    """Mark a background future's exception as seen (no "never retrieved" warning)."""
+    if not fut.cancelled():
+        fut.exception()

@@ -262,9 +262,12 @@ class ProducerStateManager:
     # --- KIP-890 verification --------------------------------------------------------------
     def maybe_start_verification(self, producer_id: int, sequence: int, epoch: int,
                                  now_ms: int) -> VerificationGuard | None:
-        """None when the producer already has an open transaction (no verification needed);
-        else the guard of its (new or updated) verification state."""
-        if self.has_ongoing_transaction(producer_id):
+        """None when the producer already has an open transaction at this epoch (no
+        verification needed); else the guard of its (new or updated) verification state. A
+        batch of a newer epoch is verified even while an older transaction is open: with
+        transaction version 2 each transaction has its own epoch, and the previous one's
+        marker may not have arrived yet (Kafka checks the epoch too)."""
+        if self.has_ongoing_transaction(producer_id, epoch):
             return None
         v = self.verification_states.get(producer_id)
         if v is None:

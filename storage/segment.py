@@ -411,14 +411,16 @@ class LogSegment:
         self.bytes_since_last_index_entry += size
 
     def sanity_check(self) -> None:
-        """Clean start: raise CorruptIndexError at once if an index is empty for a log of
-        more than `index.interval.bytes` or not a whole number of entries (from `stat`, no
-        file opened). The entry checks (`OffsetIndex.sanity_check`) run when the index is
-        first mapped (lazy, as Kafka's LazyIndex); if they fail then, both indexes are rebuilt
-        from the `.log` (`rebuild_indexes`)."""
+        """Clean start: raise CorruptIndexError at once if an index file was missing (created
+        empty) for a log of more than `index.interval.bytes`, or is not a whole number of
+        entries (from `stat`, no file opened). An index that exists and is empty is valid: a
+        log whose batches all start within `index.interval.bytes` of the last entry (one big
+        batch, say) has no entry. The entry checks (`OffsetIndex.sanity_check`) run when the
+        index is first mapped (lazy, as Kafka's LazyIndex); if they fail then, both indexes
+        are rebuilt from the `.log` (`rebuild_indexes`)."""
         for idx in (self.offset_index, self.time_index):
-            if idx.entries == 0 and self.size > self.index_interval_bytes:
-                raise CorruptIndexError(f"{idx.path}: empty for a {self.size}-byte log")
+            if idx.created and self.size > self.index_interval_bytes:
+                raise CorruptIndexError(f"{idx.path}: missing for a {self.size}-byte log")
         for idx in (self.offset_index, self.time_index):
             idx.defer_sanity_check(self.size, self._on_corrupt_index)
         if os.path.exists(self.txn_index.path):

@@ -98,7 +98,12 @@ _ASSIGNOR_CLASSES = {
 
 
 class ConsumerGroupConfig:
-    """``group.consumer.*`` settings (times in ms)."""
+    """``group.consumer.*`` settings (times in ms). ``group_overrides(group_id, session_ms,
+    heartbeat_ms) -> (session_ms, heartbeat_ms)``, when set, applies a group's
+    ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms`` (GROUP config
+    resources, broker.group_configs)."""
+
+    group_overrides = None
 
     def __init__(self, session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 5000,
                  max_size: int = 2**31 - 1, assignors: tuple[str, ...] = ("uniform", "range"),
@@ -116,6 +121,13 @@ class ConsumerGroupConfig:
         self.migration_policy = migration_policy.lower()
         self.classic_max_size = classic_max_size
         self.enabled = enabled
+
+    def timeouts(self, group_id: str) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) of a group, in ms."""
+        if self.group_overrides is None:
+            return self.session_timeout_ms, self.heartbeat_interval_ms
+        return self.group_overrides(group_id, self.session_timeout_ms,
+                                    self.heartbeat_interval_ms)
 
     @classmethod
     def from_kafka_config(cls, config) -> ConsumerGroupConfig:
@@ -550,7 +562,8 @@ class ConsumerGroupCoordinator:
             records.append(target_member_record(group_id, member_id,
                                                 group.target.get(member_id, {})))
         group.note_state()
-        self._schedule_session(group_id, member_id, self.config.session_timeout_ms)
+        session_ms, heartbeat_ms = self.config.timeouts(group_id)
+        self._schedule_session(group_id, member_id, session_ms)
         err = await self._append(group_id, records)
         if err != E.NONE:
             return HeartbeatResult(err)
@@ -558,7 +571,7 @@ class ConsumerGroupCoordinator:
                                      and owned is not None)
         changed = old is None or old.assigned != reconciled.assigned
         return HeartbeatResult(E.NONE, None, member_id, reconciled.member_epoch,
-                               self.config.heartbeat_interval_ms,
+                               heartbeat_ms,
                                reconciled.assigned if full or changed else None)
 
     def _find_member(self, group: ConsumerGroup, member_id: str, epoch: int,
@@ -917,7 +930,7 @@ class ConsumerGroupCoordinator:
         """Every member's session starts anew after a load (Kafka's onLoaded)."""
         for m in group.members.values():
             timeout = m.classic.session_timeout_ms if m.classic is not None \
-                else self.config.session_timeout_ms
+                else self.config.timeouts(group.group_id)[0]
             self._schedule_session(group.group_id, m.member_id, timeout)
             self._watch_revocation(group, m)
 

@@ -452,8 +452,10 @@ class GroupMembership:
             return
         for mid, m in group.members.items():
             m.assignment = assignment.get(mid, b"")
-        group.transition_to(S.STABLE)
+        # Kafka's order: answer the waiting members (the leader first) inside this append
+        # callback, then Stable; with Deferred responses no later request can overtake them
         self._propagate_assignment(group, E.NONE)
+        group.transition_to(S.STABLE)
 
     def _reset_and_propagate_assignment_error(self, group, error: ErrorCode) -> None:
         for m in group.members.values():
@@ -461,7 +463,11 @@ class GroupMembership:
         self._propagate_assignment(group, error)
 
     def _propagate_assignment(self, group, error: ErrorCode) -> None:
-        for m in list(group.members.values()):
+        """Answer every member waiting in SyncGroup, the leader first (its SyncGroup is the
+        one that completed the rebalance; clients such as aiokafka expect it to know its
+        assignment no later than its followers)."""
+        members = sorted(group.members.values(), key=lambda m: not group.is_leader(m.member_id))
+        for m in members:
             if group.invoke_sync_callback(m, SyncResult(
                     int(error), group.protocol_type, group.protocol_name,
                     m.assignment if error == E.NONE else b"")):

@@ -73,9 +73,11 @@ async def handle_txn_commit_offsets(coordinator, verifier, group_id: str,
                                     producer_epoch: int, member_id: str,
                                     group_instance_id: str | None, generation_id: int,
                                     offsets: dict[tuple[str, int], OffsetAndMetadata],
-                                    generic_errors: bool = False
+                                    generic_errors: bool = False, add_partition: bool = False
                                     ) -> dict[tuple[str, int], ErrorCode]:
-    """See the module docstring; returns {tp: error}."""
+    """See the module docstring; returns {tp: error}. `add_partition` (TxnOffsetCommit v5+
+    with transaction version 2, KIP-890 part 2): the group's offsets partition is added to
+    the transaction by the coordinator instead of verified."""
     def all_(error: ErrorCode) -> dict:
         return {tp: error for tp in offsets}
 
@@ -87,7 +89,7 @@ async def handle_txn_commit_offsets(coordinator, verifier, group_id: str,
     store = coordinator.store
     rm = store.replica_manager
     guard = None
-    if verifier is not None and rm.transaction_verification_enabled:
+    if verifier is not None and (add_partition or rm.transaction_verification_enabled):
         try:
             guard = rm.get_partition_or_error(*tp_offsets).maybe_start_transaction_verification(
                 producer_id, -1, producer_epoch)
@@ -95,7 +97,7 @@ async def handle_txn_commit_offsets(coordinator, verifier, group_id: str,
             return all_(convert_offset_commit_error(e.code))
         if guard is not None:
             errors = await verifier.verify(transactional_id, producer_id, producer_epoch,
-                                           [tp_offsets], generic_errors)
+                                           [tp_offsets], generic_errors, add_partition)
             if errors:
                 return all_(convert_offset_commit_error(errors[tp_offsets]))
             err = coordinator.coordinator_error(group_id)

@@ -44,17 +44,21 @@ TYPE_FULL = 2
 
 
 def apply_partition_decision(topic: str, broker_id: int, on_election, on_resignation,
-                             current: Callable[[], Iterable[int]], decision) -> None:
+                             current: Callable[[], Iterable[int]], decision,
+                             results: dict | None = None) -> None:
     """A LeaderAndIsr decision for a coordinator topic: partitions this broker leads are
     elected (with the leader epoch as coordinator epoch), others resigned; a FULL decision
-    resigns the `current()` partitions it does not list."""
+    resigns the `current()` partitions it does not list. `results` (the ReplicaManager's
+    ``{(topic, partition): error code}``): a partition it failed (e.g. KAFKA_STORAGE_ERROR,
+    an offline log dir) is resigned, not elected."""
     listed: set[int] = set()
     for ts in decision.topic_states:
         if ts.topic_name != topic:
             continue
         for ps in ts.partition_states:
             listed.add(ps.partition_index)
-            if ps.leader == broker_id:
+            failed = bool(results and results.get((topic, ps.partition_index)))
+            if ps.leader == broker_id and not failed:
                 on_election(ps.partition_index, ps.leader_epoch)
             else:
                 on_resignation(ps.partition_index)
@@ -84,7 +88,7 @@ def hook_coordinator_partitions(listener, topic: str, broker_id: int, on_electio
     async def leader_and_isr(decision):
         results = await on_leader_and_isr(decision)
         apply_partition_decision(topic, broker_id, on_election, on_resignation, current,
-                                 decision)
+                                 decision, results)
         return results
 
     @functools.wraps(on_stop_replica)
@@ -136,9 +140,17 @@ def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
     store = group_store_from_config(services.config, services.replica_manager)
     coordinator = GroupCoordinator(services.broker_id, cfg, store, services.timer)
     # KIP-848 consumer groups share the partitions, store and offsets (issue 16)
+    consumer_cfg = ConsumerGroupConfig.from_kafka_config(services.config)
+
+    def group_overrides(group_id: str, session_ms: int, heartbeat_ms: int):
+        manager = getattr(services, "group_configs", None)  # broker.group_configs
+        if manager is None:
+            return session_ms, heartbeat_ms
+        return manager.consumer_timeouts(group_id, session_ms, heartbeat_ms)
+
+    consumer_cfg.group_overrides = group_overrides
     coordinator.consumer = ConsumerGroupCoordinator(
-        coordinator, ConsumerGroupConfig.from_kafka_config(services.config),
-        TopicView(services.metadata_cache))
+        coordinator, consumer_cfg, TopicView(services.metadata_cache))
     coordinator.startup()
     services.group_coordinator = coordinator
 

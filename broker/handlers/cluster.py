@@ -8,7 +8,10 @@ controller endpoints, so 2 (controllers) or anything else gets UNSUPPORTED_ENDPO
 cluster (every cluster operation without an authorizer; 0 without DESCRIBE on it), else
 -2147483648 (the schema default).
 
-Version notes: v0-v1, both flexible; v1 adds ``endpoint_type`` (KIP-919).
+Version notes: v0-v2, all flexible; v1 adds ``endpoint_type`` (KIP-919); v2
+``include_fenced_brokers`` and each broker's ``is_fenced`` (KIP-1073). Fencing is a KRaft
+state: in ZooKeeper mode a broker is listed while its registration znode lives, so there is
+never a fenced broker to add and every ``is_fenced`` is false.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ def error_response(request, version: int, error: KafkaError):
                                    endpoint_type=request.endpoint_type)
 
 
-@handles(DESCRIBE_CLUSTER, 0, 1, error_response=error_response)
+@handles(DESCRIBE_CLUSTER, 0, 2, error_response=error_response)
 def handle_describe_cluster(ctx, request):
     if ctx.api_version >= 1 and request.endpoint_type != ENDPOINT_TYPE_BROKER:
         return DescribeClusterResponse(
@@ -45,7 +48,7 @@ def handle_describe_cluster(ctx, request):
         cluster_id=cache.cluster_id or "",
         controller_id=-1 if controller_id is None else controller_id,
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=n.id, host=n.host, port=n.port, rack=n.rack)
+            broker_id=n.id, host=n.host, port=n.port, rack=n.rack, is_fenced=False)
             for n in cache.alive_broker_nodes(listener)],
         cluster_authorized_operations=_cluster_operations(ctx, request))
 

@@ -1,12 +1,15 @@
-"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44) and
+ListConfigResources (74).
 
 Behaviour (Kafka's ``ConfigHelper`` / ``ZkAdminManager``, ZooKeeper mode; Kafka docs "Topic
 Configs" and "Broker Configs"; KIP-226 for sources and synonyms, KIP-339 for incremental
 operations):
 
 - Resource types: TOPIC (2), BROKER (4), CLIENT_METRICS (16, KIP-714 subscriptions:
-  ``broker.client_metrics``). BROKER_LOGGER (8) and anything else answer INVALID_REQUEST
-  with a message (this broker has no dynamic logger levels).
+  ``broker.client_metrics``), GROUP (32, per-group configs: ``broker.group_configs``, every
+  key described with source GROUP_CONFIG 8 or DEFAULT_CONFIG 5). BROKER_LOGGER (8) and
+  anything else answer INVALID_REQUEST with a message (this broker has no dynamic logger
+  levels).
 - DescribeConfigs TOPIC: an illegal name -> INVALID_TOPIC_EXCEPTION (17), an unknown topic ->
   UNKNOWN_TOPIC_OR_PARTITION (3). Every topic config with its effective value: the topic
   override (source TOPIC_CONFIG 1), else the broker default (STATIC_BROKER_CONFIG 4 when a
@@ -39,15 +42,26 @@ operations):
   (``/config/brokers/<id>`` / ``<default>``) and hands them back to every broker, which
   applies them live.
 - Alter for CLIENT_METRICS: ``metrics``, ``interval.ms``, ``match`` (INVALID_CONFIG for
-  anything else or a bad value); an empty name -> INVALID_REQUEST.
+  anything else or a bad value); an empty name -> INVALID_REQUEST. Alter for GROUP: Kafka
+  4.2's group config keys (``broker.group_configs``: INVALID_CONFIG for unknown keys, bad
+  values or values outside the broker's group.* bounds).
+- ListConfigResources (Kafka's handleListConfigResources): v0 lists the CLIENT_METRICS
+  subscriptions; v1 the resources of the requested ``resource_types`` (empty = all the
+  supported ones: GROUP (groups with overrides), CLIENT_METRICS, BROKER_LOGGER and BROKER
+  (the live brokers' ids), TOPIC (every topic)), with their type; a type outside those
+  answers UNSUPPORTED_VERSION (35) with no resources.
 
 Authorization (with an authorizer): DESCRIBE_CONFIGS (describe) / ALTER_CONFIGS (alter) on
-the topic, else TOPIC_AUTHORIZATION_FAILED; on the cluster for BROKER resources, else
-CLUSTER_AUTHORIZATION_FAILED (per resource).
+the topic, else TOPIC_AUTHORIZATION_FAILED; on the group for GROUP resources, else
+GROUP_AUTHORIZATION_FAILED; on the cluster for BROKER and CLIENT_METRICS resources, else
+CLUSTER_AUTHORIZATION_FAILED (per resource). ListConfigResources needs DESCRIBE_CONFIGS on
+the cluster, else a top-level CLUSTER_AUTHORIZATION_FAILED with no resources.
 
 Version notes: DescribeConfigs v0-v4 (v4 flexible): v0 ``is_default``; v1 ``config_source``,
 synonyms, ``include_synonyms``; v3 ``config_type``, documentation. AlterConfigs v0-v2 (v2
-flexible). IncrementalAlterConfigs v0-v1 (v1 flexible).
+flexible). IncrementalAlterConfigs v0-v1 (v1 flexible). ListConfigResources v0-v1 (flexible;
+v0 was ListClientMetricsResources, v1 adds ``resource_types`` and each resource's type,
+KIP-1142).
 """
 
 from __future__ import annotations
@@ -58,19 +72,22 @@ from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
 from broker.dynamic_config import broker_id_of
 from broker.handlers import authz
 from broker.handlers.authz import AclOperation
-from broker.handlers.registry import handles
+from broker.handlers.registry import error_code_response, handles
 from broker.handlers.topics import TOPIC_CONFIG_SYNONYMS, topic_config_entries
 from controller.admin_validation import validate_topic_name
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+LIST_CONFIG_RESOURCES = 74
+ListConfigResourcesResponse = api.API_KEYS[LIST_CONFIG_RESOURCES].response_cls
 DescribeConfigsResponse = api.API_KEYS[DESCRIBE_CONFIGS].response_cls
 AlterConfigsResponse = api.API_KEYS[ALTER_CONFIGS].response_cls
 IncrementalAlterConfigsResponse = api.API_KEYS[INCREMENTAL_ALTER_CONFIGS].response_cls
 
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
 RESOURCE_CLIENT_METRICS = 16  # KIP-714
+RESOURCE_GROUP = 32  # KIP-848 group configs
 
 
 def _str(value) -> str | None:
@@ -210,6 +227,13 @@ def handle_describe_configs(ctx, request):
                     is_sensitive=False, config_type=int(t))
                     for n, v, t in broker.client_metrics.describe(r.resource_name)
                     if keys is None or n in keys]
+            elif r.resource_type == RESOURCE_GROUP and _group_configs(broker) is not None:
+                res.configs = [DescribeConfigsResponse.DescribeConfigsResourceResult(
+                    name=n, value=v, read_only=False, is_default=src == ConfigSource.DEFAULT_CONFIG,
+                    config_source=int(src), is_sensitive=False, config_type=int(t),
+                    synonyms=[_synonym(n, v, src)] if synonyms else [])
+                    for n, v, src, t in _group_configs(broker).describe(r.resource_name)
+                    if keys is None or n in keys]
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Unsupported resource type {r.resource_type}")
@@ -259,9 +283,16 @@ def _authorize(ctx, resource_type: int, name: str, operation: AclOperation) -> N
     if resource_type == RESOURCE_TOPIC:
         if not authz.authorize(ctx, operation, authz.ResourceType.TOPIC, name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
-    elif resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+    elif resource_type == RESOURCE_GROUP:
+        if not authz.authorize(ctx, operation, authz.ResourceType.GROUP, name):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    elif resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS):
         if not authz.authorize_cluster(ctx, operation):
             raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+
+
+def _group_configs(broker):
+    return getattr(broker, "group_configs", None)
 
 
 def _duplicates(request) -> set[tuple[int, str]]:
@@ -292,6 +323,9 @@ async def _alter_all(ctx, request, response_cls, topic_call, incremental: bool):
             elif r.resource_type == RESOURCE_CLIENT_METRICS and broker.client_metrics:
                 await broker.client_metrics.alter(r.resource_name, r, incremental,
                                                   bool(request.validate_only))
+            elif r.resource_type == RESOURCE_GROUP and _group_configs(broker) is not None:
+                await _group_configs(broker).alter(r.resource_name, r, incremental,
+                                                   bool(request.validate_only))
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Unsupported resource type {r.resource_type}")
@@ -340,3 +374,37 @@ async def handle_incremental_alter_configs(ctx, request):
             r.resource_name, ops, validate_only=validate_only)
 
     return await _alter_all(ctx, request, IncrementalAlterConfigsResponse, topic_call, True)
+
+
+# ----- ListConfigResources ----------------------------------------------------------------------
+
+# the types v1 lists (Kafka's ListConfigResourcesRequest.supportedResourceTypes); v0 only 16
+LISTABLE_TYPES = (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS, RESOURCE_BROKER_LOGGER,
+                  RESOURCE_BROKER, RESOURCE_TOPIC)
+
+
+@handles(LIST_CONFIG_RESOURCES, 0, 1,
+         error_response=error_code_response(ListConfigResourcesResponse))
+def handle_list_config_resources(ctx, request):
+    authz.require_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
+    broker = ctx.broker
+    R = ListConfigResourcesResponse
+    supported = LISTABLE_TYPES if ctx.api_version >= 1 else (RESOURCE_CLIENT_METRICS,)
+    wanted = list(request.resource_types) if ctx.api_version >= 1 else []
+    if any(t not in supported for t in wanted):
+        return R(error_code=int(ErrorCode.UNSUPPORTED_VERSION), config_resources=[])
+    wanted = set(wanted or supported)
+    out: list[tuple[str, int]] = []
+    if RESOURCE_GROUP in wanted and _group_configs(broker) is not None:
+        out += [(g, RESOURCE_GROUP) for g in _group_configs(broker).group_ids()]
+    if RESOURCE_CLIENT_METRICS in wanted and getattr(broker, "client_metrics", None):
+        out += [(n, RESOURCE_CLIENT_METRICS) for n in sorted(broker.client_metrics.subscriptions())]
+    if wanted & {RESOURCE_BROKER_LOGGER, RESOURCE_BROKER}:
+        ids = sorted(b.id for b in broker.metadata_cache.alive_brokers())
+        for t in (RESOURCE_BROKER_LOGGER, RESOURCE_BROKER):
+            if t in wanted:
+                out += [(str(i), t) for i in ids]
+    if RESOURCE_TOPIC in wanted:
+        out += [(t, RESOURCE_TOPIC) for t in sorted(broker.metadata_cache.all_topics())]
+    return R(error_code=0, config_resources=[R.ConfigResource(resource_name=n, resource_type=t)
+                                             for n, t in out])

@@ -10,7 +10,8 @@ Behaviour (Kafka's ``GroupMetadataManager``; the state machine is
   UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND
   (the id belongs to a classic group that cannot be upgraded), INVALID_REGULAR_EXPRESSION
   (v1), UNSUPPORTED_VERSION when ``group.coordinator.rebalance.protocols`` lacks
-  ``consumer``; GROUP_AUTHORIZATION_FAILED without READ on the group, TOPIC_AUTHORIZATION_FAILED
+  ``consumer`` or the finalized ``group.version`` is below 1 (KIP-848; both APIs, before
+  any other check, as Kafka's ``isConsumerGroupProtocolEnabled``); GROUP_AUTHORIZATION_FAILED without READ on the group, TOPIC_AUTHORIZATION_FAILED
   when a subscribed topic name may not be described (Kafka's checks).
 - ConsumerGroupDescribe: per group its state, group epoch, assignment epoch, assignor
   and members (epoch, client, subscriptions, current and target assignment with topic
@@ -20,7 +21,8 @@ Behaviour (Kafka's ``GroupMetadataManager``; the state machine is
   ``authorized_operations`` (when asked): what the principal may do on the group.
 
 Version notes: ConsumerGroupHeartbeat v0-v1 (v1 adds ``subscribed_topic_regex``, and the
-member id comes from the client, KIP-1082); ConsumerGroupDescribe v0. Both flexible.
+member id comes from the client, KIP-1082); ConsumerGroupDescribe v0-v1 (v1: each member's
+``member_type``, 0 classic / 1 consumer, KIP-1099). Both flexible.
 """
 
 from __future__ import annotations
@@ -35,14 +37,29 @@ from protocol.errors import ErrorCode, KafkaError
 HEARTBEAT, DESCRIBE = 68, 69
 HeartbeatResponse = api.API_KEYS[HEARTBEAT].response_cls
 DescribeResponse = api.API_KEYS[DESCRIBE].response_cls
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1  # ConsumerGroupDescribe v1 (KIP-1099)
 
 
 def heartbeat_error_response(request, version: int, error: KafkaError):
     return HeartbeatResponse(error_code=int(error.code), error_message=error.message)
 
 
+def _protocol_disabled() -> KafkaError:
+    return KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                      "The consumer group protocol is disabled: the finalized group.version "
+                      "is below 1 (KIP-848).")
+
+
+def _protocol_enabled(ctx) -> bool:
+    from broker.handlers.features import finalized_level
+
+    return finalized_level(ctx.broker, "group.version") >= 1
+
+
 @handles(HEARTBEAT, 0, 1, error_response=heartbeat_error_response)
 async def handle_consumer_group_heartbeat(ctx, request):
+    if not _protocol_enabled(ctx):
+        raise _protocol_disabled()
     if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
                            request.group_id or ""):
         return HeartbeatResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
@@ -99,8 +116,10 @@ def _assignment(a: dict, topics) -> object:
     return DescribeResponse.Assignment(topic_partitions=out)
 
 
-@handles(DESCRIBE, 0, 0, error_response=describe_error_response)
+@handles(DESCRIBE, 0, 1, error_response=describe_error_response)
 def handle_consumer_group_describe(ctx, request):
+    if not _protocol_enabled(ctx):
+        raise _protocol_disabled()
     coordinator = group_coordinator(ctx)
     consumer = coordinator.consumer
     out = []
@@ -128,7 +147,8 @@ def handle_consumer_group_describe(ctx, request):
             subscribed_topic_names=list(m.subscribed_topic_names),
             subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=_assignment(m.assigned, topics),
-            target_assignment=_assignment(group.target.get(m.member_id, {}), topics))
+            target_assignment=_assignment(group.target.get(m.member_id, {}), topics),
+            member_type=MEMBER_TYPE_CLASSIC if m.classic is not None else MEMBER_TYPE_CONSUMER)
             for m in group.members.values()]
         out.append(DescribeResponse.DescribedGroup(
             error_code=0, group_id=group_id, group_state=str(group.state),

@@ -12,8 +12,13 @@ used: the errors are per feature and nothing is applied), as Kafka. ``validate_o
 (v1+) checks without applying. Applied levels are stored by the controller (``/feature``)
 and show in ApiVersions' ``finalized_features`` with the document's epoch.
 
-Supported features (``SUPPORTED_FEATURES``, Kafka 4.0's client-visible ones):
-``group.version`` 0-1 (KIP-848 consumer groups), ``transaction.version`` 0-2 (KIP-890).
+Supported features (``SUPPORTED_FEATURES``, Kafka 4.0's client-visible ones, up to what
+Josef serves): ``group.version`` 0-1 (1 = the KIP-848 consumer protocol; a new cluster
+starts at 1, ``controller.broker_config_admin.FeatureZNode.BOOTSTRAP``; at 0
+ConsumerGroupHeartbeat/Describe answer UNSUPPORTED_VERSION, as Kafka's
+``isConsumerGroupProtocolEnabled``), ``transaction.version`` 0-2 (1 = flexible transaction
+log records; 2 = KIP-890 part 2: an epoch bump per transaction and implicit
+AddPartitionsToTxn from Produce v12+, see ``broker/coordinator/transaction/``).
 
 Version notes: v0-v2 (flexible); v1 ``upgrade_type`` and ``validate_only``; v2 leaves the
 per-feature results out when everything succeeded (Kafka 4.0).
@@ -99,6 +104,14 @@ async def handle_update_features(ctx, request):
     if version >= 2 and not failed:
         out = []
     return UpdateFeaturesResponse(error_code=0, error_message=None, results=out)
+
+
+def finalized_level(broker, name: str) -> int:
+    """The finalized max level of feature ``name`` (0 when not finalized)."""
+    controller = getattr(broker, "controller", None)
+    if controller is None:
+        return 0
+    return controller.finalized_features()[1].get(name, 0)
 
 
 def api_versions_features(ctx) -> dict:

@@ -31,7 +31,9 @@
 #   sessions and top-level error_code; v9+ current_leader_epoch; v11+ rack_id (KIP-392) and
 #   preferred_read_replica; v12+ flexible, last_fetched_epoch; v13+ topic ids instead of
 #   names; v15+ replica_id moves into the tagged replica_state; v16-v17 add tagged node
-#   endpoints / replica directory id (left default).
+#   endpoints / replica directory id (left default); v18 a partition's tagged high_watermark
+#   (KIP-1166: the fetching replica's high watermark, which Kafka's KRaft quorum uses to
+#   answer at once; a partition leader ignores it, as Kafka's ReplicaManager does).
 
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ from protocol.legacy_records import convert_from_v2
 from protocol.messages import FetchRequest, FetchResponse
 
 API_KEY = 1
-MIN_VERSION, MAX_VERSION = 0, 17
+MIN_VERSION, MAX_VERSION = 0, 18
 INT32_MAX = 0x7FFFFFFF
 TOPIC_ID_VERSION = 13
 DEFAULT_FETCH_MAX_BYTES = 57_671_680  # fetch.max.bytes (55 MiB)

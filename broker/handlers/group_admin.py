@@ -9,7 +9,8 @@ Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``):
   and members without metadata/assignment. v3+ ``include_authorized_operations``: the bit
   field of what the principal may do on the group (every group operation without an
   authorizer); else -2147483648. A group the principal may not DESCRIBE answers
-  GROUP_AUTHORIZATION_FAILED.
+  GROUP_AUTHORIZATION_FAILED. v6+ (KIP-1043): an unknown group, or one that is not a classic
+  group, answers GROUP_ID_NOT_FOUND with an error message instead of the "Dead" group.
 - ListGroups: the groups this broker coordinates, classic and KIP-848 consumer groups
   (COORDINATOR_LOAD_IN_PROGRESS while a partition loads, listing what is loaded); v4
   ``states_filter`` (case-insensitive; consumer groups have Empty/Assigning/Reconciling/
@@ -19,8 +20,8 @@ Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``):
   NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69), the coordinator error, or
   GROUP_AUTHORIZATION_FAILED without DELETE on the group.
 
-Version notes: DescribeGroups v0-v5 (v5+ flexible; v3 authorized operations, v4 group
-instance ids); ListGroups v0-v5 (v3+ flexible); DeleteGroups v0-v2 (v2+ flexible).
+Version notes: DescribeGroups v0-v6 (v5+ flexible; v3 authorized operations, v4 group
+instance ids, v6 error_message and GROUP_ID_NOT_FOUND); ListGroups v0-v5 (v3+ flexible); DeleteGroups v0-v2 (v2+ flexible).
 """
 
 from __future__ import annotations
@@ -43,17 +44,18 @@ GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"
 
 
-def _described(group_id: str, error, state: str = "", ops: int = AUTHORIZED_OPERATIONS_OMITTED):
+def _described(group_id: str, error, state: str = "", ops: int = AUTHORIZED_OPERATIONS_OMITTED,
+               message: str | None = None):
     return DescribeGroupsResponse.DescribedGroup(
         error_code=int(error), group_id=group_id, group_state=state, protocol_type="",
-        protocol_data="", members=[], authorized_operations=ops)
+        protocol_data="", members=[], authorized_operations=ops, error_message=message)
 
 
 def describe_error_response(request, version: int, error: KafkaError):
     return DescribeGroupsResponse(groups=[_described(g, error.code) for g in request.groups])
 
 
-@handles(DESCRIBE_GROUPS, 0, 5, error_response=describe_error_response)
+@handles(DESCRIBE_GROUPS, 0, 6, error_response=describe_error_response)
 def handle_describe_groups(ctx, request):
     coordinator = group_coordinator(ctx)
     want_ops = ctx.api_version >= 3 and request.include_authorized_operations
@@ -70,7 +72,13 @@ def handle_describe_groups(ctx, request):
             out.append(_described(group_id, error, "", ops))
             continue
         if group is None or group.is_state(GroupState.DEAD):
-            out.append(_described(group_id, ErrorCode.NONE, str(GroupState.DEAD), ops))
+            if ctx.api_version >= 6:  # KIP-1043
+                other = group_id in getattr(coordinator, "consumer_groups", {})
+                message = f"Group {group_id} is not a classic group." if other \
+                    else f"Group {group_id} not found."
+                out.append(_described(group_id, ErrorCode.GROUP_ID_NOT_FOUND, "", ops, message))
+            else:
+                out.append(_described(group_id, ErrorCode.NONE, str(GroupState.DEAD), ops))
             continue
         stable = group.is_state(GroupState.STABLE)
         members = [DescribeGroupsResponse.DescribedGroupMember(

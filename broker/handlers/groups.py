@@ -24,11 +24,10 @@ Version notes:
 
 from __future__ import annotations
 
-import asyncio
-
 from broker.coordinator.group import JoinResult, SyncResult
 from broker.handlers import authz
 from broker.handlers.registry import handles
+from broker.request_channel import Deferred
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
 
@@ -61,7 +60,10 @@ def client_host(ctx) -> str:
 
 
 def _future_and_callback(convert):
-    fut = asyncio.get_running_loop().create_future()
+    """A Deferred response and the coordinator callback that completes it: the response
+    leaves inside the coordinator's callback (the SyncGroup leader's inside the append
+    callback), as Kafka's coordinator answers, never a loop turn later."""
+    fut = Deferred()
 
     def callback(result) -> None:
         if not fut.done():
@@ -70,7 +72,7 @@ def _future_and_callback(convert):
     return fut, callback
 
 
-def _settled(fut: asyncio.Future):
+def _settled(fut: Deferred):
     return fut.result() if fut.done() else fut
 
 

@@ -2,7 +2,8 @@
 #   timestamp: -2 earliest (log start offset), -4 earliest local (the same: no tiered
 #   storage), -1 latest (consumers: the high watermark, read_committed: the last stable
 #   offset; replicas: the log end offset), -3 max timestamp (KIP-734: offset and timestamp of
-#   the record with the largest timestamp), -5 latest tiered (-1: nothing is tiered), or the
+#   the record with the largest timestamp), -5 latest tiered and -6 earliest pending upload
+#   (offset -1, epoch -1: what Kafka answers for a topic without tiered storage), or the
 #   first offset whose timestamp is >= the given one (offset -1, timestamp -1 when none is,
 #   or when it is not yet below the HW/LSO). Leader epoch (v4+) is the epoch of the batch
 #   holding the offset (the current epoch for latest). replica_id -2 (debugging) may read a
@@ -10,13 +11,14 @@
 #   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH /
 #   UNKNOWN_LEADER_EPOCH (current_leader_epoch, v4+), INVALID_REQUEST (duplicate partition
 #   in one request, v1+, as Kafka; or an unknown negative timestamp), TOPIC_AUTHORIZATION_FAILED
-#   (an authorizer denied DESCRIBE on the topic).
+#   (an authorizer denied DESCRIBE on the topic), UNSUPPORTED_VERSION (a special timestamp
+#   the request's version does not have, as Kafka 4.x's ReplicaManager answers).
 # Version notes: v0 answers a legacy `old_style_offsets` list (up to max_num_offsets:
 #   latest -> HW then segment base offsets descending; earliest -> log start; else base
 #   offsets of segments not newer than the timestamp); v1+ one (timestamp, offset); v2+
 #   isolation_level; v4+ current_leader_epoch / leader_epoch; v6+ flexible; v7 max timestamp
 #   (-3); v8 earliest local (-4); v9 latest tiered (-5); v10 timeout_ms (ignored: nothing
-#   to wait for).
+#   to wait for); v11 earliest pending upload (-6, KIP-1023).
 
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
 API_KEY = 2
-MIN_VERSION, MAX_VERSION = 0, 10
+MIN_VERSION, MAX_VERSION = 0, 11
+# special timestamp -> the first version that has it (KIP-734, KIP-405, KIP-1005, KIP-1023)
+TIMESTAMP_MIN_VERSION = {-3: 7, -4: 8, -5: 9, -6: 11}
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 
@@ -78,6 +82,9 @@ def handle_list_offsets(ctx, req: ListOffsetsRequest) -> ListOffsetsResponse:
                 continue
             if (t.name, index) in duplicates:
                 parts.append(_error_part(index, ErrorCode.INVALID_REQUEST))
+                continue
+            if version > 0 and version < TIMESTAMP_MIN_VERSION.get(p.timestamp, 0):
+                parts.append(_error_part(index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
             try:
                 part = rm.get_partition_or_error(t.name, index)

@@ -15,6 +15,9 @@ Behaviour (Kafka's ``ReplicaManager.describeLogDirs``, KIP-113, KIP-827 for v4 s
 - v4 ``total_bytes`` / ``usable_bytes``: the file system's size and the bytes available to
   the broker (``statvfs``: f_blocks and f_bavail times f_frsize); a dir that cannot be
   stat'ed answers KAFKA_STORAGE_ERROR (56) with -1 sizes.
+- An offline dir (failed, KIP-112) answers KAFKA_STORAGE_ERROR with no partitions, as
+  Kafka's offline dirs do (its sizes as statvfs still sees them); AlterReplicaLogDirs to it
+  answers KAFKA_STORAGE_ERROR.
 - v3+ top-level ``error_code`` is NONE.
 
 Authorization: DescribeLogDirs needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED
@@ -88,6 +91,9 @@ def handle_describe_log_dirs(ctx, request):
         except OSError:
             res.error_code = int(ErrorCode.KAFKA_STORAGE_ERROR)
             res.total_bytes = res.usable_bytes = -1
+            res.topics = []
+        if lm.failure_channel.is_offline(d):
+            res.error_code = int(ErrorCode.KAFKA_STORAGE_ERROR)
             res.topics = []
         results.append(res)
     return DescribeLogDirsResponse(results=results)

@@ -17,18 +17,20 @@ Behaviour (Kafka's ``KafkaApis.handleTopicMetadataRequest`` in ZooKeeper mode):
 - partition errors from the MetadataCache: LEADER_NOT_AVAILABLE (no live leader),
   LISTENER_NOT_FOUND (v6+, the leader lacks this listener), REPLICA_NOT_AVAILABLE (v0 only);
 - authorization (with an authorizer): topics need DESCRIBE; all-topics requests silently
-  leave the others out, named ones answer TOPIC_AUTHORIZATION_FAILED (with the name, or for
-  topic ids with the id and a null name); auto-creation needs CREATE on the cluster or on
+  leave the others out, named ones answer TOPIC_AUTHORIZATION_FAILED with the name and a
+  zero topic id (any version, v12 included), topics asked for by id (v12) with the id and a
+  null name (Kafka's ``unauthorizedForDescribeTopicMetadata``); auto-creation needs CREATE on the cluster or on
   the topic (else TOPIC_AUTHORIZATION_FAILED);
 - authorized operations (v8+, when asked): the bit field of what the principal may do on
   each topic (``broker.handlers.authz.authorized_operations``; every operation of the type
   without an authorizer), the cluster's only with DESCRIBE on it (else 0); otherwise
   -2147483648 (the schema default).
 
-Version notes: v0-v12 (v9+ flexible). v1 adds controller id, is_internal, rack, null topics;
+Version notes: v0-v13 (v9+ flexible). v1 adds controller id, is_internal, rack, null topics;
 v2 cluster id; v4 allow_auto_topic_creation; v5 offline replicas; v7 leader epoch; v8
 authorized operations (cluster ops only up to v10); v10 topic ids in responses; v12 topic
-ids in requests.
+ids in requests; v13 a top-level error_code (KIP-1102), set only by the error response, as
+Kafka's ``getErrorResponse`` does (a broker that answers never asks for a re-bootstrap).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def error_response(request, version: int, error: KafkaError):
     """Kafka's ``MetadataRequest.getErrorResponse``: every requested topic with the code."""
     topics = [_topic(error.code, t.name if t.name is not None or version >= 12 else "",
                      t.topic_id) for t in (request.topics or [])]
-    return MetadataResponse(topics=topics)
+    return MetadataResponse(topics=topics, error_code=int(error.code))
 
 
 def _validate_request(request, version: int) -> None:
@@ -155,7 +157,7 @@ def _authorize_describe(ctx, names: list[str] | None, by_id: bool):
     return [n for n in names if n not in denied], refused
 
 
-@handles(METADATA, 0, 12, error_response=error_response)
+@handles(METADATA, 0, 13, error_response=error_response)
 async def handle_metadata(ctx, request):
     version = ctx.api_version
     _validate_request(request, version)
@@ -165,12 +167,14 @@ async def handle_metadata(ctx, request):
     all_topics = request.topics is None or (version == 0 and not request.topics)
 
     extra = []  # UNKNOWN_TOPIC_ID entries, first as Kafka lists them
+    by_id = False  # v12 requests that name topics by id are answered by id
     if all_topics:
         names: list[str] | None = None
     else:
         ids = [t.topic_id for t in request.topics
                if t.topic_id is not None and t.topic_id != ZERO_UUID]
         if ids:
+            by_id = True
             names = []
             for tid in dict.fromkeys(ids):
                 name = cache.topic_name(tid)
@@ -183,7 +187,7 @@ async def handle_metadata(ctx, request):
 
     refused = []  # TOPIC_AUTHORIZATION_FAILED entries
     if authz.enabled(ctx):
-        names, refused = _authorize_describe(ctx, names, version >= 12 and not all_topics)
+        names, refused = _authorize_describe(ctx, names, by_id)
     topics = []
     if names is None or names:
         found = cache.get_topic_metadata(names, listener,

@@ -24,12 +24,16 @@ Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``; offsets are records in
   of all offsets silently leaves such topics out); OffsetDelete DELETE on the group
   (top-level) and READ on each topic (TOPIC_AUTHORIZATION_FAILED).
 
-Version notes: OffsetCommit v0-v9 (v8+ flexible; v1 generation, member id and per-partition
-timestamp, v2-v4 retention time, v6 committed leader epoch, v7 group instance id, v9
-KIP-848 member epoch: a classic group reads it as the generation). OffsetFetch v0-v9 (v6+
-flexible; v2 null topics + top-level error, v5 leader epoch, v7 require_stable, v8 groups,
-v9 member id/epoch (checked for KIP-848 groups: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH;
-unused by classic groups). OffsetDelete v0.
+Version notes: OffsetCommit v0-v10 (v8+ flexible; v1 generation, member id and
+per-partition timestamp, v2-v4 retention time, v6 committed leader epoch, v7 group instance
+id, v9 KIP-848 member epoch: a classic group reads it as the generation; v10 topic ids
+instead of names, an id the broker does not know answers UNKNOWN_TOPIC_ID for its
+partitions). OffsetFetch v0-v10 (v6+ flexible; v2 null topics + top-level error, v5 leader
+epoch, v7 require_stable, v8 groups, v9 member id/epoch (checked for KIP-848 groups:
+UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; unused by classic groups), v10 topic ids: an unknown
+id answers UNKNOWN_TOPIC_ID, and a fetch of all offsets leaves out topics without an id, as
+Kafka's KafkaApis does). OffsetCommit and OffsetFetch v10 are still marked unstable in
+Kafka 4.2's specs; they are advertised as the specs define them. OffsetDelete v0.
 """
 
 from __future__ import annotations
@@ -42,12 +46,14 @@ from broker.handlers.groups import deny_group, group_coordinator
 from broker.handlers.registry import handles
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
+from protocol.types import ZERO_UUID
 
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 OffsetCommitResponse = api.API_KEYS[OFFSET_COMMIT].response_cls
 OffsetFetchResponse = api.API_KEYS[OFFSET_FETCH].response_cls
 OffsetDeleteResponse = api.API_KEYS[OFFSET_DELETE].response_cls
 E = ErrorCode
+TOPIC_ID_VERSION = 10  # OffsetCommit and OffsetFetch name topics by id from v10 (KIP-848)
 
 
 def _now_ms() -> int:
@@ -56,9 +62,16 @@ def _now_ms() -> int:
 
 # ----- OffsetCommit ---------------------------------------------------------------------------
 
+def _names_from_ids(cache, topics) -> None:
+    """v10: each topic's name from its id ("" when the id is unknown)."""
+    for t in topics:
+        t.name = cache.topic_name(t.topic_id) or ""
+
+
 def _commit_response(request, errors: dict[tuple[str, int], int]):
     return OffsetCommitResponse(topics=[
-        OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
+        OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id,
+                                                       partitions=[
             OffsetCommitResponse.OffsetCommitResponsePartition(
                 partition_index=p.partition_index,
                 error_code=int(errors.get((t.name, p.partition_index), E.NONE)))
@@ -71,14 +84,16 @@ def commit_error_response(request, version: int, error: KafkaError):
                                       for t in request.topics for p in t.partitions})
 
 
-@handles(OFFSET_COMMIT, 0, 9, error_response=commit_error_response)
+@handles(OFFSET_COMMIT, 0, 10, error_response=commit_error_response)
 async def handle_offset_commit(ctx, request):
     deny_group(ctx, request.group_id)
+    version = ctx.api_version
+    cache = ctx.broker.metadata_cache
+    if version >= TOPIC_ID_VERSION:
+        _names_from_ids(cache, request.topics)
     denied = authz.unauthorized(ctx, authz.AclOperation.READ, authz.ResourceType.TOPIC,
                                 (t.name for t in request.topics))
     coordinator = group_coordinator(ctx)
-    version = ctx.api_version
-    cache = ctx.broker.metadata_cache
     now = _now_ms()
     errors: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -88,6 +103,9 @@ async def handle_offset_commit(ctx, request):
     for t in request.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if version >= TOPIC_ID_VERSION and not t.name:
+                errors[tp] = E.UNKNOWN_TOPIC_ID
+                continue
             if t.name in denied:
                 errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
                 continue
@@ -179,26 +197,51 @@ def _member_epoch_error(coordinator, g):
     return coordinator.consumer.validate_offset_fetch(group, g.member_id, g.member_epoch)
 
 
-@handles(OFFSET_FETCH, 0, 9, error_response=fetch_error_response)
+def _fetch_group_by_ids(ctx, coordinator, g, require_stable: bool):
+    """v10: `_fetch_group` with the topics named by id; -> (group error, [(topic id, rows)]).
+    Unknown ids answer UNKNOWN_TOPIC_ID; topics without an id are left out."""
+    cache = ctx.broker.metadata_cache
+    unknown = []
+    topics = g.topics
+    if topics is not None:
+        _names_from_ids(cache, topics)
+        unknown = [t for t in topics if not t.name]
+        topics = [t for t in topics if t.name]
+    error, rows = _fetch_group(ctx, coordinator, g.group_id, topics, require_stable)
+    ids = {t.name: t.topic_id for t in topics or ()}
+    out = []
+    for name, parts in rows:
+        topic_id = ids.get(name) or cache.topic_id(name)
+        if topic_id is not None:
+            out.append((topic_id, parts))
+    out += [(t.topic_id, [(p, -1, -1, "", E.UNKNOWN_TOPIC_ID) for p in t.partition_indexes])
+            for t in unknown]
+    return error, out
+
+
+@handles(OFFSET_FETCH, 0, 10, error_response=fetch_error_response)
 def handle_offset_fetch(ctx, request):
     coordinator = group_coordinator(ctx)
     version = ctx.api_version
     require_stable = bool(request.require_stable) if version >= 7 else False
     if version >= 8:
+        by_id = version >= TOPIC_ID_VERSION
         groups = []
         for g in request.groups:
             error = _member_epoch_error(coordinator, g) if version >= 9 else E.NONE
             if error == E.NONE:
-                error, topics = _fetch_group(ctx, coordinator, g.group_id, g.topics,
-                                             require_stable)
+                error, topics = _fetch_group_by_ids(ctx, coordinator, g, require_stable) \
+                    if by_id else _fetch_group(ctx, coordinator, g.group_id, g.topics,
+                                               require_stable)
             groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=int(error), topics=[] if error else [
-                    OffsetFetchResponse.OffsetFetchResponseTopics(name=name, partitions=[
-                        OffsetFetchResponse.OffsetFetchResponsePartitions(
+                    OffsetFetchResponse.OffsetFetchResponseTopics(
+                        name="" if by_id else key, topic_id=key if by_id else ZERO_UUID,
+                        partitions=[OffsetFetchResponse.OffsetFetchResponsePartitions(
                             partition_index=p, committed_offset=o, committed_leader_epoch=ep,
                             metadata=m, error_code=int(e))
-                        for p, o, ep, m, e in rows])
-                    for name, rows in topics]))
+                            for p, o, ep, m, e in rows])
+                    for key, rows in topics]))
         return OffsetFetchResponse(groups=groups)
     topics = request.topics
     if topics is None and version < 2:

@@ -29,7 +29,13 @@
 #   one v2 batch (protocol.legacy_records.convert_to_v2); v3+ must carry exactly one magic-2
 #   batch per partition (else INVALID_RECORD) and add transactional_id; v2+ log_append_time,
 #   v5+ log_start_offset, v8+ record_errors/error_message, v9+ flexible, v10+ current_leader
-#   (tagged, left default), v11 same as v10 (KIP-951 client side).
+#   (tagged, left default), v11 same as v10 (KIP-951 client side); v11+ answers
+#   TRANSACTION_ABORTABLE where older versions get INVALID_TXN_STATE (KIP-890 part 1). v12 is
+#   v11 plus, once `transaction.version` 2 is finalized, the implicit AddPartitionsToTxn of
+#   KIP-890 part 2 (a transactional batch adds its partition to the producer's transaction;
+#   broker.coordinator.transaction.verification). v13 names topics by topic id (KIP-516): an
+#   id this broker does not know answers UNKNOWN_TOPIC_ID for its partitions, and the
+#   response carries the ids.
 
 from __future__ import annotations
 
@@ -37,6 +43,10 @@ import asyncio
 import struct
 
 from broker.coordinator.transaction.verification import verify_produce
+from broker.coordinator.transaction.versions import (
+    finalized_transaction_version,
+    produce_adds_partitions,
+)
 from broker.handlers import authz, throttling
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
 from broker.handlers.transactions import authorize_transactional_id
@@ -47,7 +57,8 @@ from protocol.legacy_records import convert_to_v2
 from protocol.messages import ProduceRequest, ProduceResponse
 
 API_KEY = 0
-MIN_VERSION, MAX_VERSION = 0, 11
+MIN_VERSION, MAX_VERSION = 0, 13
+TOPIC_ID_VERSION = 13
 
 _LENGTH = struct.Struct(">i")
 MAGIC_OFFSET = 16
@@ -85,6 +96,20 @@ def _prepare(records, version: int):
     return records
 
 
+def _resolve_topic_ids(ctx, req: ProduceRequest, failed: dict) -> None:
+    """v13+: fill each topic's name from its id (the response is keyed by id again); an
+    unknown id answers UNKNOWN_TOPIC_ID for its partitions, keyed by the id's text."""
+    cache = ctx.broker.metadata_cache
+    for t in req.topic_data:
+        name = cache.topic_name(t.topic_id)
+        if name is None:
+            t.name = str(t.topic_id)
+            for p in t.partition_data:
+                failed[(t.name, p.index)] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
+        else:
+            t.name = name
+
+
 def _response(req: ProduceRequest, results: dict) -> ProduceResponse:
     topics = []
     for t in req.topic_data:
@@ -101,14 +126,14 @@ def _response(req: ProduceRequest, results: dict) -> ProduceResponse:
                                    record_errors=[_RecordError(batch_index=i,
                                                                batch_index_error_message=m)
                                                   for i, m in r.record_errors]))
-        topics.append(_TopicResp(name=name, partition_responses=parts))
+        topics.append(_TopicResp(name=name, topic_id=t.topic_id, partition_responses=parts))
     return ProduceResponse(responses=topics)
 
 
 def error_response(req: ProduceRequest, version: int, error: KafkaError) -> ProduceResponse:
     """Every partition of the request answers `error.code` (Kafka's getErrorResponse)."""
     return ProduceResponse(responses=[
-        _TopicResp(name=t.name, partition_responses=[
+        _TopicResp(name=t.name, topic_id=t.topic_id, partition_responses=[
             _PartResp(index=p.index, error_code=error.code, base_offset=-1,
                       log_append_time_ms=-1, log_start_offset=-1,
                       error_message=error.message)
@@ -123,6 +148,8 @@ def handle_produce(ctx, req: ProduceRequest):
     entries: dict = {}
     failed: dict = {}
     denied: set[str] = set()
+    if version >= TOPIC_ID_VERSION:
+        _resolve_topic_ids(ctx, req, failed)
     if authz.enabled(ctx):
         if req.transactional_id is not None and not authz.authorize(
                 ctx, authz.AclOperation.WRITE, authz.ResourceType.TRANSACTIONAL_ID,
@@ -134,6 +161,8 @@ def handle_produce(ctx, req: ProduceRequest):
         name = t.name
         for p in t.partition_data:
             tp = (name, p.index)
+            if tp in failed:
+                continue
             if name in denied:
                 failed[tp] = ProducePartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
@@ -167,8 +196,9 @@ async def _produce_transactional(ctx, req: ProduceRequest, acks: int, entries: d
         return _finish(req, acks, throttle_ms=throttle_ms,
                        results={**failed, **{tp: ProducePartitionResult(denied)
                                                 for tp in entries}})
+    add = produce_adds_partitions(ctx.api_version, finalized_transaction_version(ctx.broker))
     guards, rejected = await verify_produce(ctx.broker, req.transactional_id, entries,
-                                            generic_errors=ctx.api_version > 10)
+                                            generic_errors=ctx.api_version > 10, add=add)
     for tp, (code, message) in rejected.items():
         entries.pop(tp, None)
         failed[tp] = ProducePartitionResult(code, error_message=message)

@@ -15,7 +15,12 @@
 #   cluster or WRITE on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 # Version notes: v0-v1 identical; v2+ flexible; v3+ producer_id / producer_epoch in the
 #   request (KIP-360); v4 adds PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH);
-#   v5 (KIP-890) adds TRANSACTION_ABORTABLE, same on the wire.
+#   v5 (KIP-890) adds TRANSACTION_ABORTABLE, same on the wire; v6 (KIP-939, still marked
+#   unstable in Kafka 4.2) adds enable2_pc / keep_prepared_txn and the response's
+#   ongoing_txn_producer_id / epoch (always -1: no prepared transaction exists here).
+#   Josef has no two-phase commit: enable2_pc answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+#   as Kafka does with transaction.two.phase.commit.enable=false (so a client cannot probe
+#   the setting), and keep_prepared_txn answers UNSUPPORTED_VERSION, as Kafka 4.2 does.
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 API_KEY = 22
-MIN_VERSION, MAX_VERSION = 0, 5
+MIN_VERSION, MAX_VERSION = 0, 6
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
@@ -34,7 +39,8 @@ error_response = error_code_response(InitProducerIdResponse, producer_id=-1, pro
 
 
 def _fail(code: ErrorCode) -> InitProducerIdResponse:
-    return InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1,
+                                  ongoing_txn_producer_id=-1, ongoing_txn_producer_epoch=-1)
 
 
 @handles(API_KEY, MIN_VERSION, MAX_VERSION, error_response=error_response)
@@ -58,6 +64,10 @@ async def handle_init_producer_id(ctx, req: InitProducerIdRequest) -> InitProduc
     denied = authorize_transactional_id(ctx, txn_id, "WRITE")
     if denied is not None:
         return _fail(denied)
+    if version >= 6 and req.enable2_pc:  # KIP-939: two-phase commit is not enabled here
+        return _fail(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if version >= 6 and req.keep_prepared_txn:
+        return _fail(ErrorCode.UNSUPPORTED_VERSION)
     coordinator = getattr(ctx.broker, "transaction_coordinator", None)
     if coordinator is None:
         return _fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -67,4 +77,5 @@ async def handle_init_producer_id(ctx, req: InitProducerIdRequest) -> InitProduc
     if error != ErrorCode.NONE:
         return _fail(fenced_for_version(error, version, 4))
     return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=new_pid,
-                                  producer_epoch=new_epoch)
+                                  producer_epoch=new_epoch, ongoing_txn_producer_id=-1,
+                                  ongoing_txn_producer_epoch=-1)

@@ -1,11 +1,11 @@
-"""GetTelemetrySubscriptions (71), PushTelemetry (72), ListClientMetricsResources (74):
-KIP-714 client metrics.
+"""GetTelemetrySubscriptions (71), PushTelemetry (72): KIP-714 client metrics (the
+subscriptions themselves are config resources: DescribeConfigs / IncrementalAlterConfigs and
+ListConfigResources in ``broker.handlers.configs``).
 
 Behaviour with subscriptions (``broker.client_metrics``, ``ctx.broker.client_metrics``):
 the subscriptions matching the client decide the requested metric prefixes, the push
 interval and the subscription id; pushed OTLP metrics are decoded and kept in the
-ClientMetricsRegistry (see that module for the errors). ListClientMetricsResources lists
-the subscription names. Without a manager (tests building handlers alone) the broker
+ClientMetricsRegistry (see that module for the errors). Without a manager (tests building handlers alone) the broker
 answers as one without subscriptions:
 - GetTelemetrySubscriptions: error NONE; the client's instance id (a new random UUID when the
   client sent the zero UUID: KIP-714 lets the broker assign it); a subscription id derived
@@ -20,9 +20,7 @@ answers as one without subscriptions:
   limit -> TELEMETRY_TOO_LARGE (118); otherwise NONE (there is no telemetry receiver, the
   metrics are dropped).
 
-Authorization: ListClientMetricsResources needs DESCRIBE_CONFIGS on the cluster, else a
-top-level CLUSTER_AUTHORIZATION_FAILED with no resources (``KafkaApis``); the two telemetry
-APIs need no ACL (as in Kafka).
+Authorization: none (as in Kafka).
 
 Version notes: v0 only (flexible), Kafka 3.7+.
 """
@@ -33,13 +31,11 @@ import uuid
 import zlib
 
 from broker.client_metrics import client_identity
-from broker.handlers import authz
 from broker.handlers.registry import error_code_response, handles
 from protocol import api
 from protocol.errors import ErrorCode
 
-GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY, LIST_CLIENT_METRICS_RESOURCES = 71, 72, 74
-ListClientMetricsResourcesResponse = api.API_KEYS[LIST_CLIENT_METRICS_RESOURCES].response_cls
+GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY = 71, 72
 GetTelemetrySubscriptionsResponse = api.API_KEYS[GET_TELEMETRY_SUBSCRIPTIONS].response_cls
 PushTelemetryResponse = api.API_KEYS[PUSH_TELEMETRY].response_cls
 
@@ -98,15 +94,3 @@ def handle_push_telemetry(ctx, request):
     else:
         code = ErrorCode.NONE
     return PushTelemetryResponse(error_code=int(code))
-
-
-@handles(LIST_CLIENT_METRICS_RESOURCES, 0, 0, error_response=error_code_response(
-    ListClientMetricsResourcesResponse))
-def handle_list_client_metrics_resources(ctx, request):
-    # DESCRIBE_CONFIGS on the cluster, else a top-level CLUSTER_AUTHORIZATION_FAILED (KafkaApis).
-    authz.require_cluster(ctx, authz.AclOperation.DESCRIBE_CONFIGS)
-    manager = getattr(ctx.broker, "client_metrics", None)
-    names = sorted(manager.subscriptions()) if manager is not None else []
-    R = ListClientMetricsResourcesResponse
-    return R(error_code=0, client_metrics_resources=[R.ClientMetricsResource(name=n)
-                                                     for n in names])

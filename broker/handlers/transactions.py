@@ -14,6 +14,11 @@ Behaviour:
 - EndTxn: commit (`committed` true) or abort; NONE once PrepareCommit/PrepareAbort is
   written (the markers follow asynchronously), INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS,
   PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, coordinator errors.
+- Transaction version 2 (KIP-890 part 2, broker.coordinator.transaction.versions): while
+  the cluster has `transaction.version` 2 finalized, EndTxn v5 bumps the producer epoch on
+  every commit and abort and answers the new producer id and epoch, and a broker's
+  AddPartitionsToTxn v5 that adds partitions (the implicit add of a Produce v12+ or
+  TxnOffsetCommit v5+) starts a transaction version 2 transaction.
 Authorization: `authorize_transactional_id(ctx, txn_id, operation)` answers
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED when the broker's ACL authorizer denies WRITE (or
 DESCRIBE) on the transactional id; without an authorizer everything is allowed.
@@ -22,14 +27,18 @@ Version notes: AddPartitionsToTxn v0-v5 (v3+ flexible; v2 adds PRODUCER_FENCED, 
 versions get INVALID_PRODUCER_EPOCH; v4 batches transactions + top-level error_code; v5
 TRANSACTION_ABORTABLE). AddOffsetsToTxn v0-v4 (v3+ flexible, v2 PRODUCER_FENCED). EndTxn
 v0-v5 (v3+ flexible, v2 PRODUCER_FENCED; v5, KIP-890 part 2, returns the producer id and
-epoch: Josef runs transaction version 0 - it never advertises the `transaction.version`
-feature - so a v5 EndTxn ends the transaction as v4 does and returns the unchanged id and
-epoch).
+epoch: the bumped ones with transaction version 2 finalized, else the unchanged ones, as
+v4 ends the transaction).
 """
 
 from __future__ import annotations
 
 from broker.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
+from broker.coordinator.transaction.versions import (
+    add_partitions_version,
+    end_txn_version,
+    finalized_transaction_version,
+)
 from broker.handlers import authz
 from broker.handlers.registry import error_code_response, handles
 from protocol.errors import ErrorCode, KafkaError
@@ -135,7 +144,8 @@ async def _one_transaction(ctx, version: int, txn_id, pid: int, epoch: int,
         return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in tps}
     if verify_only:
         return coordinator.handle_verify_partitions(txn_id, pid, epoch, set(tps))
-    error = await coordinator.handle_add_partitions(txn_id, pid, epoch, set(tps))
+    tv = add_partitions_version(version, verify_only, finalized_transaction_version(ctx.broker))
+    error = await coordinator.handle_add_partitions(txn_id, pid, epoch, set(tps), tv)
     error = fenced_for_version(error, version, 2)
     return {tp: error for tp in tps}
 
@@ -170,7 +180,7 @@ async def handle_add_offsets_to_txn(ctx, req: AddOffsetsToTxnRequest):
         return AddOffsetsToTxnResponse(error_code=E.COORDINATOR_NOT_AVAILABLE)
     tp = (GROUP_METADATA_TOPIC, groups.partition_for(req.group_id))
     error = await coordinator.handle_add_partitions(req.transactional_id, req.producer_id,
-                                                    req.producer_epoch, {tp})
+                                                    req.producer_epoch, {tp}, 0)
     return AddOffsetsToTxnResponse(error_code=fenced_for_version(error, ctx.api_version, 2))
 
 
@@ -187,7 +197,8 @@ async def handle_end_txn(ctx, req: EndTxnRequest):
     if coordinator is None:
         return EndTxnResponse(error_code=E.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
                               producer_epoch=-1)
+    tv = end_txn_version(ctx.api_version, finalized_transaction_version(ctx.broker))
     error, pid, epoch = await coordinator.handle_end_transaction(
-        req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed))
+        req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed), tv)
     return EndTxnResponse(error_code=fenced_for_version(error, ctx.api_version, 2),
                           producer_id=pid, producer_epoch=epoch)

@@ -10,11 +10,14 @@ Behaviour:
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED (issue 15's authorizer, DESCRIBE).
 - ListTransactions: the ids this broker coordinates, filtered by state names (unknown names
   are echoed in `unknown_state_filters` and match nothing), producer ids and (v1, KIP-994)
-  a minimum running time `duration_filter` in ms; COORDINATOR_LOAD_IN_PROGRESS while a
-  partition loads. Ids the caller may not DESCRIBE are left out.
+  a minimum running time `duration_filter` in ms, and (v2, KIP-1152) a
+  `transactional_id_pattern`: a regular expression (RE2 syntax) the whole id must match,
+  null or empty = every id, INVALID_REGULAR_EXPRESSION when it does not compile;
+  COORDINATOR_LOAD_IN_PROGRESS while a partition loads. Ids the caller may not DESCRIBE
+  are left out.
 
-Version notes: DescribeTransactions v0; ListTransactions v0-v1 (v1 duration_filter). Both
-flexible.
+Version notes: DescribeTransactions v0; ListTransactions v0-v2 (v1 duration_filter, v2
+transactional_id_pattern). Both flexible.
 """
 
 from __future__ import annotations
@@ -75,8 +78,21 @@ def handle_describe_transactions(ctx, req: DescribeTransactionsRequest):
 list_error_response = error_code_response(ListTransactionsResponse)
 
 
-@handles(LIST_TRANSACTIONS, 0, 1, error_response=list_error_response)
+def _id_pattern(req: ListTransactionsRequest, version: int):
+    """The compiled v2 pattern, None for every id; KafkaError INVALID_REGULAR_EXPRESSION."""
+    if version < 2 or not req.transactional_id_pattern:
+        return None
+    import re2
+    try:
+        return re2.compile(req.transactional_id_pattern)
+    except re2.error as e:
+        raise KafkaError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                         f"invalid transactional id pattern: {e}") from None
+
+
+@handles(LIST_TRANSACTIONS, 0, 2, error_response=list_error_response)
 def handle_list_transactions(ctx, req: ListTransactionsRequest):
+    pattern = _id_pattern(req, ctx.api_version)
     coordinator = getattr(ctx.broker, "transaction_coordinator", None)
     if coordinator is None:
         return _L(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -87,5 +103,6 @@ def handle_list_transactions(ctx, req: ListTransactionsRequest):
                                 producer_id=md.producer_id,
                                 transaction_state=md.state.state_name)
             for md in sorted(found, key=lambda m: m.transactional_id)
-            if authorize_transactional_id(ctx, md.transactional_id, "DESCRIBE") is None]
+            if (pattern is None or pattern.fullmatch(md.transactional_id))
+            and authorize_transactional_id(ctx, md.transactional_id, "DESCRIBE") is None]
     return _L(error_code=error, unknown_state_filters=unknown, transaction_states=rows)

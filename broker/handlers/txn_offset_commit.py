@@ -10,9 +10,12 @@ visible to OffsetFetch when the transaction commits; an abort drops them.
 Authorization (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) via
 `broker.handlers.transactions.authorize_transactional_id`.
 
-Version notes: v0-v4 (v3+ flexible). v2 adds committed_leader_epoch; v3 generation_id,
+Version notes: v0-v5 (v3+ flexible). v2 adds committed_leader_epoch; v3 generation_id,
 member_id, group_instance_id (KIP-447); v4 TRANSACTION_ABORTABLE (errors of the KIP-890
-verification keep their generic form instead of INVALID_TXN_STATE).
+verification keep their generic form instead of INVALID_TXN_STATE); v5 is v4 plus, with
+`transaction.version` 2 finalized, the implicit AddOffsetsToTxn of KIP-890 part 2 (the
+group's offsets partition is added to the transaction; the client sends no
+AddOffsetsToTxn).
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from __future__ import annotations
 import time
 
 from broker.coordinator.group import OffsetAndMetadata
+from broker.coordinator.transaction.versions import (
+    finalized_transaction_version,
+    txn_offset_commit_adds_partition,
+)
 from broker.coordinator.txn_offsets import handle_txn_commit_offsets
 from broker.handlers import authz
 from broker.handlers.registry import handles
@@ -43,7 +50,7 @@ def error_response(req: TxnOffsetCommitRequest, version: int, error: KafkaError)
                            for p in t.partitions})
 
 
-@handles(TXN_OFFSET_COMMIT, 0, 4, error_response=error_response)
+@handles(TXN_OFFSET_COMMIT, 0, 5, error_response=error_response)
 async def handle_txn_offset_commit(ctx, req: TxnOffsetCommitRequest):
     version = ctx.api_version
     errors: dict[tuple[str, int], int] = {}
@@ -82,5 +89,7 @@ async def handle_txn_offset_commit(ctx, req: TxnOffsetCommitRequest):
                 groups, getattr(ctx.broker, "transaction_verifier", None), req.group_id,
                 req.transactional_id, req.producer_id, req.producer_epoch,
                 req.member_id if v3 else "", req.group_instance_id if v3 else None,
-                req.generation_id if v3 else -1, offsets, generic_errors=version >= 4))
+                req.generation_id if v3 else -1, offsets, generic_errors=version >= 4,
+                add_partition=txn_offset_commit_adds_partition(
+                    version, finalized_transaction_version(ctx.broker))))
     return _response(req, errors)

@@ -18,7 +18,8 @@ Registered by :func:`register_broker_gauges` at startup (and removed at shutdown
   NumGroups<State>``.
 * ``kafka.network:type=RequestChannel,name=RequestQueueSize|ResponseQueueSize``,
   ``kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent``,
-  ``kafka.server:type=KafkaServer,name=BrokerState`` (3 = RUNNING).
+  ``kafka.server:type=KafkaServer,name=BrokerState`` (1 STARTING, 3 RUNNING,
+  6 PENDING_CONTROLLED_SHUTDOWN, 7 SHUTTING_DOWN).
 * consumer lag, named as kafka_exporter names it (the usual source of these dashboards):
   ``kafka_consumergroup_current_offset`` / ``kafka_consumergroup_lag{consumergroup, topic,
   partition}`` for the groups this broker coordinates and partitions it hosts,
@@ -72,7 +73,8 @@ def _replica_manager_gauges(rm) -> list[tuple[str, float]]:
     return [(base + "PartitionCount", parts), (base + "LeaderCount", leaders),
             (base + "UnderReplicatedPartitions", urp),
             (base + "UnderMinIsrPartitionCount", under_min),
-            (base + "AtMinIsrPartitionCount", at_min), (base + "OfflineReplicaCount", 0)]
+            (base + "AtMinIsrPartitionCount", at_min),
+            (base + "OfflineReplicaCount", len(getattr(rm, "offline_partitions", ())))]
 
 
 def _controller_gauges(services) -> list[tuple[str, float]]:
@@ -194,7 +196,8 @@ def register_broker_gauges(registry: MetricsRegistry, services, socket_server=No
         out += _purgatory_gauges()
         out += _log_gauges(services.log_manager)
         out += _group_gauges(services.group_coordinator)
-        out.append(("kafka.server:type=KafkaServer,name=BrokerState", 3))
+        out.append(("kafka.server:type=KafkaServer,name=BrokerState",
+                    getattr(services, "broker_state", 3)))
         if socket_server is not None:
             channel = socket_server.request_channel
             out.append(("kafka.network:type=RequestChannel,name=RequestQueueSize",

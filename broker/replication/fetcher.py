@@ -314,8 +314,11 @@ class ReplicaFetcher(FetcherTruncation):
                             tp[0], tp[1], offset, part.high_watermark)
             part.truncate_to(offset)
         except (KafkaError, OSError) as e:
-            log.error("%s: truncation of %s-%d to %d failed: %s", self.name, tp[0], tp[1],
-                      offset, e)
+            if isinstance(e, OSError):  # the log dir goes offline (reported once)
+                self.rm.storage_error(tp, "truncation", e)
+            else:
+                log.error("%s: truncation of %s-%d to %d failed: %s", self.name, tp[0], tp[1],
+                          offset, e)
             self._mark_failed(tp)
             return False
         self.rm.on_follower_progress(tp, False)
@@ -551,8 +554,8 @@ class ReplicaFetcher(FetcherTruncation):
             log.error("%s: follower append to %s-%d failed: %s", self.name, tp[0], tp[1], e)
             self._mark_failed(tp)
             return True
-        except OSError as e:
-            log.error("%s: follower append to %s-%d failed: %s", self.name, tp[0], tp[1], e)
+        except OSError as e:  # the log dir goes offline (reported once)
+            self.rm.storage_error(tp, "follower append", e)
             self._mark_failed(tp)
             return True
         valid = info.valid_bytes if info is not None else 0

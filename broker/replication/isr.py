@@ -7,7 +7,10 @@ is in flight at a time (`pending_isr`). The controller's answer:
 - success with our leader epoch and a partition epoch not older than ours: the proposed ISR
   is committed (new partition epoch), the HW may move;
 - OPERATION_NOT_ATTEMPTED / INELIGIBLE_REPLICA: not applied, the committed ISR stays and a
-  later check may propose again;
+  later check may propose again; a replica whose addition was refused (a broker shutting
+  down that still fetches, say) is proposed again only after a back-off doubling from
+  `EXPAND_BACKOFF_MS[0]` to `EXPAND_BACKOFF_MS[1]`, and only the first refusal is logged
+  at INFO (Kafka proposes it again on every fetch);
 - UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
   INVALID_REQUEST, NEW_LEADER_ELECTED: our state is stale; the change stays pending until
   the controller's next LeaderAndIsr replaces the partition state (the controller sends one
@@ -37,6 +40,8 @@ _AWAIT_METADATA = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.INVALID_REQUEST,
     ErrorCode.NEW_LEADER_ELECTED})
 _NOT_APPLIED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})
+#: (first, longest) wait in ms before proposing again a replica the controller refused
+EXPAND_BACKOFF_MS = (500, 5000)
 
 
 
@@ -56,8 +61,12 @@ class LeaderIsrMixin:
             return
         if not self.is_replica_isr_eligible(f.broker_id):
             return
-        log.info("%s-%d: expanding ISR from %s to %s", self.topic, self.partition,
-                 list(self.isr), list(self.isr) + [f.broker_id])
+        refused = self.refused_isr_adds.get(f.broker_id)
+        if refused is not None and self.time_ms() < refused[0]:
+            return
+        log.log(logging.DEBUG if refused else logging.INFO,
+                "%s-%d: expanding ISR from %s to %s", self.topic, self.partition,
+                list(self.isr), list(self.isr) + [f.broker_id])
         self._submit_isr_change("expand", self.isr + (f.broker_id,), frozenset((f.broker_id,)))
 
     def out_of_sync_replicas(self, now_ms: int | None = None) -> set[int]:
@@ -127,6 +136,8 @@ class LeaderIsrMixin:
             self.partition_epoch = result.partition_epoch
             self.leader_recovery_state = result.leader_recovery_state
             self.pending_isr = None
+            for b in pending.changed:
+                self.refused_isr_adds.pop(b, None)
             (ISR_SHRINKS if pending.kind == "shrink" else ISR_EXPANDS).mark()
             log.info("%s-%d: ISR updated to %s%s and partition epoch to %d", self.topic,
                      self.partition, list(self.isr),
@@ -139,8 +150,19 @@ class LeaderIsrMixin:
         code = getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
         if code in _NOT_APPLIED:
             self.pending_isr = None
-            log.info("%s-%d: AlterPartition %s rejected (%s); ISR stays %s", self.topic,
-                     self.partition, pending.proposed, ErrorCode(code).name, list(self.isr))
+            first = True
+            if pending.kind == "expand":
+                for b in pending.changed:
+                    before = self.refused_isr_adds.get(b)
+                    first = first and before is None
+                    wait = EXPAND_BACKOFF_MS[0] if before is None else \
+                        min(2 * before[1], EXPAND_BACKOFF_MS[1])
+                    self.refused_isr_adds[b] = (self.time_ms() + wait, wait)
+            log.log(logging.INFO if first else logging.DEBUG,
+                    "%s-%d: AlterPartition %s rejected (%s); ISR stays %s%s", self.topic,
+                    self.partition, pending.proposed, ErrorCode(code).name, list(self.isr),
+                    "; proposing it again after a back-off" if pending.kind == "expand"
+                    else "")
             if self.maybe_increment_high_watermark():  # a rejected expansion held the HW
                 self.on_delayed_wake()
         elif code in _AWAIT_METADATA:

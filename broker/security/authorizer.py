@@ -27,9 +27,10 @@ DEBUG, the rest (authorized-operations probes, filters) at TRACE. Decisions are 
 
 ACLs live in ``/kafka-acl/<Type>/<name>`` and ``/kafka-acl-extended/prefixed/<Type>/<name>``
 (``broker.security.acl``); every change writes an ``acl_changes_`` notification that every
-broker (this one included) processes by re-reading that resource; notifications are deleted
-15 minutes after this broker first saw them (Kafka's ``ZkNodeChangeNotificationListener``
-uses the znode's creation time).
+broker (this one included) processes by re-reading that resource, through the shared
+``broker.security.change_listener.ChangeNotificationListener`` (no change is dropped while
+an earlier one is being processed; notifications are deleted 15 minutes after a broker first
+saw them).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from broker.security.change_listener import ChangeNotificationListener
 from broker.security.principal import KafkaPrincipal, parse_principal
 from broker.security.store import ZNodeBadVersion, ZNodeExists, ZNodeStore, ensure_path
 
@@ -61,7 +63,6 @@ TRACE = 5
 ACL_AUTHORIZER_CLASSES = ("kafka.security.authorizer.AclAuthorizer",
                           "kafka.security.auth.SimpleAclAuthorizer",
                           "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _IMPLIED = {AclOperation.DESCRIBE: (AclOperation.DESCRIBE, AclOperation.READ,
                                    AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER),
             AclOperation.DESCRIBE_CONFIGS: (AclOperation.DESCRIBE_CONFIGS,
@@ -131,9 +132,7 @@ class AclAuthorizer:
         self._index: dict[tuple[ResourceType, PatternType], dict[str, frozenset[AclEntry]]] = {}
         self._decisions: dict[tuple, bool] = {}
         self._lock = asyncio.Lock()
-        self._last_change: dict[str, int] = {A.LITERAL_CHANGES: -1, A.EXTENDED_CHANGES: -1}
-        self._change_tasks: dict[str, asyncio.Task] = {}
-        self._seen_ms: dict[str, int] = {}  # notification path -> first seen (ms)
+        self._listeners: list[ChangeNotificationListener] = []
 
     @classmethod
     def from_config(cls, config) -> AclAuthorizer | None:
@@ -157,13 +156,16 @@ class AclAuthorizer:
     async def start(self, store: ZNodeStore) -> None:
         """Load every ACL, then follow the change notifications."""
         self.store = store
-        for path in (A.ACL_ROOT, f"{A.EXTENDED_ACL_ROOT}/prefixed", A.LITERAL_CHANGES,
-                     A.EXTENDED_CHANGES):  # Kafka's createAclPaths
+        for path in (A.ACL_ROOT, f"{A.EXTENDED_ACL_ROOT}/prefixed"):  # Kafka's createAclPaths
             await ensure_path(store, path)
-        for root in (A.LITERAL_CHANGES, A.EXTENDED_CHANGES):
-            store.watch_children(root, lambda root=root: self._on_changes(root))
-            children = await store.get_children(root)
-            self._last_change[root] = max((_seq(c) for c in children), default=-1)
+        self._listeners = [
+            ChangeNotificationListener(store, root, A.CHANGE_PREFIX,
+                                       lambda path, data, literal=(root == A.LITERAL_CHANGES):
+                                       self._process_change(literal, path, data),
+                                       clock_ms=self.clock_ms)
+            for root in (A.LITERAL_CHANGES, A.EXTENDED_CHANGES)]
+        for listener in self._listeners:  # watch first: a change during the load is seen
+            await listener.start(skip_existing=True)
         for rtype_name in await store.get_children(A.ACL_ROOT):
             for name in await store.get_children(f"{A.ACL_ROOT}/{rtype_name}"):
                 await self._load(A.ACL_ROOT, rtype_name, name, PatternType.LITERAL)
@@ -179,8 +181,8 @@ class AclAuthorizer:
                     await self._load(root, rtype_name, name, pattern_type)
 
     async def shutdown(self) -> None:
-        for task in self._change_tasks.values():
-            task.cancel()
+        for listener in self._listeners:
+            await listener.shutdown()
 
     async def _load(self, root: str, rtype_name: str, name: str, ptype: PatternType) -> None:
         try:
@@ -207,33 +209,15 @@ class AclAuthorizer:
             self._index.get(key, {}).pop(pattern.name, None)
         self._decisions.clear()
 
-    def _on_changes(self, root: str) -> None:
-        task = self._change_tasks.get(root)
-        if task is None or task.done():
-            self._change_tasks[root] = asyncio.get_running_loop().create_task(
-                self._process_changes(root))
-
-    async def _process_changes(self, root: str) -> None:
-        literal = root == A.LITERAL_CHANGES
-        now = self.clock_ms()
-        for child in await self.store.get_children(root):
-            seq = _seq(child)
-            path = f"{root}/{child}"
-            node = await self.store.get(path)
-            if seq > self._last_change[root]:
-                self._last_change[root] = seq
-                if node is not None:
-                    try:
-                        pattern = A.decode_acl_change(literal, node[0])
-                    except (ValueError, KeyError) as e:
-                        log.error("skipping ACL change notification %s: %s", path, e)
-                    else:
-                        log.info("Processing Acl change notification for %s", pattern)
-                        await self._refresh(pattern)
-            first = self._seen_ms.setdefault(path, now)
-            if now - first >= CHANGE_EXPIRATION_MS:
-                await self.store.delete(path)
-                self._seen_ms.pop(path, None)
+    async def _process_change(self, literal: bool, path: str, data: bytes | None) -> None:
+        """One ``acl_changes_`` notification: re-read the resource it names."""
+        try:
+            pattern = A.decode_acl_change(literal, data)
+        except (ValueError, KeyError) as e:
+            log.error("skipping ACL change notification %s: %s", path, e)
+            return
+        log.info("Processing Acl change notification for %s", pattern)
+        await self._refresh(pattern)
 
     # ---- decisions -----------------------------------------------------------------------------
     def authorize(self, ctx, operation: AclOperation, resource_type: ResourceType, name: str, *,
@@ -463,10 +447,3 @@ def _api_name(ctx) -> str:
     header = getattr(ctx, "header", None)
     spec = api.API_KEYS.get(header.api_key) if header is not None else None
     return spec.name if spec is not None else str(getattr(header, "api_key", "?"))
-
-
-def _seq(child: str) -> int:
-    try:
-        return int(child.rsplit("_", 1)[1])
-    except (IndexError, ValueError):
-        return -1

@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from broker.security import znodes
+from broker.security.change_listener import ChangeNotificationListener
 from broker.security.principal import KafkaPrincipal, parse_principal
 from broker.security.scram import MECHANISMS, ScramCredential, credential_from_password
 from broker.security.store import ZNodeStore, ensure_path, upsert
@@ -97,7 +98,7 @@ class DelegationTokenManager:
         self.tokens: dict[str, TokenInfo] = {}
         self._by_hmac: dict[bytes, str] = {}
         self._lock = asyncio.Lock()
-        self._last_change = -1
+        self._changes: ChangeNotificationListener | None = None
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -113,16 +114,17 @@ class DelegationTokenManager:
         if not self.enabled:
             return
         await ensure_path(store, TOKENS)
-        await ensure_path(store, CHANGES)
-        store.watch_children(CHANGES, self._on_changes)
-        children = await store.get_children(CHANGES)
-        self._last_change = max((_seq(c) for c in children), default=-1)
+        self._changes = ChangeNotificationListener(store, CHANGES, CHANGE_PREFIX,
+                                                   self._process_change, clock_ms=self.clock_ms)
+        await self._changes.start(skip_existing=True)  # watch first: no change is missed
         for token_id in await store.get_children(TOKENS):
             await self._load(token_id)
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._expire_loop(), name="token-expiry"))
 
     async def shutdown(self) -> None:
+        if self._changes is not None:
+            await self._changes.shutdown()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -158,19 +160,10 @@ class DelegationTokenManager:
         if info is not None:
             self._by_hmac.pop(info.hmac, None)
 
-    def _on_changes(self) -> None:
-        self._tasks = [t for t in self._tasks if not t.done()]
-        self._tasks.append(asyncio.get_running_loop().create_task(self._process_changes()))
-
-    async def _process_changes(self) -> None:
-        for child in await self.store.get_children(CHANGES):
-            seq = _seq(child)
-            if seq <= self._last_change:
-                continue
-            self._last_change = seq
-            node = await self.store.get(f"{CHANGES}/{child}")
-            if node is not None and node[0]:
-                await self._load(node[0].decode("utf-8", "replace"))
+    async def _process_change(self, path: str, data: bytes | None) -> None:
+        """A ``token_change_`` notification names a token id: re-read that token."""
+        if data:
+            await self._load(data.decode("utf-8", "replace"))
 
     async def _persist(self, info: TokenInfo) -> None:
         await upsert(self.store, f"{TOKENS}/{info.token_id}", info.encode())
@@ -267,10 +260,3 @@ class DelegationTokenManager:
             return None
         cred = info.credentials.get(mechanism)
         return None if cred is None else (cred, info.owner, info.expiry_ms)
-
-
-def _seq(child: str) -> int:
-    try:
-        return int(child.rsplit("_", 1)[1])
-    except (IndexError, ValueError):
-        return -1

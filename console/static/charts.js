@@ -1,86 +1,126 @@
-// Josef console live charts: every element with class "chart" and a data-series attribute
-// (a JSON list of series names) is drawn as an SVG line chart from /api/series and redrawn
-// every data-refresh milliseconds. Labels are set with textContent (never parsed as HTML).
+// Josef console charts, drawn by uPlot (vendor/uplot): every element with class "chart" and a
+// data-series attribute (a JSON list of series names) becomes a time-series chart from
+// /api/series, redrawn every data-refresh milliseconds (body attribute). The x axis is wall
+// clock time; the y axis ticks carry data-unit ("msg/s", "B/s", "req/s", "messages");
+// the legend sits below the plot (it never covers the lines) and shows each series' value at
+// the cursor. Labels are set with textContent (never parsed as HTML).
 "use strict";
 (function () {
-  const SVG = "http://www.w3.org/2000/svg";
-  const W = 800, H = 140, PAD_L = 56, PAD_B = 18, PAD_T = 8;
+  const COLORS = ["#2f5fd0", "#d07a2f", "#2fa05f", "#a03fb0", "#b03040"];
 
-  function el(name, attrs, text) {
-    const e = document.createElementNS(SVG, name);
-    for (const k in attrs) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
-    return e;
+  function human(v, unit) {
+    if (v === null || v === undefined) return "-";
+    const bytes = unit === "B/s";
+    const step = bytes ? 1024 : 1000;
+    const names = bytes ? ["B", "KiB", "MiB", "GiB"] : ["", "k", "M", "G"];
+    let a = Math.abs(v), i = 0;
+    while (a >= step && i < names.length - 1) { a /= step; v /= step; i++; }
+    const num = (Math.round(v * 100) / 100).toString();
+    if (bytes) return num + " " + names[i] + "/s";
+    return num + names[i] + (unit ? " " + unit : "");
   }
 
-  function fmt(v) {
-    const a = Math.abs(v);
-    if (a >= 1e9) return (v / 1e9).toFixed(1) + "G";
-    if (a >= 1e6) return (v / 1e6).toFixed(1) + "M";
-    if (a >= 1e3) return (v / 1e3).toFixed(1) + "k";
-    return (Math.round(v * 100) / 100).toString();
+  let clockFmt = null;
+  function clock(d) {  // local wall-clock time, 24 h
+    if (clockFmt === null) clockFmt = uPlot.fmtDate("{HH}:{mm}:{ss}");
+    return clockFmt(d);
   }
 
-  function draw(box, names, data) {
-    const svg = box.querySelector("svg");
-    while (svg.firstChild) svg.removeChild(svg.firstChild);
-    let tMin = Infinity, tMax = -Infinity, vMax = 0, points = 0;
+  function short(name) {
+    const parts = name.split(".");
+    return parts[parts.length - 1].replace(/_/g, " ");
+  }
+
+  function toColumns(names, data) {
+    const times = new Set();
+    names.forEach(function (n) { (data[n] || []).forEach(function (p) { times.add(p[0]); }); });
+    const xs = Array.from(times).sort(function (a, b) { return a - b; });
+    const cols = [xs];
     names.forEach(function (n) {
-      (data[n] || []).forEach(function (p) {
-        tMin = Math.min(tMin, p[0]); tMax = Math.max(tMax, p[0]);
-        vMax = Math.max(vMax, p[1]); points++;
-      });
+      const m = new Map((data[n] || []).map(function (p) { return [p[0], p[1]]; }));
+      cols.push(xs.map(function (t) { return m.has(t) ? m.get(t) : null; }));
     });
-    if (points < 2) {
-      svg.appendChild(el("text", {x: PAD_L, y: H / 2, class: "empty"},
-                         "collecting data (a point every few seconds)"));
-      return;
-    }
-    if (vMax <= 0) vMax = 1;
-    if (tMax === tMin) tMax = tMin + 1;
-    const x = function (t) { return PAD_L + (t - tMin) / (tMax - tMin) * (W - PAD_L - 4); };
-    const y = function (v) { return PAD_T + (1 - v / vMax) * (H - PAD_T - PAD_B); };
-    svg.appendChild(el("line", {x1: PAD_L, y1: H - PAD_B, x2: W, y2: H - PAD_B, class: "axis"}));
-    svg.appendChild(el("line", {x1: PAD_L, y1: PAD_T, x2: PAD_L, y2: H - PAD_B, class: "axis"}));
-    svg.appendChild(el("text", {x: 4, y: PAD_T + 8, class: "axis-label"}, fmt(vMax)));
-    svg.appendChild(el("text", {x: 4, y: H - PAD_B, class: "axis-label"}, "0"));
-    const span = Math.round(tMax - tMin);
-    svg.appendChild(el("text", {x: PAD_L, y: H - 4, class: "axis-label"},
-                       "last " + span + " s"));
-    const legend = el("g", {class: "legend"});
-    names.forEach(function (n, i) {
-      const pts = (data[n] || []).map(function (p) {
-        return x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1);
-      });
-      if (pts.length) svg.appendChild(el("polyline", {points: pts.join(" "), class: "s" + (i % 3)}));
-      const last = (data[n] || []).slice(-1)[0];
-      const short = n.split(".").slice(-1)[0];
-      legend.appendChild(el("text", {x: W - 200, y: PAD_T + 10 + 12 * i, class: "k" + (i % 3)},
-                            short + (last ? ": " + fmt(last[1]) : "")));
-    });
-    svg.appendChild(legend);
+    return cols;
   }
 
   function setup(box) {
     let names;
     try { names = JSON.parse(box.getAttribute("data-series")); } catch (e) { return; }
+    const unit = box.getAttribute("data-unit") || "";
     const title = document.createElement("div");
     title.className = "title";
     title.textContent = box.getAttribute("data-label") || names.join(", ");
     box.appendChild(title);
-    box.appendChild(el("svg", {viewBox: "0 0 " + W + " " + H}));
+    const empty = document.createElement("div");
+    empty.className = "empty";
+    empty.textContent = "collecting data: a point every " +
+      Math.round((parseInt(document.body.getAttribute("data-refresh"), 10) || 5000) / 1000) + " s";
+    box.appendChild(empty);
+    const holder = document.createElement("div");
+    box.appendChild(holder);
+    let plot = null;
+
+    function width() { return Math.max(240, box.clientWidth - 16); }
+
+    function make(cols) {
+      const opts = {
+        width: width(), height: 170,
+        scales: {x: {time: true}, y: {range: function (u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; }}},
+        axes: [
+          {stroke: "#667085", grid: {stroke: "#eef1f7"}, space: 70,
+           values: function (u, vals) {
+             let prev = null;
+             return vals.map(function (v) {  // one label per distinct second
+               const text = clock(new Date(v * 1000));
+               const shown = text === prev ? "" : text;
+               prev = text;
+               return shown;
+             });
+           }},
+          {stroke: "#667085", grid: {stroke: "#eef1f7"},
+           size: function (u, values) {  // wide enough for the longest tick label
+             const longest = (values || []).reduce(function (m, v) {
+               return Math.max(m, String(v).length); }, 4);
+             return 16 + longest * 7;
+           },
+           values: function (u, vals) { return vals.map(function (v) { return human(v, unit); }); }},
+        ],
+        legend: {show: true, live: true},
+        series: [{label: "time"}].concat(names.map(function (n, i) {
+          return {label: short(n), stroke: COLORS[i % COLORS.length], width: 1.6,
+                  spanGaps: true, value: function (u, v) { return human(v, unit); }};
+        })),
+      };
+      plot = new uPlot(opts, cols, holder);
+      (window.josefCharts = window.josefCharts || []).push(plot);  // for tests and debugging
+    }
+
+    function draw(data) {
+      const cols = toColumns(names, data);
+      const enough = cols[0].length >= 2;
+      empty.hidden = enough;
+      holder.hidden = !enough;
+      if (!enough) return;
+      if (plot === null) make(cols); else plot.setData(cols);
+    }
+
     const query = names.map(function (n) { return "name=" + encodeURIComponent(n); }).join("&");
     function refresh() {
       fetch("/api/series?" + query).then(function (r) { return r.json(); })
-        .then(function (data) { draw(box, names, data); })
+        .then(draw)
         .catch(function () { /* the banner says when the console cannot reach the cluster */ });
     }
     refresh();
-    const every = parseInt(document.body.getAttribute("data-refresh"), 10) || 5000;
-    setInterval(refresh, every);
+    setInterval(refresh, parseInt(document.body.getAttribute("data-refresh"), 10) || 5000);
+    if (window.ResizeObserver) {
+      new ResizeObserver(function () {
+        if (plot !== null) plot.setSize({width: width(), height: 170});
+      }).observe(box);
+    }
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    if (typeof uPlot === "undefined") return;
     document.querySelectorAll(".chart[data-series]").forEach(setup);
   });
 })();

@@ -56,6 +56,19 @@ SCHEMAS = {
         ),
         'common': {},
     },
+    'EndTxnMarker': {
+        'name': 'EndTxnMarker',
+        'kind': 'data',
+        'api_key': None,
+        'valid': (0, 0),
+        'flexible': None,
+        'deprecated': None,
+        'unstable': False,
+        'fields': (
+            ('CoordinatorEpoch', 'int32', (0, 32767), None, None, None, None, False, False, None, None),
+        ),
+        'common': {},
+    },
     'KRaftVersionRecord': {
         'name': 'KRaftVersionRecord',
         'kind': 'data',
@@ -103,7 +116,7 @@ SCHEMAS = {
             ('RequestApiKey', 'int16', (0, 32767), None, None, None, None, False, False, None, None),
             ('RequestApiVersion', 'int16', (0, 32767), None, None, None, None, False, False, None, None),
             ('CorrelationId', 'int32', (0, 32767), None, None, None, None, False, False, None, None),
-            ('ClientId', 'string', (1, 32767), (1, 32767), None, None, None, True, False, False, None),
+            ('ClientId', 'string', (1, 32767), (1, 32767), None, None, None, False, False, False, None),
         ),
         'common': {},
     },

@@ -225,10 +225,32 @@ def test_consumer_groups_describe_reset_delete(shared_broker):
         finally:
             c.close()
     assert group in _ok(josef("consumer-groups", "--bootstrap-server", b, "--list")).split()
-    out = _ok(josef("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group))
-    assert f"Consumer group '{group}' has no active members." in out
+    res = josef("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group)
+    out = _ok(res)
+    assert f"Consumer group '{group}' has no active members." in res.stderr.decode()
     rows = [line.split() for line in out.splitlines() if line.startswith(group)]
     assert rows == [[group, name, "0", "12", "20", "8", "-", "-", "-"]]
+    assert out.startswith("\nGROUP           TOPIC           PARTITION  CURRENT-OFFSET  ")
+    # issue 27 point 8: --members (--verbose), --state, a missing group, an unknown flag
+    res = josef("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group,
+                "--members", "--verbose")
+    assert _ok(res).split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                                "ASSIGNMENT"]
+    res = josef("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group,
+                "--state")
+    lines = _ok(res).strip().splitlines()
+    assert lines[0].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                                "#MEMBERS"]
+    assert lines[1].split()[0] == group and lines[1].split()[-2:] == ["Empty", "0"]
+    res = josef("consumer-groups", "--bootstrap-server", b, "--describe", "--group",
+                group + "-typo")
+    assert res.returncode == 1 and res.stdout == b""
+    assert f"Error: Consumer group '{group}-typo' does not exist." in res.stderr.decode()
+    res = josef("consumer-groups", "--bootstrap-server", b, "--describe", "--group", group,
+                "--no-such-flag")
+    assert res.returncode == 2
+    assert res.stderr.decode().startswith("usage: josef consumer-groups ")
+    assert "unrecognized arguments: --no-such-flag" in res.stderr.decode()
     dry = _ok(josef("consumer-groups", "--bootstrap-server", b, "--reset-offsets", "--group",
                     group, "--topic", name, "--shift-by", "-2"))
     assert [line.split() for line in dry.splitlines() if line.startswith(group)] == \

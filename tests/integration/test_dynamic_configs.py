@@ -118,30 +118,124 @@ def test_dynamic_broker_configs_apply_live_and_survive_a_restart(broker_factory,
     assert "Traceback" not in broker.log_text(), broker.log_tail(40)
 
 
+def test_list_configs_append_from_default_and_every_kafka_dynamic_key(broker_factory):
+    """Issue 27 points 3 and 4. APPEND/SUBTRACT on ``<default>`` and on the broker start from
+    Kafka's default when nothing is stored at that level (APPEND compact ->
+    ``delete,compact``), so a new topic keeps ``delete`` and DeleteRecords works; every key
+    of Kafka's DynamicBrokerConfig is accepted, stored and reported, and those Josef does not
+    act on are named in a warning."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+        ResourceType,
+    )
+
+    from broker.config_keys import KAFKA_DYNAMIC_BROKER_CONFIGS
+
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    raw = RawClient(broker, timeout=30)
+    try:  # <default> (the Admin API refuses an empty broker name)
+        assert incremental(raw, BROKER, "", ("log.cleanup.policy", 2, "compact")
+                           ).error_code == 0
+        assert describe(raw, BROKER, "")["log.cleanup.policy"].value == "delete,compact"
+        assert describe(raw, BROKER, "0")["log.cleanup.policy"].value == "delete,compact"
+        # the broker level starts from Kafka's default too, not from the cluster default
+        res = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[ConfigEntry(
+            "log.cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)])
+        assert admin.incremental_alter_configs([res])[res].result(20) is None
+        cfg = describe(raw, BROKER, "0")["log.cleanup.policy"]
+        assert (cfg.value, cfg.config_source) == ("", 2)
+        assert incremental(raw, BROKER, "0", ("log.cleanup.policy", 2, "compact,delete")
+                           ).error_code == 0
+        assert describe(raw, BROKER, "0")["log.cleanup.policy"].value == "compact,delete"
+        assert incremental(raw, BROKER, "0", ("log.cleanup.policy", 1, None)).error_code == 0
+        r = incremental(raw, BROKER, "", ("log.retention.ms", 2, "5"))
+        assert r.error_code == 42 and "append is not allowed" in r.error_message
+    finally:
+        raw.close()
+    admin.create_topics([NewTopic("inherits", 1, 1)])["inherits"].result(20)
+    topic = ConfigResource(ResourceType.TOPIC, "inherits")
+    got = admin.describe_configs([topic])[topic].result(20)
+    assert got["cleanup.policy"].value == "delete,compact"
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3):
+        p.produce("inherits", key=b"k%d" % i, value=b"v")
+    assert p.flush(20) == 0
+    done = admin.delete_records([TopicPartition("inherits", 0, 2)])
+    assert done[TopicPartition("inherits", 0, 2)].result(20).low_watermark == 2  # no POLICY_VIOLATION
+
+    raw = RawClient(broker, timeout=30)
+    try:
+        current = describe(raw, BROKER, "0")
+        ops = []
+        for name in sorted(KAFKA_DYNAMIC_BROKER_CONFIGS):
+            value = current[name].value if name in current else None
+            if value is None:  # sensitive or null: any value of the right type
+                value = "1000" if "ms" in name or "bytes" in name else "unused"
+            ops.append((name, 0, value))
+        r = incremental(raw, BROKER, "0", *ops)
+        assert r.error_code == 0, r.error_message
+        after = describe(raw, BROKER, "0")
+        assert {n for n in KAFKA_DYNAMIC_BROKER_CONFIGS if after[n].config_source != 2} == set()
+        r = incremental(raw, BROKER, "0", ("sasl.kerberos.min.time.before.relogin", 0, "30000"))
+        assert r.error_code == 0
+        cfg = describe(raw, BROKER, "0", ["sasl.kerberos.min.time.before.relogin"])
+        assert cfg["sasl.kerberos.min.time.before.relogin"].value == "30000"
+        r = incremental(raw, BROKER, "0", *[(n, 1, None) for n in KAFKA_DYNAMIC_BROKER_CONFIGS])
+        assert r.error_code == 0
+    finally:
+        raw.close()
+    text = broker.log_text()
+    assert "sasl.kerberos.min.time.before.relogin" in text and \
+        "Josef does not act on them" in text
+    assert "Traceback" not in text, broker.log_tail(40)
+
+
 def test_features_update_and_show_in_api_versions(broker_factory, kcat):
     broker = broker_factory()
     raw = RawClient(broker, timeout=30)
     try:
         r = raw.call(API_VERSIONS, 3, client_software_name="test",
                      client_software_version="1")
+        # issue 27 point 7: features only up to what is served (transaction.version 2 is,
+        # since issue 24); a new cluster starts with group.version 1 (KIP-848 groups)
         assert {(f.name, f.min_version, f.max_version) for f in r.supported_features} == \
             {("group.version", 0, 1), ("transaction.version", 0, 2)}
-        assert r.finalized_features == []
+        assert [(f.name, f.max_version_level) for f in r.finalized_features] == \
+            [("group.version", 1)]
         U = api.API_KEYS[UPDATE_FEATURES].request_cls
-        up = raw.call(UPDATE_FEATURES, 1, timeout_ms=10000, validate_only=False,
-                      feature_updates=[U.FeatureUpdateKey(feature="group.version",
-                                                          max_version_level=1, upgrade_type=1)])
-        assert up.error_code == 0 and [x.error_code for x in up.results] == [0]
-        bad = raw.call(UPDATE_FEATURES, 1, timeout_ms=10000, validate_only=False,
-                       feature_updates=[U.FeatureUpdateKey(feature="group.version",
-                                                           max_version_level=0, upgrade_type=1),
-                                        U.FeatureUpdateKey(feature="nope",
-                                                           max_version_level=1, upgrade_type=1)])
+
+        def update(*levels):
+            return raw.call(UPDATE_FEATURES, 1, timeout_ms=10000, validate_only=False,
+                            feature_updates=[U.FeatureUpdateKey(
+                                feature=n, max_version_level=v, upgrade_type=t)
+                                for n, v, t in levels])
+
+        up = update(("transaction.version", 3, 1))
+        assert [x.error_code for x in up.results] == [95]  # no such level
+        up = update(("transaction.version", 1, 1), ("group.version", 1, 1))
+        assert up.error_code == 0 and [x.error_code for x in up.results] == [0, 0]
+        bad = update(("group.version", 0, 1), ("nope", 1, 1))
         assert [x.error_code for x in bad.results] == [95, 95]
+        # group.version 0 switches the consumer protocol off (Kafka 4.0), 1 on again
+        heartbeat = dict(group_id="gv-off", member_id="m-gv-off-000000000000", member_epoch=0,
+                         instance_id=None, rack_id=None, rebalance_timeout_ms=30000,
+                         subscribed_topic_names=["gv"], subscribed_topic_regex=None,
+                         server_assignor=None, topic_partitions=[])
+        assert update(("group.version", 0, 2)).error_code == 0
+        assert raw.call(68, 1, **heartbeat).error_code == 35  # UNSUPPORTED_VERSION
+        assert update(("group.version", 1, 1)).error_code == 0
+        assert raw.call(68, 1, **heartbeat).error_code != 35  # (no coordinator yet: 16)
         r = raw.call(API_VERSIONS, 3, client_software_name="test",
                      client_software_version="1")
         assert [(f.name, f.max_version_level) for f in r.finalized_features] == \
-            [("group.version", 1)]
+            [("group.version", 1), ("transaction.version", 1)]
         epoch = r.finalized_features_epoch
         assert epoch >= 0
     finally:

@@ -4,6 +4,7 @@ keeps writing loses nothing; DescribeLogDirs and ``josef log-dirs`` show where i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -71,8 +72,14 @@ def test_partition_moves_between_log_dirs_while_producing(broker_factory, tmp_pa
         assert len(acked) >= 2000, (len(acked), failures[:3], broker.log_tail(20))
         run = subprocess.run([*JOSEF, "log-dirs", "--bootstrap-server", broker.bootstrap,
                               "--move", "--topic", "mv", "--partition", "0", "--dir", dest,
-                              "--wait"], capture_output=True, text=True, timeout=200)
+                              "--wait", "--progress"], capture_output=True, text=True,
+                             timeout=200)
         assert run.returncode == 0, (run.stdout, run.stderr, broker.log_tail(30))
+        # the bar's last redraw: the future replica caught up with the current one
+        bar = [f for f in re.split(r"[\r\n]", run.stderr) if f.startswith(f"mv-0 -> {dest}:")]
+        assert bar and re.fullmatch(
+            rf"mv-0 -> {re.escape(dest)}: 100\.0%\|[^|]+\| ([\d.]+[kMG]?B)/\1 "
+            rf"\[\d\d:\d\d, [\d.]+[kMG]?B/s\]", bar[-1]), run.stderr
         time.sleep(0.5)  # keep producing into the moved log
     finally:
         stop.set()

@@ -88,9 +88,9 @@ def test_api_versions_every_version(shared_broker, version):
                           api.API_KEYS[API_VERSIONS].request_cls(**fields))
     assert resp.error_code == 0
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert ranges[API_VERSIONS] == (0, 4) and ranges[METADATA] == (0, 12)
+    assert ranges[API_VERSIONS] == (0, 4) and ranges[METADATA] == (0, 13)
     assert ranges[CREATE_TOPICS] == (0, 7) and ranges[DELETE_TOPICS] == (0, 6)
-    assert ranges[DESCRIBE_CLUSTER] == (0, 1)
+    assert ranges[DESCRIBE_CLUSTER] == (0, 2)
     if version >= 3:
         # KIP-584 tagged fields, as a Kafka 3.9 broker sends them (kcat's librdkafka 2.0
         # reads them: see test_dynamic_configs)

@@ -13,7 +13,7 @@ kafka-python and raw requests (exact error codes):
 - a prefixed ACL covers topics created later; Metadata and ListGroups only show what the
   principal may describe; authorized operations in Metadata and DescribeGroups;
 - denials are written to logs/kafka-authorizer.log in Kafka's format;
-- UpdateFeatures and AlterReplicaLogDirs need ALTER on the cluster, ListClientMetricsResources
+- UpdateFeatures and AlterReplicaLogDirs need ALTER on the cluster, ListConfigResources
   DESCRIBE_CONFIGS (CLUSTER_AUTHORIZATION_FAILED without, success with the ACL);
 - ACLs are stored as Kafka's /kafka-acl znodes and survive a restart; DescribeAcls /
   DeleteAcls filters; josef acls output as kafka-acls.sh.
@@ -237,6 +237,51 @@ def test_prefixed_acl_covers_new_topics_and_metadata_is_filtered(secure):
     assert f"ResourcePattern(resourceType=TOPIC, name={prefix}, patternType=PREFIXED)" in out
 
 
+def test_metadata_v12_unauthorized_topic_by_name_and_by_id(secure):
+    """Issue 27 point 2: a v12 request by name answers an unauthorized topic with its name,
+    a zero topic id and TOPIC_AUTHORIZATION_FAILED; only a request by id gets the id and a
+    null name (Kafka's ``unauthorizedForDescribeTopicMetadata``)."""
+    import uuid as _uuid
+
+    secret = _topic("v12secret")
+    josef(secure, "topics", "--create", "--topic", secret)
+    with client(secure, "admin") as kc:
+        topic_id = kc.metadata([secret]).topics[0].topic_id
+    assert topic_id != _uuid.UUID(int=0)
+    with client(secure, "bob") as kc:
+        by_name = kc.request(3, {"topics": [{"name": secret, "topic_id": _uuid.UUID(int=0)}],
+                                 "allow_auto_topic_creation": False}, version=12)
+        (t,) = by_name.topics
+        assert (t.error_code, t.name, t.topic_id, t.partitions) == \
+            (ErrorCode.TOPIC_AUTHORIZATION_FAILED, secret, _uuid.UUID(int=0), [])
+        by_id = kc.request(3, {"topics": [{"name": None, "topic_id": topic_id}],
+                               "allow_auto_topic_creation": False}, version=12)
+        (t,) = by_id.topics
+        assert (t.error_code, t.name, t.topic_id) == \
+            (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id)
+
+
+@pytest.mark.java
+def test_java_producer_gets_topic_authorization_exception(secure, java_client):
+    """The Java producer's Metadata v12 by name: TopicAuthorizationException in the send
+    callback (a null name made its I/O thread die with IllegalStateException)."""
+    from tests.integration.harness import run_java_client
+
+    secret = _topic("javasecret")
+    josef(secure, "topics", "--create", "--topic", secret)
+    args = []
+    for k, v in java_props(secure, "SASL_PLAINTEXT", "PLAIN", "bob", "bob-secret").items():
+        args += ["--prop", f"{k}={v}"]
+    r = run_java_client(java_client, "produce", "--bootstrap",
+                        secure.bootstrap("SASL_PLAINTEXT"), "--topic", secret, "--count", "1",
+                        "--timeout-ms", "20000", *args, timeout=90)
+    assert r.returncode == 1, r.stdout + r.stderr[-2000:]
+    assert any(line.startswith("fail 0 org.apache.kafka.common.errors."
+                               "TopicAuthorizationException") for line in r.lines), \
+        r.stdout + r.stderr[-2000:]
+    assert "IllegalStateException" not in r.stderr
+
+
 def test_ssl_principal_mapping_and_cluster_acls(secure):
     from confluent_kafka import Producer
 
@@ -273,8 +318,8 @@ def test_cluster_alter_and_describe_configs_acls(secure):
         resp = kc.request(57, update)  # UpdateFeatures
         assert (resp.error_code, resp.results) == (denied, [])
         assert codes(kc.request(34, move)) == [denied]  # AlterReplicaLogDirs
-        resp = kc.request(74, {})  # ListClientMetricsResources
-        assert (resp.error_code, resp.client_metrics_resources) == (denied, [])
+        resp = kc.request(74, {})  # ListConfigResources (v0 was ListClientMetricsResources)
+        assert (resp.error_code, resp.config_resources) == (denied, [])
     josef(secure, "acls", "--add", "--allow-principal", "User:ops", "--operation", "Alter",
           "--operation", "DescribeConfigs", "--cluster")
     with client(secure, "ops") as kc:
@@ -284,7 +329,7 @@ def test_cluster_alter_and_describe_configs_acls(secure):
         assert kc.request(74, {}).error_code == 0
     log = (secure.process.dir / "logs" / "kafka-authorizer.log").read_text()
     for op, api_name in (("Alter", "UpdateFeatures"), ("Alter", "AlterReplicaLogDirs"),
-                         ("DescribeConfigs", "ListClientMetricsResources")):
+                         ("DescribeConfigs", "ListConfigResources")):
         assert (f"Principal = User:ops is Denied Operation = {op} from host = 127.0.0.1 on "
                 f"resource = Cluster:LITERAL:kafka-cluster for request = {api_name} "
                 "with resourceRefCount = 1") in log

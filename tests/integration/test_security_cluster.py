@@ -142,3 +142,128 @@ def test_replication_and_failover_over_sasl_ssl(secure_cluster):
     c.wait_until("ISR back to 3", lambda: all(
         len((c.partition_state(topic, p) or {}).get("isr", [])) == 3 for p in range(2)),
         timeout=60)
+
+
+# ----- issue 27 point 1: ACL changes reach every broker ------------------------------------------
+
+def _alice_client(c: Cluster, broker_id: int):
+    from client.connection import KafkaClient
+
+    return KafkaClient(f"127.0.0.1:{c.ports[broker_id]}", timeout=20, security={
+        "security.protocol": "SASL_SSL", "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(c.certs.ca_pem), "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule '
+                            'required username="alice" password="alice-secret";'})
+
+
+def _produce_codes(c: Cluster, topic: str) -> dict[int, int]:
+    """Produce one record as alice to every partition, each sent to its leader (leaders from
+    ZooKeeper: without DESCRIBE alice's Metadata does not name them); {leader: error code}."""
+    from protocol.records import RecordBatchBuilder
+
+    out = {}
+    for p in range(3):
+        leader = (c.partition_state(topic, p) or {}).get("leader", -1)
+        if leader not in c.running_ids():
+            continue
+        with _alice_client(c, leader) as kc:
+            builder = RecordBatchBuilder()
+            builder.append(int(time.time() * 1000), None, b"x", [])
+            resp = kc.request(0, {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
+                                  "topic_data": [{"name": topic, "partition_data": [
+                                      {"index": p, "records": builder.build()}]}]},
+                              version=9)
+            out[leader] = resp.responses[0].partition_responses[0].error_code
+    return out
+
+
+def _described_acls(c: Cluster, broker_id: int, prefix: str) -> set[tuple]:
+    """The ACLs of User:alice on topics named ``prefix...`` as broker ``broker_id`` holds
+    them (DescribeAcls is answered from the broker's own cache)."""
+    from client.connection import KafkaClient
+
+    with KafkaClient(c.broker(broker_id).bootstrap, timeout=20) as kc:
+        resp = kc.request(29, {"resource_type_filter": 1, "resource_name_filter": None,
+                               "pattern_type_filter": 1, "principal_filter": "User:alice",
+                               "host_filter": None, "operation": 1, "permission_type": 1})
+        assert resp.error_code == 0, resp.error_message
+        return {(r.resource_type, r.resource_name, a.operation)
+                for r in resp.resources for a in r.acls if r.resource_name.startswith(prefix)}
+
+
+def test_concurrent_acl_changes_reach_every_broker(secure_cluster):
+    """30 ACL changes at once through all three brokers: every broker applies all 30
+    (DescribeAcls from its cache, and alice's produce to the partition it leads); a revoke
+    is enforced by every broker within 5 s; a broker restarted while ACLs change catches up."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    c = secure_cluster
+    for i in c.ids:
+        if not c.broker(i).is_running():
+            c.start_broker(i)
+    c.wait_for_brokers_registered(c.ids, timeout=60)
+    _josef(c, 1, "configs", "--alter", "--entity-type", "users", "--entity-name", "alice",
+           "--add-config", "SCRAM-SHA-512=[password=alice-secret]")
+    topic = f"acl-storm-{uuid.uuid4().hex[:6]}"
+    admins = {i: AdminClient({"bootstrap.servers": c.broker(i).bootstrap}) for i in c.ids}
+    admins[1].create_topics([NewTopic(topic, num_partitions=3, replica_assignment=[[1, 2, 3], [2, 3, 1],
+                                                                 [3, 1, 2]])])[topic].result(30)
+    c.wait_until("one partition led by each broker", lambda: {
+        (c.partition_state(topic, p) or {}).get("leader") for p in range(3)} == {1, 2, 3},
+        timeout=60)
+
+    def write(name: str, op=AclOperation.WRITE) -> AclBinding:
+        return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, "User:alice",
+                          "*", op, AclPermissionType.ALLOW)
+
+    bindings = [write(topic)] + [write(f"{topic}-other-{i}") for i in range(29)]
+    with ThreadPoolExecutor(30) as pool:
+        futures = [pool.submit(lambda i, b: admins[1 + i % 3].create_acls([b])[b].result(30),
+                               i, b) for i, b in enumerate(bindings)]
+        for f in futures:
+            f.result()
+    want = {(2, b.name, int(AclOperation.WRITE.value)) for b in bindings}
+    for i in c.ids:
+        c.wait_until(f"broker {i} holds all 30 ACLs", lambda i=i: _described_acls(c, i, topic) == want,
+                     timeout=10)
+    assert _produce_codes(c, topic) == {1: 0, 2: 0, 3: 0}
+
+    # a revoke: enforced by every broker within 5 s
+    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice",
+                           None, AclOperation.WRITE, AclPermissionType.ALLOW)
+    admins[2].delete_acls([flt])[flt].result(30)
+    started = time.monotonic()
+    c.wait_until("the revoke enforced everywhere", lambda: _produce_codes(c, topic) == {
+        1: 29, 2: 29, 3: 29}, timeout=5)
+    assert time.monotonic() - started < 5
+
+    # broker 3 is down while the grant comes back with more changes; it catches up
+    c.stop_broker(3)
+    grant = [write(topic)] + [write(f"{topic}-late-{i}") for i in range(5)]
+    with ThreadPoolExecutor(6) as pool:
+        for f in [pool.submit(lambda b: admins[1].create_acls([b])[b].result(30), b)
+                  for b in grant]:
+            f.result()
+    c.start_broker(3)
+    c.wait_for_brokers_registered(c.ids, timeout=60)
+    want = (want | {(2, b.name, int(AclOperation.WRITE.value)) for b in grant})
+    c.wait_until("broker 3 caught up", lambda: _described_acls(c, 3, topic) == want, timeout=10)
+    c.wait_until("broker 3 back in the ISR", lambda: 3 in (c.partition_state(topic, 2) or {}).get(
+        "isr", []), timeout=60)
+    _josef(c, 1, "leader-election", "--election-type", "PREFERRED", "--topic", topic,
+           "--partition", "2")
+    c.wait_until("broker 3 leads its partition again", lambda: (c.partition_state(
+        topic, 2) or {}).get("leader") == 3, timeout=60)
+    c.wait_until("alice may write through every broker again",
+                 lambda: _produce_codes(c, topic) == {1: 0, 2: 0, 3: 0}, timeout=10)

@@ -436,9 +436,9 @@ def test_dynamic_broker_configs_reach_every_broker(zk_cluster):
 
 
 def test_features_finalized_through_the_feature_znode(zk_cluster):
-    """KIP-584 in ZooKeeper mode: `josef features upgrade` on one broker writes Kafka's
-    FeatureZNode v2 to /feature; every broker's ApiVersions (through `features describe`)
-    shows the finalized level, and a disable removes it everywhere."""
+    """KIP-584 in ZooKeeper mode: a new cluster's /feature holds group.version 1 (Kafka's
+    FeatureZNode v2); `josef features disable` / `upgrade` on one broker rewrite it; every
+    broker's ApiVersions (through `features describe`) follows."""
     c = zk_cluster
     ids = sorted(c.ids)
 
@@ -451,9 +451,7 @@ def test_features_finalized_through_the_feature_znode(zk_cluster):
         return all(f"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
                    f"FinalizedVersionLevel: {level}" in describe(b) for b in ids)
 
-    out = _josef("features", "upgrade", "--bootstrap-server", c.broker(ids[0]).bootstrap,
-                 "--feature", "group.version=1")
-    assert out.returncode == 0, out.stdout + out.stderr
+    # a new cluster starts with group.version 1 (issue 27 point 7)
     assert c.zk_json("/feature") == {"version": 2, "status": 1,
                                      "features": {"group.version": {"max_version_level": 1}}}
     c.wait_until("group.version finalized on every broker", lambda: level_everywhere("1"),
@@ -464,3 +462,52 @@ def test_features_finalized_through_the_feature_znode(zk_cluster):
     assert c.zk_json("/feature")["features"] == {}
     c.wait_until("group.version disabled on every broker", lambda: level_everywhere("-"),
                  timeout=30)
+    out = _josef("features", "upgrade", "--bootstrap-server", c.broker(ids[0]).bootstrap,
+                 "--feature", "group.version=1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert c.zk_json("/feature") == {"version": 2, "status": 1,
+                                     "features": {"group.version": {"max_version_level": 1}}}
+
+
+def test_group_configs_reach_every_broker(zk_cluster):
+    """A GROUP config resource set through confluent-kafka's Admin API (Kafka 4.2's group
+    configs): stored in /config/groups/<group>, announced on /config/changes, described and
+    listed (ListConfigResources v1) by every broker."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    c = zk_cluster
+    admin = _admin(c)
+    res = ConfigResource(ResourceType.GROUP, "zk-group-cfg", incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "50000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    _wait_futures(admin.incremental_alter_configs([res]))
+    assert c.zk_json("/config/groups/zk-group-cfg") == {
+        "version": 1, "config": {"consumer.session.timeout.ms": "50000"}}
+    docs = [c.zk_json(f"/config/changes/{n}") for n in c.zk_children("/config/changes")]
+    assert {"version": 2, "entity_path": "groups/zk-group-cfg"} in docs
+    bad = ConfigResource(ResourceType.GROUP, "zk-group-cfg", incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "1000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="greater than or equal"):
+        _wait_futures(admin.incremental_alter_configs([bad]))
+    for i in c.ids:
+        one = AdminClient({"bootstrap.servers": c.broker(i).bootstrap})
+        deadline = time.monotonic() + 15
+        while True:
+            fut = one.describe_configs([ConfigResource(ResourceType.GROUP, "zk-group-cfg")])
+            entries = list(fut.values())[0].result(timeout=15)
+            if entries["consumer.session.timeout.ms"].value == "50000" or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert entries["consumer.session.timeout.ms"].value == "50000", i
+        with KafkaClient(c.broker(i).bootstrap) as client:
+            listed = client.request(74, {"resource_types": [32]}, version=1)
+            assert ("zk-group-cfg", 32) in {(r.resource_name, r.resource_type)
+                                            for r in listed.config_resources}, i

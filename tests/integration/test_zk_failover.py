@@ -462,11 +462,17 @@ def test_reassignment_1_2_to_2_3_moves_the_data(zk_cluster, tmp_path):
            '"log_dirs":["any","any"]}]}' in out.stdout
     assert f"Successfully started partition reassignment for {topic}-0" in out.stdout
 
+    verify: list[str] = []
+
     def verified():
         v = _josef("reassign-partitions", "--bootstrap-server", c.bootstrap, "--verify",
                    "--reassignment-json-file", str(plan))
+        verify[:] = v.stdout.splitlines()
         return f"Reassignment of partition {topic}-0 is completed." in v.stdout
     c.wait_until("the reassignment completed", verified, timeout=60, interval=0.5)
+    # each status line is followed by the bytes copied: all of the leader's, at 100%
+    bar = verify[verify.index(f"Reassignment of partition {topic}-0 is completed.") + 1]
+    assert re.fullmatch(rf"  {topic}-0: 100\.0%\|#{{20}}\| (\d+B|[\d.]+[kM]B)/\1", bar), bar
     assignment = c.zk_json(f"/brokers/topics/{topic}")
     assert assignment["partitions"] == {"0": [2, 3]}
     assert assignment["adding_replicas"] == {} and assignment["removing_replicas"] == {}

@@ -18,11 +18,17 @@ the event loop. Errors per operation:
 - `handle_verify_partitions(...)` -> {tp: error} (AddPartitionsToTxn v4+ verify_only, the
   KIP-890 check of a partition leader): NONE when the partition is in the transaction, else
   TRANSACTION_ABORTABLE; whole-request errors as above.
-- `handle_end_transaction(txn_id, pid, epoch, commit)` -> (error, pid, epoch): Ongoing ->
-  PrepareCommit/PrepareAbort (written), then the markers go out and the answer is NONE;
+- `handle_end_transaction(txn_id, pid, epoch, commit, tv)` -> (error, pid, epoch): Ongoing
+  -> PrepareCommit/PrepareAbort (written), then the markers go out and the answer is NONE;
   a retried EndTxn of a completed transaction with the same result answers NONE, with the
   other result INVALID_TXN_STATE; PrepareX answers CONCURRENT_TRANSACTIONS (same result) or
-  INVALID_TXN_STATE; Empty INVALID_TXN_STATE.
+  INVALID_TXN_STATE; Empty INVALID_TXN_STATE. With transaction version 2 (`tv` 2, KIP-890
+  part 2) the epoch is bumped and the answer carries the new producer id and epoch (a new
+  producer id at epoch 0 when the epoch ran out); a retry (the client's epoch is the
+  bumped one - 1, or the old producer id after a rotation) answers like the first call, any
+  other epoch PRODUCER_FENCED.
+- `handle_add_partitions(..., tv)`: with `tv` 2 (the implicit add of a Produce v12+ /
+  TxnOffsetCommit v5+) a transaction started here becomes a transaction version 2 one.
 - `handle_describe(txn_id)`, `handle_list(pids, states, duration_ms)`: DescribeTransactions /
   ListTransactions (COORDINATOR_NOT_AVAILABLE when not active, TRANSACTIONAL_ID_NOT_FOUND).
 - Timed-out Ongoing transactions are fenced (epoch + 1) and aborted every
@@ -45,6 +51,7 @@ from broker.coordinator.transaction.marker_channel import TransactionMarkerChann
 from broker.coordinator.transaction.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    SHORT_MAX,
     IllegalTransition,
     TransactionMetadata,
     TransactionState,
@@ -247,7 +254,8 @@ class TransactionCoordinator:
         return E.NONE
 
     async def handle_add_partitions(self, transactional_id: str, producer_id: int,
-                                    producer_epoch: int, partitions: set[tuple[str, int]]
+                                    producer_epoch: int, partitions: set[tuple[str, int]],
+                                    client_transaction_version: int | None = None
                                     ) -> ErrorCode:
         if not transactional_id:
             return E.INVALID_REQUEST
@@ -265,7 +273,8 @@ class TransactionCoordinator:
             return E.CONCURRENT_TRANSACTIONS
         if md.state == S.ONGOING and set(partitions) <= md.topic_partitions:
             return E.NONE
-        transit = md.prepare_add_partitions(set(partitions), self.state.time_ms())
+        transit = md.prepare_add_partitions(set(partitions), self.state.time_ms(),
+                                            client_transaction_version)
         return await self.state.append_transaction_to_log(transactional_id,
                                                           found.coordinator_epoch, transit)
 
@@ -293,13 +302,23 @@ class TransactionCoordinator:
 
     # --- EndTxn ------------------------------------------------------------------------------
     async def handle_end_transaction(self, transactional_id: str, producer_id: int,
-                                     producer_epoch: int, commit: bool
+                                     producer_epoch: int, commit: bool,
+                                     client_transaction_version: int = 0
                                      ) -> tuple[ErrorCode, int, int]:
         return await self._end_transaction(transactional_id, producer_id, producer_epoch,
-                                           commit, from_client=True)
+                                           commit, from_client=True,
+                                           client_transaction_version=client_transaction_version)
+
+    @staticmethod
+    def _end_txn_epoch_bumped(md: TransactionMetadata, producer_epoch: int) -> bool:
+        """Kafka's endTxnEpochBumped: a transaction version 2 transaction whose epoch is the
+        client's + 1 (the client retries an EndTxn that already bumped it)."""
+        return md.pending_state != S.PREPARE_EPOCH_FENCE and md.supports_epoch_bump and \
+            md.producer_epoch == producer_epoch + 1
 
     async def _end_transaction(self, transactional_id: str, producer_id: int,
-                               producer_epoch: int, commit: bool, from_client: bool
+                               producer_epoch: int, commit: bool, from_client: bool,
+                               client_transaction_version: int = 0
                                ) -> tuple[ErrorCode, int, int]:
         fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         if not transactional_id:
@@ -312,9 +331,22 @@ class TransactionCoordinator:
         md, coordinator_epoch = found.metadata, found.coordinator_epoch
         current = (md.producer_id, md.producer_epoch)
         is_epoch_fence = False
-        valid_epoch = (not from_client or producer_epoch == md.producer_epoch) and \
-            producer_epoch >= md.producer_epoch
-        if md.producer_id != producer_id:
+        tv2 = md.pending_state != S.PREPARE_EPOCH_FENCE and md.supports_epoch_bump
+        # TV 2: a retry after the bump ran the epoch out carries the old producer id
+        retry_on_overflow = tv2 and md.previous_producer_id == producer_id and \
+            producer_epoch == SHORT_MAX - 1 and md.producer_epoch == 0
+        retry_on_bump = self._end_txn_epoch_bumped(md, producer_epoch)
+        if tv2:  # the same epoch is the next EndTxn, not a retry: only retries match
+            if md.state in (S.ONGOING, S.EMPTY, S.DEAD, S.PREPARE_EPOCH_FENCE):
+                valid_epoch = producer_epoch == md.producer_epoch
+            elif md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                valid_epoch = retry_on_bump
+            else:
+                valid_epoch = retry_on_bump or retry_on_overflow
+        else:
+            valid_epoch = (not from_client or producer_epoch == md.producer_epoch) and \
+                producer_epoch >= md.producer_epoch
+        if md.producer_id != producer_id and not retry_on_overflow:
             return (E.INVALID_PRODUCER_ID_MAPPING, *fail)
         if not valid_epoch:
             return (E.PRODUCER_FENCED, *fail)
@@ -322,12 +354,26 @@ class TransactionCoordinator:
             return (E.CONCURRENT_TRANSACTIONS, *fail)
         if md.state == S.ONGOING:
             next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            # TV 2 from a client; a fence (InitProducerId, timeout) keeps the transaction's
+            # own version and does not bump the epoch a second time (KAFKA-19367)
+            tv = client_transaction_version if from_client else md.client_transaction_version
+            next_pid = NO_PRODUCER_ID
+            if tv >= 2 and from_client and md.pending_state != S.PREPARE_EPOCH_FENCE and \
+                    md.is_producer_epoch_exhausted:
+                try:
+                    next_pid = await self.producer_id_manager.generate_producer_id()
+                except KafkaError as e:
+                    return (e.code, *fail)
+                if md.pending_transition_in_progress or md.state != S.ONGOING:
+                    return (E.CONCURRENT_TRANSACTIONS, *fail)
             if next_state == S.PREPARE_ABORT and md.pending_state == S.PREPARE_EPOCH_FENCE:
                 is_epoch_fence = True
                 md.pending_state = None
                 md.producer_epoch = producer_epoch
                 md.last_producer_epoch = NO_PRODUCER_EPOCH
-            transit = md.prepare_abort_or_commit(next_state, self.state.time_ms())
+            transit = md.prepare_abort_or_commit(
+                next_state, self.state.time_ms(), tv, next_pid,
+                bump_epoch=tv >= 2 and not is_epoch_fence and from_client)
         elif md.state == S.COMPLETE_COMMIT:
             return (E.NONE, *current) if commit else (self._invalid(md, commit), *fail)
         elif md.state == S.COMPLETE_ABORT:
@@ -361,7 +407,8 @@ class TransactionCoordinator:
         md = cur.metadata
         if md.producer_id != producer_id:
             return (E.INVALID_PRODUCER_ID_MAPPING, *fail)
-        if md.producer_epoch != producer_epoch:
+        if md.producer_epoch != producer_epoch and \
+                not self._end_txn_epoch_bumped(md, producer_epoch):
             return (E.PRODUCER_FENCED, *fail)
         if md.pending_transition_in_progress:
             return (E.CONCURRENT_TRANSACTIONS, *fail)
@@ -370,6 +417,8 @@ class TransactionCoordinator:
             return (self._invalid(md, commit), *fail)
         complete = md.prepare_complete(self.state.time_ms())
         self.markers.add_txn_markers_to_send(coordinator_epoch, commit, md, complete)
+        if md.supports_epoch_bump and md.next_producer_id != NO_PRODUCER_ID:
+            return E.NONE, md.next_producer_id, 0  # the epoch ran out (KAFKA-18660)
         return E.NONE, md.producer_id, md.producer_epoch
 
     @staticmethod

@@ -2,11 +2,14 @@
 (`int16 0 | string transactional_id`), value TransactionLogValue v0 (`int16 0 | producer_id
 int64 | producer_epoch int16 | timeout int32 | status int8 | partitions [topic string,
 [int32]] (null when Empty) | last_update_ms int64 | start_ms int64`), a null value = the
-transactional id expired (a tombstone). Josef writes value version 0 (transaction version
-0, as a ZooKeeper-mode Kafka does) and reads versions 0 and 1. Records go uncompressed
-(`TransactionLog.EnforcedCompression`) with acks=-1.
+transactional id expired (a tombstone). Josef writes value version 0 for transactions of
+transaction version 0/1 (as a ZooKeeper-mode Kafka does) and version 1 for transaction
+version 2 ones (KIP-890 part 2), whose tagged fields keep what a reloading coordinator needs:
+PreviousProducerId (tag 0), NextProducerId (tag 1), ClientTransactionVersion (tag 2). It
+reads versions 0 and 1. Records go uncompressed (`TransactionLog.EnforcedCompression`)
+with acks=-1.
 
-Schemas: ../shared/kafka-protocol/coordinator-records/TransactionLog{Key,Value}.json.
+Schemas: ../shared/kafka-protocol/coordinator-records{,-4.2}/TransactionLog{Key,Value}.json.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ __all__ = ["TRANSACTION_STATE_TOPIC", "key_bytes", "value_bytes", "decode_record
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 VALUE_VERSION = 0
+TV2_VALUE_VERSION = 1
 _Key = MESSAGES["TransactionLogKey"]
 _Value = MESSAGES["TransactionLogValue"]
 
@@ -44,12 +48,16 @@ def value_bytes(t: TxnTransitMetadata) -> bytes:
             by_topic.setdefault(topic, []).append(p)
         partitions = [_Value.PartitionsSchema(topic=topic, partition_ids=ids)
                       for topic, ids in by_topic.items()]
+    tv2 = t.client_transaction_version >= 2
     return encode_value(_Value(
         producer_id=t.producer_id, producer_epoch=t.producer_epoch,
         transaction_timeout_ms=t.txn_timeout_ms, transaction_status=t.txn_state.id,
         transaction_partitions=partitions,
         transaction_last_update_timestamp_ms=t.txn_last_update_timestamp,
-        transaction_start_timestamp_ms=t.txn_start_timestamp), VALUE_VERSION)
+        transaction_start_timestamp_ms=t.txn_start_timestamp,
+        previous_producer_id=t.prev_producer_id, next_producer_id=t.next_producer_id,
+        client_transaction_version=t.client_transaction_version),
+        TV2_VALUE_VERSION if tv2 else VALUE_VERSION)
 
 
 def decode_record(key: bytes | None, value: bytes | None
@@ -68,9 +76,11 @@ def decode_record(key: bytes | None, value: bytes | None
     state = TransactionState.from_id(v.transaction_status)
     md = TransactionMetadata(
         txn_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms, state,
-        previous_producer_id=getattr(v, "previous_producer_id", -1),
+        previous_producer_id=v.previous_producer_id if version >= 1 else -1,
         txn_start_timestamp=v.transaction_start_timestamp_ms,
-        txn_last_update_timestamp=v.transaction_last_update_timestamp_ms)
+        txn_last_update_timestamp=v.transaction_last_update_timestamp_ms,
+        next_producer_id=v.next_producer_id if version >= 1 else -1,
+        client_transaction_version=v.client_transaction_version if version >= 1 else 0)
     if state != TransactionState.EMPTY:
         for ps in v.transaction_partitions or ():
             md.topic_partitions.update((ps.topic, p) for p in ps.partition_ids)

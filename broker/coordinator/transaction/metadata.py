@@ -1,5 +1,5 @@
 """Transaction state and its transitions (Kafka's TransactionMetadata / TransactionState,
-KIP-98, with KIP-360's epoch bumps; transaction version 0/1, i.e. KIP-890 part 1 only).
+KIP-98, with KIP-360's epoch bumps and KIP-890 part 2's transaction version 2).
 
 States and the states they may be entered from (`VALID_PREVIOUS`)::
 
@@ -22,6 +22,12 @@ Illegal moves raise `IllegalTransition` (a bug, never client input).
 
 The state ids (`TransactionState.id`) are the `TransactionStatus` values of the
 `TransactionLogValue` record.
+
+Transaction version 2 (`client_transaction_version` >= 2, broker.coordinator.transaction
+.versions): PrepareCommit/PrepareAbort carry the producer epoch + 1 (`last_producer_epoch`
+the one the client used), so the markers fence the ended transaction's epoch; when that bump
+would exhaust the epoch, `next_producer_id` holds a fresh producer id that CompleteCommit /
+CompleteAbort switch to (epoch 0, `previous_producer_id` the old one).
 """
 
 from __future__ import annotations
@@ -114,6 +120,12 @@ class TxnTransitMetadata:
     topic_partitions: frozenset[tuple[str, int]]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
+
+    @property
+    def supports_epoch_bump(self) -> bool:
+        return self.client_transaction_version >= 2
 
 
 class TransactionMetadata:
@@ -124,7 +136,9 @@ class TransactionMetadata:
                  previous_producer_id: int = NO_PRODUCER_ID,
                  last_producer_epoch: int = NO_PRODUCER_EPOCH,
                  topic_partitions: set[tuple[str, int]] | None = None,
-                 txn_start_timestamp: int = -1, txn_last_update_timestamp: int = -1) -> None:
+                 txn_start_timestamp: int = -1, txn_last_update_timestamp: int = -1,
+                 next_producer_id: int = NO_PRODUCER_ID,
+                 client_transaction_version: int = 0) -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.previous_producer_id = previous_producer_id
@@ -137,6 +151,13 @@ class TransactionMetadata:
         self.txn_last_update_timestamp = txn_last_update_timestamp
         self.pending_state: TransactionState | None = None
         self.has_failed_epoch_fence = False
+        self.next_producer_id = next_producer_id
+        self.client_transaction_version = client_transaction_version
+
+    @property
+    def supports_epoch_bump(self) -> bool:
+        """A transaction version 2 transaction (KIP-890 part 2)."""
+        return self.client_transaction_version >= 2
 
     def __repr__(self) -> str:
         return (f"TransactionMetadata({self.transactional_id!r}, pid={self.producer_id}, "
@@ -168,7 +189,8 @@ class TransactionMetadata:
                                   self.producer_epoch, self.last_producer_epoch,
                                   self.txn_timeout_ms, self.state,
                                   frozenset(self.topic_partitions), self.txn_start_timestamp,
-                                  self.txn_last_update_timestamp)
+                                  self.txn_last_update_timestamp, self.next_producer_id,
+                                  self.client_transaction_version)
 
     def prepare_fence_producer_epoch(self) -> TxnTransitMetadata:
         """Ongoing -> PrepareEpochFence with the epoch bumped (not bumped again after a
@@ -210,26 +232,47 @@ class TransactionMetadata:
                              self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
                              new_timeout_ms, (), -1, now_ms)
 
-    def prepare_add_partitions(self, added: set[tuple[str, int]], now_ms: int
+    def prepare_add_partitions(self, added: set[tuple[str, int]], now_ms: int,
+                               client_transaction_version: int | None = None
                                ) -> TxnTransitMetadata:
-        start = now_ms if self.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT) \
-            else self.txn_start_timestamp
+        """-> Ongoing. A transaction that starts here takes `client_transaction_version`
+        (2 for the implicit adds of KIP-890 part 2); an Ongoing one keeps its own."""
+        starts = self.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT)
+        start = now_ms if starts else self.txn_start_timestamp
+        tv = self.client_transaction_version
+        if client_transaction_version is not None and (starts or client_transaction_version > tv):
+            tv = client_transaction_version
         return self._prepare(S.ONGOING, self.producer_id, self.producer_epoch,
                              self.last_producer_epoch, self.txn_timeout_ms,
-                             self.topic_partitions | set(added), start, now_ms)
+                             self.topic_partitions | set(added), start, now_ms,
+                             client_transaction_version=tv)
 
-    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int
-                                ) -> TxnTransitMetadata:
-        return self._prepare(new_state, self.producer_id, self.producer_epoch,
-                             self.last_producer_epoch, self.txn_timeout_ms,
-                             self.topic_partitions, self.txn_start_timestamp, now_ms)
+    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int,
+                                client_transaction_version: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID,
+                                bump_epoch: bool | None = None) -> TxnTransitMetadata:
+        """-> PrepareCommit / PrepareAbort. Transaction version 2 bumps the epoch
+        (`bump_epoch` False: an epoch fence already did) and may name the next producer id."""
+        bump = client_transaction_version >= 2 if bump_epoch is None else bump_epoch
+        epoch, last = (self.producer_epoch + 1, self.producer_epoch) if bump \
+            else (self.producer_epoch, self.last_producer_epoch)
+        return self._prepare(new_state, self.producer_id, epoch, last, self.txn_timeout_ms,
+                             self.topic_partitions, self.txn_start_timestamp, now_ms,
+                             next_producer_id, client_transaction_version)
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
         new_state = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
         self.has_failed_epoch_fence = False
+        tv = self.client_transaction_version
+        if tv >= 2:  # an exhausted epoch moves to the next producer id now the markers are out
+            pid, epoch = (self.next_producer_id, 0) if self.next_producer_id != NO_PRODUCER_ID \
+                else (self.producer_id, self.producer_epoch)
+            return self._prepare(new_state, pid, epoch, self.producer_epoch,
+                                 self.txn_timeout_ms, (), self.txn_start_timestamp, now_ms,
+                                 client_transaction_version=tv)
         return self._prepare(new_state, self.producer_id, self.producer_epoch,
                              self.last_producer_epoch, self.txn_timeout_ms, (),
-                             self.txn_start_timestamp, now_ms)
+                             self.txn_start_timestamp, now_ms, client_transaction_version=tv)
 
     def prepare_dead(self) -> TxnTransitMetadata:
         return self._prepare(S.DEAD, self.producer_id, self.producer_epoch,
@@ -237,7 +280,8 @@ class TransactionMetadata:
                              self.txn_start_timestamp, self.txn_last_update_timestamp)
 
     def _prepare(self, state: TransactionState, producer_id: int, epoch: int, last_epoch: int,
-                 timeout_ms: int, partitions, start_ts: int, update_ts: int
+                 timeout_ms: int, partitions, start_ts: int, update_ts: int,
+                 next_producer_id: int = NO_PRODUCER_ID, client_transaction_version: int = 0
                  ) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransition(f"{self.transactional_id}: preparing {state} while "
@@ -251,7 +295,8 @@ class TransactionMetadata:
                                     "a valid transition")
         self.pending_state = state
         return TxnTransitMetadata(producer_id, self.producer_id, epoch, last_epoch, timeout_ms,
-                                  state, frozenset(partitions), start_ts, update_ts)
+                                  state, frozenset(partitions), start_ts, update_ts,
+                                  next_producer_id, client_transaction_version)
 
     # --- complete --------------------------------------------------------------------------
     def complete_transition(self, t: TxnTransitMetadata) -> None:
@@ -261,8 +306,7 @@ class TransactionMetadata:
         if to is None or to != t.txn_state:
             raise IllegalTransition(f"{self.transactional_id}: completing {t.txn_state} "
                                     f"while {to} is pending")
-        same_producer = t.producer_epoch == self.producer_epoch and \
-            t.producer_id == self.producer_id
+        same_producer = self._same_producer(t)
         if to == S.EMPTY:
             bump = t.producer_epoch == self.producer_epoch + 1 or \
                 (t.producer_epoch == 0 and t.producer_id != self.producer_id)
@@ -285,17 +329,41 @@ class TransactionMetadata:
                     self.txn_timeout_ms != t.txn_timeout_ms or \
                     self.txn_start_timestamp != t.txn_start_timestamp:
                 self._fail(t)
+            if t.supports_epoch_bump:
+                self.producer_epoch = t.producer_epoch
+                self.last_producer_epoch = t.last_producer_epoch
+                self.next_producer_id = t.next_producer_id
         elif to in (S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
             if not same_producer or self.txn_timeout_ms != t.txn_timeout_ms or \
                     t.txn_start_timestamp == -1:
                 self._fail(t)
             self.txn_start_timestamp = t.txn_start_timestamp
             self.topic_partitions.clear()
+            if t.supports_epoch_bump:
+                self.producer_epoch = t.producer_epoch
+                self.last_producer_epoch = t.last_producer_epoch
+                self.previous_producer_id = t.prev_producer_id
+                self.producer_id = t.producer_id
+                self.next_producer_id = t.next_producer_id
         else:  # PrepareEpochFence is never written; Dead entries are removed, not completed
             self._fail(t)
+        self.client_transaction_version = t.client_transaction_version
         self.txn_last_update_timestamp = t.txn_last_update_timestamp
         self.pending_state = None
         self.state = to
+
+    def _same_producer(self, t: TxnTransitMetadata) -> bool:
+        """Kafka's validProducerEpoch: the transition is for the current producer id and
+        epoch (with transaction version 2 a Prepare carries epoch + 1 and names the current
+        one as its last epoch; a Complete after an exhausted epoch names the old id)."""
+        tv2 = t.supports_epoch_bump
+        overflow = tv2 and t.txn_state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and \
+            t.producer_epoch == 0 and t.producer_id != self.producer_id
+        prepare = tv2 and t.txn_state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and \
+            t.producer_epoch == self.producer_epoch + 1
+        epoch = t.last_producer_epoch if overflow or prepare else t.producer_epoch
+        pid = t.prev_producer_id if overflow else t.producer_id
+        return epoch == self.producer_epoch and pid == self.producer_id
 
     def _fail(self, t: TxnTransitMetadata) -> None:
         raise IllegalTransition(f"{self.transactional_id}: cannot complete {self.state} -> "

@@ -228,10 +228,10 @@ class TransactionStateManager:
             return None
         del self.loading[partition]
         previous = self.cache.get(partition)
-        if previous is not None:
-            log.warning("unloaded %d transactional ids of %s-%d replaced by the load at epoch "
-                        "%d", len(previous.metadata), TRANSACTION_STATE_TOPIC, partition,
-                        coordinator_epoch)
+        if previous is not None and previous.metadata:  # a new leader epoch, same leader
+            log.info("Unloaded %d transactional ids of %s-%d as part of loading metadata at "
+                     "epoch %d", len(previous.metadata), TRANSACTION_STATE_TOPIC, partition,
+                     coordinator_epoch)
         self.cache[partition] = _CacheEntry(coordinator_epoch, loaded)
         log.info("Loaded %d transaction metadata from %s-%d (epoch %d) in %.1f ms", len(loaded),
                  TRANSACTION_STATE_TOPIC, partition, coordinator_epoch,

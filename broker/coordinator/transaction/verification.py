@@ -18,6 +18,13 @@ to the producer's transaction (Kafka's AddPartitionsToTxnManager and ReplicaMana
   CONCURRENT_TRANSACTIONS / NETWORK_EXCEPTION / COORDINATOR_* / NOT_COORDINATOR become
   the retriable NOT_ENOUGH_REPLICAS). Batches of more than one producer id ->
   INVALID_PRODUCER_ID_MAPPING for every transactional partition.
+- Transaction version 2 (KIP-890 part 2; `add=True` from Produce v12+ / TxnOffsetCommit v5+
+  while `transaction.version` 2 is finalized): the same partitions are *added* to the
+  transaction instead of verified (Kafka's AddPartitionsToTxnManager with the
+  `addPartition` operation): the local coordinator's `handle_add_partitions` with
+  transaction version 2, or AddPartitionsToTxn v5 with `verify_only` false to another
+  broker. This happens whether or not `transaction.partition.verification.enable` is set
+  (without it no partition would ever join the transaction); errors map as above.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import logging
 
 from broker.coordinator.transaction.links import BrokerLinks
+from broker.coordinator.transaction.versions import TV_2
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import AddPartitionsToTxnRequest
 from protocol.records import BATCH_HEADER
@@ -74,18 +82,26 @@ class TransactionVerifier:
         return state.leader
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[tuple[str, int]], generic_errors: bool
-                     ) -> dict[tuple[str, int], ErrorCode]:
+                     partitions: list[tuple[str, int]], generic_errors: bool,
+                     add: bool = False) -> dict[tuple[str, int], ErrorCode]:
+        """{tp: error} of the partitions that failed; `add`: add them (transaction
+        version 2) instead of checking that they were added."""
         leader = self._coordinator_id(transactional_id)
         if leader is None:
             return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in partitions}
         if leader == self.broker_id:
-            raw = self.services.transaction_coordinator.handle_verify_partitions(
-                transactional_id, producer_id, producer_epoch, set(partitions))
+            txn = self.services.transaction_coordinator
+            if add:
+                error = await txn.handle_add_partitions(
+                    transactional_id, producer_id, producer_epoch, set(partitions), TV_2)
+                raw = {tp: error for tp in partitions}
+            else:
+                raw = txn.handle_verify_partitions(transactional_id, producer_id,
+                                                   producer_epoch, set(partitions))
         else:
             try:
                 raw = await self._remote(leader, transactional_id, producer_id,
-                                         producer_epoch, partitions)
+                                         producer_epoch, partitions, add)
             except (ConnectionError, OSError, TimeoutError) as e:
                 log.warning("verification of %s with broker %d failed: %s", transactional_id,
                             leader, e)
@@ -102,18 +118,19 @@ class TransactionVerifier:
         return out
 
     async def _remote(self, broker: int, transactional_id: str, producer_id: int,
-                      producer_epoch: int, partitions: list[tuple[str, int]]
-                      ) -> dict[tuple[str, int], ErrorCode]:
+                      producer_epoch: int, partitions: list[tuple[str, int]],
+                      add: bool = False) -> dict[tuple[str, int], ErrorCode]:
         by_topic: dict[str, list[int]] = {}
         for t, p in partitions:
             by_topic.setdefault(t, []).append(p)
         R = AddPartitionsToTxnRequest
         req = R(transactions=[R.AddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, verify_only=True,
+            producer_epoch=producer_epoch, verify_only=not add,
             topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])])
-        resp = await self.links.request(broker, ADD_PARTITIONS_TO_TXN, req, min_version=4)
+        resp = await self.links.request(broker, ADD_PARTITIONS_TO_TXN, req,
+                                        min_version=5 if add else 4)
         if resp.error_code:
             code = E(resp.error_code)
             if code == E.CLUSTER_AUTHORIZATION_FAILED:
@@ -128,13 +145,14 @@ class TransactionVerifier:
 
 
 async def verify_produce(services, transactional_id: str | None, entries: dict,
-                         generic_errors: bool) -> tuple[dict, dict[tuple[str, int], tuple]]:
+                         generic_errors: bool, add: bool = False
+                         ) -> tuple[dict, dict[tuple[str, int], tuple]]:
     """(guards {tp: VerificationGuard}, failed {tp: (ErrorCode, message)}) for a produce
-    request's partitions (see the module docstring)."""
+    request's partitions (see the module docstring); `add`: transaction version 2."""
     rm = services.replica_manager
     verifier = getattr(services, "transaction_verifier", None)
     if not transactional_id or rm is None or verifier is None or \
-            not rm.transaction_verification_enabled:
+            not (add or rm.transaction_verification_enabled):
         return {}, {}
     infos = {}
     for tp, records in entries.items():
@@ -160,7 +178,8 @@ async def verify_produce(services, transactional_id: str | None, entries: dict,
             guards[tp] = guard
     if not guards:
         return {}, failed
-    errors = await verifier.verify(transactional_id, pid, epoch, list(guards), generic_errors)
+    errors = await verifier.verify(transactional_id, pid, epoch, list(guards), generic_errors,
+                                   add)
     for tp, error in errors.items():
         guards.pop(tp, None)
         if error == E.INVALID_TXN_STATE:

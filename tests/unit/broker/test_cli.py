@@ -23,13 +23,19 @@ REPO = Path(__file__).resolve().parents[3]
 FAKE_SERVER_RUNNER = textwrap.dedent("""
     import asyncio, logging, signal, sys, types
     mod = types.ModuleType("broker.server")
-    async def run_server(config):
+    async def run_server(config, on_started=None):
         if "fail" in sys.argv[1:2]:
             raise RuntimeError("cannot bind")
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
         logging.getLogger("fake.server").info("up, port %d", config.listeners[0].port)
+        if on_started is not None:
+            port = listener.sockets[0].getsockname()[1]
+            on_started(types.SimpleNamespace(broker_id=0, socket_server=types.SimpleNamespace(
+                bound_endpoints=[f"PLAINTEXT://127.0.0.1:{port}"])))
         await stop.wait()
+        listener.close()
         logging.getLogger("fake.server").info("stopped")
     mod.run_server = run_server
     sys.modules["broker.server"] = mod
@@ -118,7 +124,7 @@ def test_daemon_detaches_with_pid_and_log_file(tmp_path):
     assert out.returncode == 0, out.stderr
     assert time.monotonic() - started < 15
     pid = int(pid_file.read_text())
-    assert f"pid {pid}" in out.stdout
+    assert f"(pid {pid}), accepting connections on PLAINTEXT://127.0.0.1:" in out.stdout
     try:
         assert _alive(pid)
         # its own session (setsid), and not its leader (second fork): it cannot get a terminal

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from types import SimpleNamespace
 
-from broker.handlers import features, log_dirs, telemetry
+from broker.handlers import configs, features, log_dirs
 from broker.handlers.registry import REGISTRY
 from broker.security.acl import (
     CLUSTER_NAME,
@@ -27,7 +27,7 @@ from broker.security.store import MemoryZNodeStore
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     AlterReplicaLogDirsRequest,
-    ListClientMetricsResourcesRequest,
+    ListConfigResourcesRequest,
     UpdateFeaturesRequest,
 )
 
@@ -115,11 +115,11 @@ async def test_alter_replica_log_dirs_needs_alter_on_cluster():
 
 async def test_list_client_metrics_resources_needs_describe_configs_on_cluster():
     broker = await make_broker()
-    key = telemetry.LIST_CLIENT_METRICS_RESOURCES
-    resp = await call(broker, "eve", key, 0, ListClientMetricsResourcesRequest())
-    assert resp.error_code == DENIED and resp.client_metrics_resources == []
-    resp = await call(broker, "ops", key, 0, ListClientMetricsResourcesRequest())
+    key = configs.LIST_CONFIG_RESOURCES
+    resp = await call(broker, "eve", key, 0, ListConfigResourcesRequest())
+    assert resp.error_code == DENIED and resp.config_resources == []
+    resp = await call(broker, "ops", key, 0, ListConfigResourcesRequest())
     assert resp.error_code == ErrorCode.NONE
-    assert [r.name for r in resp.client_metrics_resources] == ["cpu"]
-    resp = await call(broker, "admin", key, 0, ListClientMetricsResourcesRequest())
+    assert [r.resource_name for r in resp.config_resources] == ["cpu"]
+    resp = await call(broker, "admin", key, 0, ListConfigResourcesRequest())
     assert resp.error_code == ErrorCode.NONE  # super user

@@ -395,3 +395,31 @@ async def test_rejected_expansion_moving_hw_completes_parked_produce(env):
     assert p.pending_isr is None and p.high_watermark == 2
     await asyncio.sleep(0)
     assert fut.done() and fut.result()[TP].error == ErrorCode.NONE
+
+
+async def test_refused_expansion_is_proposed_again_only_after_a_backoff(env):
+    """Issue 26: a follower the controller refuses to add (INELIGIBLE_REPLICA: a broker
+    shutting down that still fetches) is not proposed on every fetch, but after a back-off
+    doubling from 500 ms to 5 s; an accepted expansion clears it."""
+    from broker.replication.isr import EXPAND_BACKOFF_MS
+
+    rm, _, clock, stub = env
+    p = await lead(rm, isr=(BROKER_ID,), replicas=(BROKER_ID, 2))
+    rm.append_records(1000, 1, {TP: batch(2)})
+    waits = []
+    for _ in range(6):
+        follower_fetch(rm, 2, 2)
+        assert len(stub.proposals) == len(waits) + 1
+        stub.reject(ErrorCode.INELIGIBLE_REPLICA)
+        await asyncio.sleep(0)
+        start = clock.now
+        follower_fetch(rm, 2, 2)  # within the back-off: nothing proposed
+        assert len(stub.proposals) == len(waits) + 1
+        waits.append(p.refused_isr_adds[2][0] - start)
+        clock.now = p.refused_isr_adds[2][0]
+    assert waits == [500, 1000, 2000, 4000, 5000, 5000]
+    assert EXPAND_BACKOFF_MS == (500, 5000)
+    follower_fetch(rm, 2, 2)
+    stub.accept()
+    await asyncio.sleep(0)
+    assert p.isr == (BROKER_ID, 2) and not p.refused_isr_adds

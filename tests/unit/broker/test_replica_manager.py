@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from broker.purgatory.delayed_fetch import FetchParams, PartitionFetchInfo
+from broker.request_channel import PARKED
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import iter_batches
 from tests.unit.broker.dataplane_helpers import (
@@ -188,7 +189,7 @@ async def test_fetch_partition_max_bytes_limits_later_batches(rm):
 
 async def test_delayed_fetch_completed_by_append(rm):
     fut = consumer_fetch(rm, [(TP, 0)], max_wait_ms=500, min_bytes=1)
-    assert isinstance(fut, asyncio.Future) and not fut.done()
+    assert isinstance(fut, PARKED) and not fut.done()
     rm.append_records(1000, 1, {TP: batch(2)})
     await asyncio.sleep(0)  # wakeups run at the end of the loop turn (issue 21)
     assert fut.done()

@@ -9,7 +9,6 @@ import struct
 import pytest
 
 from cli._common import UsageError, split_pairs, topic_matcher
-from cli._progress import ProgressBar
 from cli.console_consumer import Formatter
 from cli.console_producer import LineReader, key_partition, murmur2
 from client.connection import ToolError, build, parse_bootstrap
@@ -74,33 +73,6 @@ def test_parse_bootstrap_and_build():
     assert req.resources[0].resource_name == "t"
     with pytest.raises(ToolError, match="no field"):
         build(cls, {"nope": 1})
-
-
-class _Clock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
-def test_progress_bar_draws_only_when_enabled_and_throttled():
-    out = io.StringIO()
-    clock = _Clock()
-    bar = ProgressBar(1000, "f", stream=out, force=True, clock=clock, interval_s=0.1)
-    bar.update(100)
-    clock.t = 0.05
-    bar.update(100)  # within the interval: no redraw
-    assert out.getvalue().count("\r") == 1
-    clock.t = 1.0
-    bar.update(300)
-    assert "50.0%" in bar.render() and "500 B/1000 B" in bar.render()
-    bar.close()
-    assert out.getvalue().endswith("\n") and out.getvalue().count("\r") == 3
-    quiet = io.StringIO()
-    with ProgressBar(10, "q", stream=quiet, force=False) as b:
-        b.update(10)
-    assert quiet.getvalue() == ""  # StringIO is not a TTY
 
 
 def _segment(tmp_path, batches):

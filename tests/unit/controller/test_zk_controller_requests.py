@@ -10,7 +10,8 @@ from controller import controller_events as ev
 from controller.context import PartitionState, ReplicaState
 from controller.event_manager import ControllerEvent, ControllerEventManager
 from controller.kafka_controller import ControllerConfig, KafkaController
-from controller.zk_data import BrokerInfo, Endpoint
+from controller.kafka_zk_client import UpdateLeaderAndIsrResult
+from controller.zk_data import BrokerInfo, Endpoint, ReplicaAssignment
 from controller.zk_data import LeaderIsrAndControllerEpoch as S
 from protocol.errors import ErrorCode
 from protocol.messages import AlterPartitionRequest
@@ -28,6 +29,10 @@ class _ZkStub:
 
     async def register_znode_change_handler_and_check_existence(self, h):
         return False
+
+    def unregister_znode_child_change_handler(self, path): ...
+
+    def unregister_znode_change_handler(self, path): ...
 
 
 def _controller(brokers=(1, 2, 3), state=DEFAULT_STATE):
@@ -118,6 +123,41 @@ async def test_alter_partition_on_a_non_controller():
     assert resp.error_code == ErrorCode.NOT_CONTROLLER and not resp.topics
 
 
+async def test_alter_partition_on_a_deposed_controller_is_not_controller():
+    """Issue 26: the epoch check of the ISR write fails (another broker became controller
+    while this one processed the request): NOT_CONTROLLER, never UNKNOWN_SERVER_ERROR, and
+    the controller resigns."""
+    c, zk = _controller()
+    zk.epoch_zk_version = 99
+
+    async def get_controller():
+        return 2, 0x22
+    zk.get_controller = get_controller
+    resp = await _run(c, _alter())
+    assert resp.error_code == ErrorCode.NOT_CONTROLLER
+    assert not c.is_active
+
+
+async def test_storage_error_answers_mark_replicas_offline_and_move_leadership():
+    """KIP-112 (issue 26): a broker answering LeaderAndIsr with KAFKA_STORAGE_ERROR has that
+    replica in a failed log dir: it is offline, its leadership moves to another ISR member
+    and it leaves the ISR; an answer NONE later makes it online again."""
+    from protocol.messages import LeaderAndIsrResponse as R
+
+    c, zk = _controller(state=S(2, 4, (2, 1, 3), 5, 10))
+
+    def answer(code):
+        return R(error_code=0, topics=[R.LeaderAndIsrTopicError(
+            topic_id=TOPIC_ID, partition_errors=[R.LeaderAndIsrPartitionError(
+                partition_index=0, error_code=int(code))])])
+    await c.process(ev.LeaderAndIsrResponseReceived(answer(ErrorCode.KAFKA_STORAGE_ERROR), 2))
+    assert c.context.replicas_on_offline_dirs == {2: {TP}}
+    assert not c.context.is_replica_online(2, TP) and c.context.is_replica_online(1, TP)
+    assert zk.states[TP].leader in (1, 3) and 2 not in zk.states[TP].isr
+    await c.process(ev.LeaderAndIsrResponseReceived(answer(ErrorCode.NONE), 2))
+    assert c.context.replicas_on_offline_dirs == {}
+
+
 async def test_controlled_shutdown_moves_leadership_and_leaves_isrs():
     c, zk = _controller(state=S(2, 4, (2, 1, 3), 5, 10))
     tp1 = ("t", 1)
@@ -136,11 +176,28 @@ async def test_controlled_shutdown_moves_leadership_and_leaves_isrs():
     assert await _run(c, ev.ControlledShutdown(8, -1)) == (ErrorCode.BROKER_NOT_AVAILABLE, [])
 
 
-async def test_controlled_shutdown_reports_what_cannot_move():
+async def test_controlled_shutdown_is_not_held_back_by_what_cannot_move():
+    # issue 26: no other live ISR member -> the leadership cannot move: not "remaining"
     c, zk = _controller(brokers=(1, 2, 3), state=S(2, 4, (2,), 5, 10))
     code, remaining = await _run(c, ev.ControlledShutdown(2, 102))
-    assert code == ErrorCode.NONE and remaining == [TP]  # no other ISR member
+    assert code == ErrorCode.NONE and remaining == []
     assert zk.states[TP].leader == 2
+    # RF 1: never remaining
+    rf1 = ("r", 0)
+    c.context.update_partition_full_replica_assignment(rf1, ReplicaAssignment((3,)))
+    zk.states[rf1] = c.context.leadership[rf1] = S(3, 0, (3,), 5, 0)
+    assert await _run(c, ev.ControlledShutdown(3, 103)) == (ErrorCode.NONE, [])
+
+
+async def test_controlled_shutdown_reports_what_could_move_but_did_not():
+    c, zk = _controller(brokers=(1, 2, 3), state=S(2, 4, (2, 3), 5, 10))
+    async def failing_write(states, ezv):  # the election's write fails: the leader stays
+        res = UpdateLeaderAndIsrResult()
+        res.finished.update((tp, RuntimeError("write failed")) for tp in states)
+        return res
+    zk.update_leader_and_isr = failing_write
+    code, remaining = await _run(c, ev.ControlledShutdown(2, 102))
+    assert code == ErrorCode.NONE and remaining == [TP]
 
 
 async def test_admin_elections_report_kafkas_codes():

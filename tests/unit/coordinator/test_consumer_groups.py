@@ -126,6 +126,19 @@ async def test_members_join_one_at_a_time_and_partitions_are_never_shared(env):
     assert sorted(len(c.owned[T1]) for c in (c1, c3)) == [3, 3]
 
 
+async def test_group_config_overrides_session_timeout_and_heartbeat_interval(env):
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms of a GROUP config
+    resource (broker.group_configs) apply to that group only."""
+    env.cc.config.group_overrides = lambda g, s, h: (10000, 2000) if g == "short" else (s, h)
+    c1, c2 = Client(env, "m1", group="short"), Client(env, "m2", group="g")
+    assert (await c1.beat()).heartbeat_interval_ms == 2000
+    assert (await c2.beat()).heartbeat_interval_ms == 5000
+    env.advance(11000)  # both silent: past 10 s, within 45 s
+    await env.settle()
+    assert list(env.cc.groups["short"].members) == []
+    assert list(env.cc.groups["g"].members) == ["m2"]
+
+
 async def test_session_timeout_fences_a_silent_member(env):
     c1, c2 = Client(env, "m1"), Client(env, "m2")
     await c1.beat()

@@ -37,7 +37,7 @@ def test_unknown_api_key():
         decode_response(-5, 0, b"")
 
 
-@pytest.mark.parametrize("version", [-1, 12, 32767])
+@pytest.mark.parametrize("version", [-1, 14, 32767])
 def test_unsupported_version(version):
     with pytest.raises(UnsupportedVersionError) as info:
         decode_request(0, version, b"\x00" * 64)

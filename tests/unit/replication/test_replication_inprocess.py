@@ -6,6 +6,7 @@ OffsetsForLeaderEpoch), out-of-range recovery, replicated producer state."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 
 import pytest
 
@@ -45,6 +46,14 @@ async def cluster(tmp_path):
     c = await MiniCluster.start(tmp_path, 3, replica_lag_time_max_ms=1000)
     yield c
     await c.shutdown()
+
+
+async def rejoin(cluster, broker):
+    """Start a stopped broker again and make it a follower of `TP`; its Partition."""
+    await cluster.start_broker(broker)
+    await cluster.update_metadata()
+    await cluster.leader_and_isr("t", [0], brokers=[broker])
+    return cluster.partition(broker, *TP)
 
 
 def in_sync(cluster, broker=1, isr=(1, 2, 3)):
@@ -163,13 +172,31 @@ async def test_follower_behind_leader_log_start_restarts_there(cluster):
     leader.log.delete_records_before(20)
     assert leader.log_start_offset == 20
     await produce(cluster, 1, batch(2), acks=1)
-    await cluster.start_broker(3)
-    await cluster.update_metadata()
-    await cluster.leader_and_isr("t", [0], brokers=[3])
-    f = cluster.partition(3, *TP)
+    f = await rejoin(cluster, 3)
     await wait_for(lambda: f.log_end_offset == 22 and f.log_start_offset == 20,
                    what="follower restarted at the leader's log start")
     assert log_batches(f) == log_batches(leader)
+
+
+async def test_new_replica_catches_up_when_log_start_is_inside_a_batch(cluster):
+    """Issue 26: DeleteRecords inside a batch, then a wiped replica fetches from the leader's
+    log start: it takes the whole batch, restarts its log at the batch's base offset and
+    takes the leader's log start offset back (Kafka's UnexpectedAppendOffsetException
+    handling), instead of failing its append forever."""
+    await cluster.create("t", [1, 2, 3])
+    await wait_for(lambda: in_sync(cluster), what="ISR")
+    assert (await produce(cluster, 1, batch(10))).error == ErrorCode.NONE
+    leader = cluster.partition(1, *TP)
+    leader.log.delete_records_before(5)
+    await cluster.stop_broker(3)
+    shutil.rmtree(cluster.config(3).log_dirs[0])
+    f = await rejoin(cluster, 3)
+    await wait_for(lambda: f.log_end_offset == 10 and f.log_start_offset == 5,
+                   what="wiped follower caught up")
+    assert log_batches(f) == log_batches(leader)
+    seg = "00000000000000000000.log"
+    with open(f"{f.log.dir}/{seg}", "rb") as a, open(f"{leader.log.dir}/{seg}", "rb") as b:
+        assert a.read() == b.read()
 
 
 async def test_new_leader_rejects_duplicates_of_replicated_idempotent_batches(cluster):

@@ -19,6 +19,7 @@ from broker.replication.replica_selector import (
     ReplicaView,
     selector_for,
 )
+from broker.request_channel import PARKED
 from protocol.errors import ErrorCode
 from tests.unit.replication.mini_cluster import MiniCluster, wait_for
 from tests.unit.replication.test_replication_inprocess import TP, batch, log_batches, produce
@@ -122,7 +123,7 @@ async def test_consumer_in_follower_rack_is_sent_there_and_reads_below_its_hw(cl
     fut = cluster.rm(2).fetch_messages(
         FetchParams(max_wait_ms=5000, fetch_only_from_leader=False),
         [(TP, PartitionFetchInfo(12, 1 << 20))])
-    assert isinstance(fut, asyncio.Future)
+    assert isinstance(fut, PARKED)
     await produce(cluster, 1, batch(1))
     res = await asyncio.wait_for(fut, 5)
     assert res[TP].high_watermark == 13 and len(res[TP].records) > 0

@@ -161,3 +161,17 @@ def test_leftover_files_removed(make_log, tmp_path):
     assert not [n for n in names if n.startswith("00000000000000099999")]
     data = log.read(0, 1 << 20).records.read_bytes()
     assert next(iter_batches(data)).base_offset == 0
+
+
+def test_clean_start_with_an_empty_index_for_a_big_batch_recovers_nothing(make_log):
+    """Issue 26: one batch larger than index.interval.bytes leaves both indexes empty, which
+    is valid; a clean restart must not take it for a lost index and recover the segment."""
+    log = make_log(CFG)
+    log.append_as_leader(build_batch(n=10, value_size=100), 2)
+    assert log.active_segment.size > CFG.index_interval_bytes
+    assert log.active_segment.offset_index.entries == 0
+    log.flush()
+    log.close()
+    log = make_log(CFG, clean_shutdown=True)
+    assert log.load_result.recovered_segments == 0
+    assert log.log_end_offset == 10
