@@ -52,13 +52,14 @@ QUICK: dict[str, tuple[list[str], dict[str, str]]] = {
     "metrics": (["--quick"], {}),
     "security": (["--quick"], {}),
     "replication": (["--quick"], {}),
+    "share": (["--quick"], {}),
 }
 #: Benchmarks that measure against a running broker given as ``--bootstrap host:port``.
 NEEDS_BROKER = {"spark"}
 #: Order of sections in RESULTS.md. Every ``results/*.md`` is merged: names not listed here
 #: follow alphabetically.
 ORDER = ["broker", "network", "storage", "purgatory", "records", "codec", "groups", "controller",
-         "replication", "transactions", "spark", "metrics", "security"]
+         "replication", "transactions", "share", "spark", "metrics", "security"]
 
 
 def machine_line() -> str:

@@ -294,6 +294,28 @@ _KEYS = [
     _k("telemetry.max.bytes", _T.INT, 1048576, Range(1)),
     _k("group.consumer.migration.policy", _T.STRING, "bidirectional",
        OneOf(("disabled", "downgrade", "upgrade", "bidirectional"), case_insensitive=True)),
+    # --- issue 28 (share groups, KIP-932): Kafka 4.2's group.share.* and share.coordinator.*
+    _k("group.share.session.timeout.ms", _T.INT, 45000, Range(1)),
+    _k("group.share.min.session.timeout.ms", _T.INT, 45000, Range(1)),
+    _k("group.share.max.session.timeout.ms", _T.INT, 60000, Range(1)),
+    _k("group.share.heartbeat.interval.ms", _T.INT, 5000, Range(1)),
+    _k("group.share.min.heartbeat.interval.ms", _T.INT, 5000, Range(1)),
+    _k("group.share.max.heartbeat.interval.ms", _T.INT, 15000, Range(1)),
+    _k("group.share.max.size", _T.INT, 200, Range(1, 1000)),
+    _k("group.share.record.lock.duration.ms", _T.INT, 30000, Range(1000, 3600000)),
+    _k("group.share.min.record.lock.duration.ms", _T.INT, 15000, Range(1000, 30000)),
+    _k("group.share.max.record.lock.duration.ms", _T.INT, 60000, Range(30000, 3600000)),
+    _k("group.share.delivery.count.limit", _T.INT, 5, Range(2, 10)),
+    _k("group.share.partition.max.record.locks", _T.INT, 2000, Range(100, 10000)),
+    _k("group.share.max.share.sessions", _T.INT, 2000, Range(1)),
+    _k("share.coordinator.state.topic.num.partitions", _T.INT, 50, Range(1)),
+    _k("share.coordinator.state.topic.replication.factor", _T.SHORT, 3, Range(1)),
+    _k("share.coordinator.state.topic.min.isr", _T.SHORT, 2, Range(1)),
+    _k("share.coordinator.state.topic.segment.bytes", _T.INT, 104857600, Range(1)),
+    _k("share.coordinator.state.topic.prune.interval.ms", _T.LONG, 300000, Range(1)),
+    _k("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, 500, Range(0, 500)),
+    _k("share.coordinator.write.timeout.ms", _T.INT, 5000, Range(1)),
+    _k("share.coordinator.load.buffer.size", _T.INT, 5242880, Range(1)),
     # --- security (issue 15): TLS, SASL, authorizer, quotas, connection limits, delegation
     # tokens. Each ssl.*/sasl.* key may also be given per listener as
     # listener.name.<listener>.<key> (and listener.name.<l>.<mechanism>.sasl.jaas.config) ---

@@ -17,12 +17,21 @@ embedded store keeps the same document). The keys are Kafka 4.2's group configs:
     streams.session.timeout.ms       int     45000                              45000..60000
     streams.heartbeat.interval.ms    int     5000                               5000..15000
     streams.num.standby.replicas     int     0                                  0..2
+    share.redelivery.backoff.ms      int     0 (off)     Josef: redelivery backoff  0..86400000
+    share.redelivery.backoff.max.ms  int     60000       Josef: its cap             0..86400000
+    errors.deadletterqueue.topic.name string ""          Josef (KIP-1191's name): dead-letter topic
 
 (the share and streams bounds are Kafka's defaults of ``group.share.*`` / ``group.streams.*``,
 used when the broker config has no such key). A session timeout must exceed the heartbeat
 interval of the same group type. Errors (Kafka's): an unknown key -> INVALID_CONFIG "Unknown
 group config name: X", a value that does not parse or is out of bounds -> INVALID_CONFIG,
 an empty group name -> INVALID_REQUEST.
+
+The last three are Josef's share-group keys beyond Kafka (delayed redelivery and dead-letter
+topics); ``share.redelivery.backoff.max.ms`` must be >= ``share.redelivery.backoff.ms`` and the
+dead-letter topic must be a legal topic name (or empty: off).
+``share_partition_config(group)`` resolves a share group's settings (broker
+``group.share.*`` defaults + overrides) into a ``coordinator.share.config.SharePartitionConfig``.
 
 The KIP-848 consumer coordinator reads ``consumer_timeouts(group)`` for its session timeout
 and heartbeat interval, so a change applies at the group's next heartbeat. The share and
@@ -70,11 +79,15 @@ _INT_KEYS = {
                                       ("group.streams.max.heartbeat.interval.ms", 15000)),
     "streams.num.standby.replicas": ("group.streams.num.standby.replicas", 0,
                                      (None, 0), ("group.streams.max.standby.replicas", 2)),
+    "share.redelivery.backoff.ms": (None, 0, (None, 0), (None, 86_400_000)),
+    "share.redelivery.backoff.max.ms": (None, 60_000, (None, 0), (None, 86_400_000)),
 }
 _STRING_KEYS = {
     "share.auto.offset.reset": "latest",
     "share.isolation.level": "read_uncommitted",
+    "errors.deadletterqueue.topic.name": "",
 }
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 GROUP_CONFIG_KEYS = sorted([*_INT_KEYS, *_STRING_KEYS])
 _PAIRS = (("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
           ("share.session.timeout.ms", "share.heartbeat.interval.ms"),
@@ -134,6 +147,13 @@ def validate_group_configs(overrides: dict[str, str], config) -> None:
         raise _invalid(f"Invalid value {values['share.isolation.level']} for configuration "
                        "share.isolation.level: String must be one of: read_committed, "
                        "read_uncommitted")
+    if ints["share.redelivery.backoff.max.ms"] < ints["share.redelivery.backoff.ms"]:
+        raise _invalid("share.redelivery.backoff.max.ms must be greater than or equal to "
+                       "share.redelivery.backoff.ms")
+    dlq = values["errors.deadletterqueue.topic.name"].strip()
+    if dlq and (not _TOPIC_NAME.fullmatch(dlq) or dlq in (".", "..")):
+        raise _invalid(f"Invalid value {dlq} for configuration "
+                       "errors.deadletterqueue.topic.name: not a legal topic name")
 
 
 def _valid_reset(value: str) -> bool:
@@ -177,6 +197,52 @@ class GroupConfigManager:
                     int(o.get("consumer.heartbeat.interval.ms", heartbeat_ms)))
         except ValueError:
             return session_ms, heartbeat_ms
+
+    def share_partition_config(self, group_id: str):
+        """The `SharePartitionConfig` of a share group: broker ``group.share.*`` defaults
+        with the group's overrides (an override that no longer validates is ignored)."""
+        from coordinator.share.config import SharePartitionConfig, parse_auto_offset_reset
+        o = self.overrides(group_id)
+        cfg = self.config
+
+        def get(key: str, fallback):
+            return _broker_value(cfg, key, fallback)
+
+        def value(key: str, broker_key: str | None, fallback):
+            raw = o.get(key)
+            return raw if raw is not None else get(broker_key, fallback)
+
+        try:
+            return SharePartitionConfig(
+                record_lock_duration_ms=int(value("share.record.lock.duration.ms",
+                                                  "group.share.record.lock.duration.ms", 30000)),
+                delivery_count_limit=int(get("group.share.delivery.count.limit", 5)),
+                max_record_locks=int(get("group.share.partition.max.record.locks", 2000)),
+                auto_offset_reset=parse_auto_offset_reset(
+                    str(value("share.auto.offset.reset", None, "latest"))),
+                isolation_level=str(value("share.isolation.level", None,
+                                          "read_uncommitted")).strip().lower(),
+                redelivery_backoff_ms=int(value("share.redelivery.backoff.ms", None, 0)),
+                redelivery_backoff_max_ms=int(value("share.redelivery.backoff.max.ms", None,
+                                                    60_000)),
+                dead_letter_topic=str(value("errors.deadletterqueue.topic.name", None, ""))
+                .strip() or None)
+        except ValueError:
+            return SharePartitionConfig(
+                record_lock_duration_ms=int(get("group.share.record.lock.duration.ms", 30000)),
+                delivery_count_limit=int(get("group.share.delivery.count.limit", 5)),
+                max_record_locks=int(get("group.share.partition.max.record.locks", 2000)))
+
+    def share_timeouts(self, group_id: str) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) of a share group (overrides, else broker)."""
+        o = self.overrides(group_id)
+        session = _broker_value(self.config, "group.share.session.timeout.ms", 45000)
+        heartbeat = _broker_value(self.config, "group.share.heartbeat.interval.ms", 5000)
+        try:
+            return (int(o.get("share.session.timeout.ms", session)),
+                    int(o.get("share.heartbeat.interval.ms", heartbeat)))
+        except ValueError:
+            return int(session), int(heartbeat)
 
     def describe(self, group_id: str) -> list[tuple[str, str, int, ConfigType]]:
         """[(name, value, source, type)] for every key; INVALID_REQUEST for an empty name."""

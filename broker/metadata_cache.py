@@ -33,7 +33,7 @@ from protocol.errors import ErrorCode, KafkaError
 LEADER_DURING_DELETE = -2
 NO_LEADER_ID = -1
 TYPE_FULL = 2
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _PROTOCOL_NAMES = {i: name for name, i in SECURITY_PROTOCOL_IDS.items()}
 
 

@@ -113,6 +113,11 @@ class BrokerServices:
     log_dir_mover: Any = None  # broker.alter_log_dirs.ReplicaAlterLogDirsManager (KIP-113)
     transaction_coordinator: Any = None  # issue 14: broker.coordinator.transaction
     transaction_verifier: Any = None
+    #: issue 28 (share groups): coordinator.share.share_coordinator.ShareCoordinator,
+    #: broker.share.partition_manager.SharePartitionManager, broker.share.persister
+    share_coordinator: Any = None
+    share_partitions: Any = None
+    share_persister: Any = None
     #: broker.security.manager.SecurityManager (listeners, credentials, authorizer, quotas)
     security: Any = None
     #: advertised endpoints (bound ports filled in), by listener name
@@ -223,6 +228,8 @@ class BrokerServer:
                 replication_reconfigurable(self.replica_manager, cfg))
         from broker.coordinator.transaction.wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
+        from broker.share.wiring import attach_share_groups  # issue 28: KIP-932
+        attach_share_groups(self.services, listener)
         load_all()
         self._gate = StartupGate(ApiDispatcher(self.services))
         await self._start_socket_server()
@@ -542,6 +549,10 @@ class BrokerServer:
             from broker.coordinator.transaction.wiring import shutdown_transaction_coordinator
             steps.append(("transaction coordinator",
                           functools.partial(shutdown_transaction_coordinator, self.services)))
+        if self.services is not None and self.services.share_partitions is not None:
+            from broker.share.wiring import shutdown_share_groups
+            steps.append(("share groups", functools.partial(shutdown_share_groups,
+                                                            self.services)))
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             steps.append(("group coordinator", coordinator.shutdown))

@@ -17,7 +17,7 @@ from client.connection import KafkaClient, ToolError
 from client.metadata import check_error, partition_leaders  # noqa: F401  (re-exported for the tools)
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +82,50 @@ def tool_main(command: str) -> Callable:
     return deco
 
 
+
+
+def format_table(rows: list[list[str]]) -> str:
+    """Left-aligned columns separated by one space, as Kafka's tools print tables."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def delete_groups(router, groups: list[str], kind: str, label: str) -> int:
+    """DeleteGroups at each group's coordinator (``client.admin.AdminRouter``); prints Kafka's
+    lines ("Deletion of requested <kind> groups ('g') was successful." / "* <label> 'g'
+    could not be deleted due to: E"); exit code 1 when one failed."""
+    from client.connection import error_name
+    failed = {}
+    for group in groups:
+        resp = router.coordinator(group, 42, {"groups_names": [group]},  # DeleteGroups
+                                  errors=lambda r: [g.error_code for g in r.results])
+        for r in resp.results:
+            if r.error_code:
+                failed[r.group_id] = error_name(r.error_code)
+    ok = [g for g in groups if g not in failed]
+    if ok:
+        names = ", ".join(f"'{g}'" for g in ok)
+        print(f"Deletion of requested {kind} groups ({names}) was successful.")
+    if failed:
+        print(f"Deletion of some {kind} groups failed:")
+        for g, e in failed.items():
+            print(f"* {label} '{g}' could not be deleted due to: {e}")
+        return 1
+    return 0
+
+
+def topic_partition_specs(client, specs: list[str]) -> list[tuple[str, int]]:
+    """``--topic t`` (every partition, from Metadata) or ``--topic t:0,2`` arguments as
+    (topic, partition) pairs (the group tools' ``--reset-offsets`` targets)."""
+    out = []
+    for spec in specs:
+        topic, _, parts = spec.partition(":")
+        if parts:
+            out += [(topic, int(p)) for p in parts.split(",") if p.strip()]
+        else:
+            out += sorted(tp for tp in partition_leaders(client, [topic]))
+    return out
 
 
 def split_pairs(text: str) -> list[tuple[str, str]]:

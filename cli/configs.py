@@ -13,6 +13,10 @@ message. APIs: DescribeConfigs, IncrementalAlterConfigs (a broker's own configs 
 broker, topics and ``--entity-default`` to any broker, as Kafka's AdminClient sends them),
 Metadata.
 
+``--entity-type groups --entity-name g``: a group's configs (GROUP resources: Kafka 4.2's
+consumer/share group configs and Josef's share retry and dead-letter keys; source
+GROUP_CONFIG).
+
 ``--entity-type users`` / ``clients`` (also ``--user U``, ``--client C``, both for a
 user+client pair, ``--entity-default``/``--user-defaults``/``--client-defaults``): SCRAM
 credentials and client quotas, see :mod:`cli._configs_clients`.
@@ -36,13 +40,13 @@ COMMAND = "configs"
 HELP = "Describe and alter topic and broker configs (like kafka-configs.sh)"
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
-RESOURCE = {"topics": 2, "brokers": 4}
+RESOURCE = {"topics": 2, "brokers": 4, "groups": 32}
 CLIENT_ENTITY_TYPES = ("users", "clients")
-SINGULAR = {"topics": "topic", "brokers": "broker"}
+SINGULAR = {"topics": "topic", "brokers": "broker", "groups": "group"}
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-           6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-DYNAMIC_SOURCES = {1, 2, 3, 6}
+           6: "DYNAMIC_BROKER_LOGGER_CONFIG", 8: "GROUP_CONFIG"}
+DYNAMIC_SOURCES = {1, 2, 3, 6, 8}
 OP_SET, OP_DELETE = 0, 1
 
 
@@ -88,6 +92,8 @@ def _entity_names(client, args) -> list[str]:
     md = client.metadata(None)
     if args.entity_type == "topics":
         return sorted(t.name for t in md.topics if t.error_code == 0)
+    if args.entity_type == "groups":
+        raise UsageError("--describe --entity-type groups needs --entity-name")
     return [str(b.node_id) for b in sorted(md.brokers, key=lambda b: b.node_id)]
 
 

@@ -35,7 +35,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli._common import UsageError, add_bootstrap, connect, partition_leaders, tool_main
+from cli._common import (
+    UsageError,
+    add_bootstrap,
+    connect,
+    delete_groups,
+    format_table,
+    tool_main,
+    topic_partition_specs,
+)
 from client.admin import AdminRouter
 from client.connection import ToolError, error_name
 from client.groups import committed_offsets, describe_group, list_groups, parse_assignment
@@ -79,12 +87,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     to.add_argument("--shift-by", type=int, metavar="N")
     p.add_argument("--execute", action="store_true", help="--reset-offsets: apply the plan")
     p.add_argument("--dry-run", action="store_true", help="--reset-offsets: only show (default)")
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
 
 
 class _Member:
@@ -228,14 +230,7 @@ def _reset_targets(client, args, committed) -> list[tuple[str, int]]:
         return sorted(committed)
     if not args.topic:
         raise UsageError("--reset-offsets needs --topic or --all-topics")
-    out = []
-    for spec in args.topic:
-        topic, _, parts = spec.partition(":")
-        if parts:
-            out += [(topic, int(p)) for p in parts.split(",") if p.strip()]
-        else:
-            out += sorted(tp for tp in partition_leaders(client, [topic]))
-    return out
+    return topic_partition_specs(client, args.topic)
 
 
 def _reset(router: AdminRouter, args) -> int:
@@ -273,30 +268,14 @@ def _reset(router: AdminRouter, args) -> int:
     print()
     rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
     rows += [[group, t, str(p), str(off)] for (t, p), off in sorted(plan.items())]
-    print(_table(rows))
+    print(format_table(rows))
     return 0
 
 
 def _delete(router: AdminRouter, args) -> int:
     if not args.group:
         raise UsageError("--delete needs --group")
-    failed = {}
-    for group in args.group:
-        resp = router.coordinator(group, DELETE_GROUPS, {"groups_names": [group]},
-                                  errors=lambda r: [g.error_code for g in r.results])
-        for r in resp.results:
-            if r.error_code:
-                failed[r.group_id] = error_name(r.error_code)
-    ok = [g for g in args.group if g not in failed]
-    if ok:
-        names = ", ".join(f"'{g}'" for g in ok)
-        print(f"Deletion of requested consumer groups ({names}) was successful.")
-    if failed:
-        print("Deletion of some consumer groups failed:")
-        for g, e in failed.items():
-            print(f"* Group '{g}' could not be deleted due to: {e}")
-        return 1
-    return 0
+    return delete_groups(router, args.group, "consumer", "Group")
 
 
 @tool_main(COMMAND)

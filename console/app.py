@@ -6,7 +6,7 @@ reassignments, log dirs), :mod:`console.write_routes` (writes, ``--allow-writes`
 :mod:`console.tail` (the live tail, server-sent events).
 
 Navigation: :data:`SECTIONS` lists (path, label) in menu order; a page family adds its entry
-with :func:`add_section` (share groups will slot in after consumer groups).
+with :func:`add_section` (:mod:`console.share_pages` adds share groups after consumer groups).
 
 When no broker can be reached every page shows a banner (HTTP 503) instead of failing.
 """
@@ -169,7 +169,7 @@ async def security_headers(request: web.Request, handler):
 def make_app(bootstrap: str, *, allow_writes: bool = False, refresh_seconds: float = 5.0,
              timeout: float = 10.0, users: dict[str, str] | None = None,
              security: dict[str, str] | None = None) -> web.Application:
-    from console import admin_pages, pages, tail, write_routes
+    from console import admin_pages, pages, share_pages, tail, write_routes
     from console.auth import BasicAuth
 
     middlewares = [security_headers]
@@ -184,6 +184,7 @@ def make_app(bootstrap: str, *, allow_writes: bool = False, refresh_seconds: flo
                      "refresh_ms": int(refresh_seconds * 1000), "login": bool(users)}
     app[ENV] = _env()
     pages.register(app.router)
+    share_pages.register(app.router)
     admin_pages.register(app.router)
     write_routes.register(app.router)
     tail.register(app)

@@ -40,12 +40,13 @@ class FeatureZNode:
 
     ``BOOTSTRAP``: the levels a new cluster starts with, written when ``/feature`` does not
     exist yet (Kafka 4.0 bootstraps new clusters at the latest production levels of what
-    Josef serves): ``group.version`` 1, the KIP-848 consumer protocol. ``transaction.version``
+    Josef serves): ``group.version`` 1, the KIP-848 consumer protocol, and ``share.version`` 1,
+    KIP-932 share groups (Kafka 4.2's default). ``transaction.version``
     stays 0 (not finalized): transactions v2 (KIP-890 part 2) is not served. A cluster whose
     ``/feature`` exists keeps what is finalized there."""
 
     path = "/feature"
-    BOOTSTRAP: dict[str, int] = {"group.version": 1}
+    BOOTSTRAP: dict[str, int] = {"group.version": 1, "share.version": 1}
 
     @staticmethod
     def encode(features: dict[str, int], enabled: bool = True) -> bytes:

@@ -13,6 +13,8 @@ A record key is `int16 key_version | key body`, a value is `int16 value_version 
     6            ConsumerGroupTargetAssignmentMetadataKey    ...TargetAssignmentMetadataValue
     7            ConsumerGroupTargetAssignmentMemberKey      ...TargetAssignmentMemberValue
     8            ConsumerGroupCurrentMemberAssignmentKey     ...CurrentMemberAssignmentValue
+    10-15        ShareGroup{MemberMetadata, Metadata, TargetAssignmentMetadata,
+                 TargetAssignmentMember, CurrentMemberAssignment, StatePartitionMetadata}Key
 
 `__transaction_state` keys are TransactionLogKey v0 and values TransactionLogValue v0-1.
 The bodies are the generated message classes (protocol.messages); this module only adds and
@@ -31,6 +33,9 @@ _GROUP_KEYS = (
     "ConsumerGroupPartitionMetadataKey", "ConsumerGroupMemberMetadataKey",
     "ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMemberKey",
     "ConsumerGroupCurrentMemberAssignmentKey",
+    "ShareGroupMemberMetadataKey", "ShareGroupMetadataKey",
+    "ShareGroupTargetAssignmentMetadataKey", "ShareGroupTargetAssignmentMemberKey",
+    "ShareGroupCurrentMemberAssignmentKey", "ShareGroupStatePartitionMetadataKey",
 )
 
 #: __consumer_offsets key version -> key class

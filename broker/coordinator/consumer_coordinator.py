@@ -88,7 +88,7 @@ __all__ = ["ConsumerGroupConfig", "ConsumerGroupCoordinator", "HeartbeatResult",
 
 log = logging.getLogger(__name__)
 E = ErrorCode
-_INTERNAL_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
+_INTERNAL_TOPICS = frozenset(("__consumer_offsets", "__transaction_state", "__share_group_state"))
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 _ASSIGNOR_CLASSES = {
@@ -511,6 +511,9 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None:
             return group
+        share = self.coordinator.share
+        if share is not None and group_id in share.groups:
+            raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.coordinator.groups.get(group_id)
         if classic is not None and not classic.is_state(GroupState.DEAD):
             if not create:

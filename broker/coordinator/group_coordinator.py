@@ -105,6 +105,8 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         # KIP-848 groups (broker.coordinator.consumer_coordinator sets ``consumer``)
         self.consumer_groups: dict = {}
         self.consumer = None
+        # KIP-932 share groups (broker.coordinator.share_groups, set by the wiring)
+        self.share = None
         self.owned: set[int] = set()
         self.loading: set[int] = set()
         self.epochs: dict[int, int] = {}
@@ -135,6 +137,8 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         self.sync_purgatory.shutdown()
         if self.consumer is not None:
             self.consumer.shutdown()
+        if self.share is not None:
+            self.share.shutdown()
         self.consumer_groups.clear()
         self.groups.clear()
         self.owned.clear()
@@ -342,6 +346,9 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
                   if not g.is_state(S.DEAD) and (not wanted or g.state.value.lower() in wanted)]
         groups += [g for g in self.consumer_groups.values()
                    if not wanted or g.state.value.lower() in wanted]
+        if self.share is not None:
+            groups += [g for g in self.share.groups.values()
+                       if not wanted or g.state.value.lower() in wanted]
         return (E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.NONE), groups
 
     async def handle_delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
@@ -356,6 +363,10 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
             consumer_group = self.consumer_groups.get(group_id)
             if consumer_group is not None:
                 out[group_id] = await self.consumer.delete_group(consumer_group)
+                continue
+            share_group = self.share.groups.get(group_id) if self.share is not None else None
+            if share_group is not None:
+                out[group_id] = await self.share.delete_group(share_group)
                 continue
             group = self.groups.get(group_id)
             if group is None or group.is_state(S.DEAD):

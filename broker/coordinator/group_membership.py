@@ -79,6 +79,8 @@ class GroupMembership:
         cfg = self.config
         if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
             return fail(E.INVALID_SESSION_TIMEOUT)
+        if self.share is not None and group_id in self.share.groups:
+            return fail(E.GROUP_ID_NOT_FOUND)  # a share group (Kafka: not a classic group)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:  # a classic member of a KIP-848 group (migration)
             return self._spawn_callback(self.consumer.classic_join(

@@ -31,6 +31,8 @@ from collections.abc import Callable
 from broker.coordinator.consumer_records import ConsumerGroupReplay
 from broker.coordinator.group import GroupMetadata, GroupState
 from broker.coordinator.records import GroupRecord, OffsetRecord, decode_record, group_from_value
+from broker.coordinator.share_group_records import ShareGroupReplay
+from coordinator.keys import java_string_hashcode
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import RecordBatchBuilder, iter_batches_lenient
 
@@ -58,15 +60,6 @@ COMPRESSION_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 COMPRESSION_CODECS_ALLOWED = ", ".join(f"{k} ({v})" for k, v in COMPRESSION_CODECS.items())
 SIZE_ERRORS = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
                          ErrorCode.INVALID_FETCH_SIZE})
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit signed overflow)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 @functools.lru_cache(maxsize=65536)
@@ -153,6 +146,7 @@ class GroupStore:
         from broker.coordinator.txn_offsets import TxnOffsetReplay
         txn = TxnOffsetReplay(offsets)  # transactional offset commits (KIP-98)
         consumer_replay = ConsumerGroupReplay()  # KIP-848 records (key versions 3-8)
+        share_replay = ShareGroupReplay()  # KIP-932 records (key versions 10-15)
         position = plog.log_start_offset
         end = plog.log_end_offset
         while position < end and is_current():
@@ -188,7 +182,8 @@ class GroupStore:
                             group_offsets[tp] = parsed.value
                     elif parsed is None and rec.key is not None:
                         try:
-                            consumer_replay.add(rec.key, rec.value)
+                            consumer_replay.add(rec.key, rec.value) or \
+                                share_replay.add(rec.key, rec.value)
                         except KafkaError as e:
                             log.warning("skipping unreadable record at %s-%d offset %d: %s",
                                         GROUP_METADATA_TOPIC, partition, rec.offset, e)
@@ -208,6 +203,7 @@ class GroupStore:
         for group_id, value in groups.items():
             out[group_id] = group_from_value(group_id, value, self.time_ms)
         out.update(consumer_replay.groups(self.time_ms))
+        out.update(share_replay.groups())
         for group_id, group_offsets in offsets.items():
             if not group_offsets:
                 continue

@@ -100,6 +100,10 @@ class PartitionLoading:
             if self.partition_for(group_id) != partition:
                 continue
             group._now_ms = self.time_ms
+            if getattr(group, "is_share_group", False):  # KIP-932 share group
+                if self.share is not None:
+                    self.share.on_group_loaded(group)
+                continue
             if getattr(group, "is_consumer_group", False):  # KIP-848 group
                 if self.consumer is not None:
                     self.consumer_groups[group_id] = group
@@ -151,6 +155,8 @@ class PartitionLoading:
         self.owned.discard(partition)
         if not was_owned:
             return
+        if self.share is not None:
+            self.share.on_partition_unloaded(partition)
         for group_id in [g for g in self.consumer_groups if self.partition_for(g) == partition]:
             cg = self.consumer_groups.pop(group_id)
             cg.dead = True

@@ -133,6 +133,22 @@ def group_store_from_config(config, replica_manager) -> GroupStore:
                       compression_type=codec)
 
 
+def attach_share_groups(services, coordinator: GroupCoordinator) -> None:
+    """Share-group membership (``broker.coordinator.share_groups``); its persister (the
+    share coordinator's client) is set later by ``broker.share.wiring``."""
+    from broker.coordinator.share_groups import ShareGroupConfig, ShareGroupCoordinator
+    cfg = ShareGroupConfig.from_kafka_config(services.config)
+
+    def share_timeouts(group_id: str) -> tuple[int, int]:
+        manager = getattr(services, "group_configs", None)  # broker.group_configs
+        if manager is None:
+            return cfg.session_timeout_ms, cfg.heartbeat_interval_ms
+        return manager.share_timeouts(group_id)
+
+    cfg.group_overrides = share_timeouts
+    coordinator.share = ShareGroupCoordinator(coordinator, cfg, TopicView(services.metadata_cache))
+
+
 def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
     if services.replica_manager is None:
         return None
@@ -151,6 +167,7 @@ def attach_group_coordinator(services, listener) -> GroupCoordinator | None:
     consumer_cfg.group_overrides = group_overrides
     coordinator.consumer = ConsumerGroupCoordinator(
         coordinator, consumer_cfg, TopicView(services.metadata_cache))
+    attach_share_groups(services, coordinator)  # KIP-932 (issue 28)
     coordinator.startup()
     services.group_coordinator = coordinator
 

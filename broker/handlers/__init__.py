@@ -40,6 +40,11 @@ HANDLER_MODULES = [
     "acls",
     "client_quotas",
     "delegation_tokens",
+    # issue 28: share groups (KIP-932)
+    "share_groups",
+    "share_fetch",
+    "share_state",
+    "share_offsets",
 ]
 
 

@@ -83,17 +83,23 @@ async def handle_consumer_group_heartbeat(ctx, request):
         request.group_id, request.member_id, request.member_epoch, request.instance_id,
         request.rack_id, request.rebalance_timeout_ms, request.subscribed_topic_names, regex,
         request.server_assignor, owned, ctx.client_id or "", client_host(ctx), ctx.api_version)
+    return heartbeat_response(HeartbeatResponse, r)
+
+
+def heartbeat_response(cls, r):
+    """A Consumer/ShareGroupHeartbeat response (``cls``) from a coordinator's
+    ``HeartbeatResult``: the error with its message, or the member id, epoch, heartbeat
+    interval and (when it changed) the assignment by topic id."""
     if r.error != ErrorCode.NONE:
-        return HeartbeatResponse(error_code=int(r.error), error_message=r.message,
-                                 member_id=None, member_epoch=0, heartbeat_interval_ms=0)
+        return cls(error_code=int(r.error), error_message=r.message, member_id=None,
+                   member_epoch=0, heartbeat_interval_ms=0)
     assignment = None
     if r.assignment is not None:
-        assignment = HeartbeatResponse.Assignment(topic_partitions=[
-            HeartbeatResponse.TopicPartitions(topic_id=t, partitions=sorted(ps))
+        assignment = cls.Assignment(topic_partitions=[
+            cls.TopicPartitions(topic_id=t, partitions=sorted(ps))
             for t, ps in sorted(r.assignment.items(), key=lambda kv: str(kv[0])) if ps])
-    return HeartbeatResponse(error_code=0, member_id=r.member_id, member_epoch=r.member_epoch,
-                             heartbeat_interval_ms=r.heartbeat_interval_ms,
-                             assignment=assignment)
+    return cls(error_code=0, member_id=r.member_id, member_epoch=r.member_epoch,
+               heartbeat_interval_ms=r.heartbeat_interval_ms, assignment=assignment)
 
 
 def _described(group_id: str, error, message=None):

@@ -18,7 +18,9 @@ starts at 1, ``controller.broker_config_admin.FeatureZNode.BOOTSTRAP``; at 0
 ConsumerGroupHeartbeat/Describe answer UNSUPPORTED_VERSION, as Kafka's
 ``isConsumerGroupProtocolEnabled``), ``transaction.version`` 0-2 (1 = flexible transaction
 log records; 2 = KIP-890 part 2: an epoch bump per transaction and implicit
-AddPartitionsToTxn from Produce v12+, see ``broker/coordinator/transaction/``).
+AddPartitionsToTxn from Produce v12+, see ``broker/coordinator/transaction/``),
+``share.version`` 0-1 (1 = KIP-932 share groups, as Kafka 4.2 a new cluster starts at 1; at
+0 the share-group APIs answer UNSUPPORTED_VERSION).
 
 Version notes: v0-v2 (flexible); v1 ``upgrade_type`` and ``validate_only``; v2 leaves the
 per-feature results out when everything succeeded (Kafka 4.0).
@@ -38,6 +40,7 @@ UpdateFeaturesResponse = api.API_KEYS[API_KEY].response_cls
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "group.version": (0, 1),
     "transaction.version": (0, 2),
+    "share.version": (0, 1),
 }
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 

@@ -11,6 +11,12 @@ Behaviour (Kafka's ``KafkaApis.handleFindCoordinatorRequest``, ZooKeeper mode):
   KIP-115; set ``offsets.topic.replication.factor=1`` on a single node).
 - key type 1 (transaction): served by ``ctx.broker.transaction_coordinator`` when the broker
   has one (``partition_for(key)`` over ``__transaction_state``), else COORDINATOR_NOT_AVAILABLE.
+- key type 2 (share, KIP-932): the key is ``group:topicId:partition`` (the topic id in
+  Kafka's base64 form); the coordinator is the leader of ``__share_group_state`` partition
+  ``abs(javaHashCode(key)) % share.coordinator.state.topic.num.partitions`` (created on
+  first use like the others); a key that is not of that shape answers INVALID_REQUEST.
+  Brokers ask this (their persister does the same lookup from the metadata cache); an
+  authorizer requires CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 - any other key type: INVALID_REQUEST (42).
 - with an authorizer: DESCRIBE on the group / transactional id, else
   GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED for that key.
@@ -37,7 +43,8 @@ log = logging.getLogger(__name__)
 FIND_COORDINATOR = 10
 FindCoordinatorResponse = api.API_KEYS[FIND_COORDINATOR].response_cls
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 _WARNED: set[tuple[str, int]] = set()
 
 
@@ -93,6 +100,16 @@ async def _find(ctx, key: str, key_type: int) -> tuple[str, int, int, str, int, 
         if coordinator is None:
             return unavailable
         topic, partition = TRANSACTION_STATE_TOPIC, coordinator.partition_for(key)
+    elif key_type == KEY_TYPE_SHARE:
+        if not authz.authorize_cluster(ctx, authz.AclOperation.CLUSTER_ACTION):
+            return key, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), -1, "", -1, None
+        coordinator = getattr(broker, "share_coordinator", None)
+        if coordinator is None:
+            return unavailable
+        if key.count(":") < 2 or not key.rsplit(":", 1)[1].lstrip("-").isdigit():
+            return (key, int(ErrorCode.INVALID_REQUEST), -1, "", -1,
+                    f"Invalid share coordinator key {key}")
+        topic, partition = SHARE_GROUP_STATE_TOPIC, coordinator.partition_for_key(key)
     else:
         return (key, int(ErrorCode.INVALID_REQUEST), -1, "", -1,
                 f"Invalid coordinator type {key_type}")

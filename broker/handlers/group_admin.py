@@ -11,12 +11,14 @@ Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``):
   authorizer); else -2147483648. A group the principal may not DESCRIBE answers
   GROUP_AUTHORIZATION_FAILED. v6+ (KIP-1043): an unknown group, or one that is not a classic
   group, answers GROUP_ID_NOT_FOUND with an error message instead of the "Dead" group.
-- ListGroups: the groups this broker coordinates, classic and KIP-848 consumer groups
+- ListGroups: the groups this broker coordinates, classic, KIP-848 consumer and KIP-932
+  share groups (protocol type and group type "share", state Empty or Stable)
   (COORDINATOR_LOAD_IN_PROGRESS while a partition loads, listing what is loaded); v4
   ``states_filter`` (case-insensitive; consumer groups have Empty/Assigning/Reconciling/
-  Stable), v5 ``types_filter`` ("classic" / "consumer", KIP-1043) and ``group_type``.
+  Stable), v5 ``types_filter`` ("classic" / "consumer" / "share", KIP-1043) and ``group_type``.
   Without DESCRIBE on the cluster only the groups the principal may DESCRIBE are listed.
-- DeleteGroups: per group NONE (Empty groups: offsets and the group get tombstones),
+- DeleteGroups: per group NONE (Empty groups: offsets and the group get tombstones; an
+  Empty share group's state in ``__share_group_state`` is deleted first),
   NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69), the coordinator error, or
   GROUP_AUTHORIZATION_FAILED without DELETE on the group.
 
@@ -42,6 +44,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"
+GROUP_TYPE_SHARE = "share"
 
 
 def _described(group_id: str, error, state: str = "", ops: int = AUTHORIZED_OPERATIONS_OMITTED,
@@ -73,7 +76,9 @@ def handle_describe_groups(ctx, request):
             continue
         if group is None or group.is_state(GroupState.DEAD):
             if ctx.api_version >= 6:  # KIP-1043
-                other = group_id in getattr(coordinator, "consumer_groups", {})
+                share = getattr(coordinator, "share", None)
+                other = group_id in getattr(coordinator, "consumer_groups", {}) or (
+                    share is not None and group_id in share.groups)
                 message = f"Group {group_id} is not a classic group." if other \
                     else f"Group {group_id} not found."
                 out.append(_described(group_id, ErrorCode.GROUP_ID_NOT_FOUND, "", ops, message))
@@ -118,7 +123,10 @@ def handle_list_groups(ctx, request):
 
 
 def _group_type(group) -> str:
-    """KIP-1043 group type: "consumer" for KIP-848 groups, else "classic"."""
+    """KIP-1043 group type: "consumer" for KIP-848 groups, "share" for KIP-932 share groups,
+    else "classic"."""
+    if getattr(group, "is_share_group", False):
+        return GROUP_TYPE_SHARE
     return GROUP_TYPE_CONSUMER if getattr(group, "is_consumer_group", False) \
         else GROUP_TYPE_CLASSIC
 

@@ -58,7 +58,7 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 def internal_topic_spec(name: str, config) -> CreatableTopic:
     """How Kafka creates a topic: internal ones with their own counts and configs
-    (``offsets.topic.*``, ``transaction.state.log.*``), others with -1 (broker defaults)."""
+    (``offsets.topic.*``, ``transaction.state.log.*``, ``share.coordinator.state.topic.*``), others with -1 (broker defaults)."""
     if name == "__consumer_offsets":
         return CreatableTopic(name, config.offsets_topic_num_partitions,
                               config.offsets_topic_replication_factor, None, {
@@ -75,6 +75,19 @@ def internal_topic_spec(name: str, config) -> CreatableTopic:
                                       config.get("transaction.state.log.min.isr")),
                                   "segment.bytes": str(
                                       config.get("transaction.state.log.segment.bytes")),
+                                  "unclean.leader.election.enable": "false",
+                              })
+    if name == "__share_group_state":  # KIP-932: pruned with DeleteRecords, never compacted
+        return CreatableTopic(name, config.get("share.coordinator.state.topic.num.partitions"),
+                              config.get("share.coordinator.state.topic.replication.factor"),
+                              None, {
+                                  "cleanup.policy": "delete",
+                                  "retention.ms": "-1",
+                                  "compression.type": "producer",
+                                  "min.insync.replicas": str(
+                                      config.get("share.coordinator.state.topic.min.isr")),
+                                  "segment.bytes": str(config.get(
+                                      "share.coordinator.state.topic.segment.bytes")),
                                   "unclean.leader.election.enable": "false",
                               })
     return CreatableTopic(name, -1, -1)

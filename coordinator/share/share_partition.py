@@ -197,6 +197,15 @@ class SharePartition:
         return SharePartitionStats(self._start, self._end, self._end - self._start, available,
                                    acquired, delayed, len(self._dead_letters))
 
+    def idle(self) -> bool:
+        """Nothing acquired, no dead letter pending, no write queued or running: the state
+        in memory equals the persisted one, so the partition may be dropped and reloaded."""
+        if self._tasks or self._write_lock.locked() or self._dead_letters \
+                or self._unpersisted or self._unpersisted_dl:
+            return False
+        return not any(st.state is _ACQUIRED or st.pending
+                       for batch in self.cache for _lo, _hi, st in batch.all_states())
+
     def pending_dead_letters(self) -> list[DeadLetterIntent]:
         """Durable intents whose dead letter is not confirmed yet, in sequence order."""
         return [self._dead_letters[s] for s in sorted(self._dead_letters)]

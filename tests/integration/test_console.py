@@ -420,6 +420,38 @@ def test_group_lag_and_offset_reset(env):
         env["console"].log.read_text()
 
 
+def test_share_group_pages(env, tmp_path):
+    """A share group (KIP-932) with a dead-letter topic: members, start offsets, records not
+    yet acknowledged, the acquired counts from the brokers' metrics, dead-lettered records."""
+    from tests.integration.test_share_groups import (
+        Worker,
+        create_topic,
+        produce,
+        set_group_configs,
+        wait_until,
+    )
+
+    b, console, bs = env["browser"], env["console"], env["bootstrap"]
+    topic = group = "console-share"
+    create_topic(bs, topic, 1, 2)
+    set_group_configs(bs, group, share_auto_offset_reset="earliest",
+                      **{"errors.deadletterqueue.topic.name": "console-share-dlq"})
+    produce(bs, topic, range(20))
+    w = Worker(tmp_path, "console", bs, group, topic, "--reject-mod", "10:3")
+    try:
+        wait_until("consumed", lambda: len(w.got()) >= 20, 60)
+        b.get(console.url + "/share-groups")
+        assert group in text_of(b, "#share-groups") and "Share groups" in b.page_source
+        b.get(f"{console.url}/share-groups/{group}")
+        wait_for(lambda: (b.refresh() or True) and text_of(b, "#dead-lettered") == "2",
+                 what="two dead letters")
+        assert text_of(b, "#group-state") == "Stable" and f"{topic}-0" in text_of(b, "#members")
+        assert text_of(b, "td.pending") == "0" and text_of(b, "td.acquired") == "0"
+        shot(env, "share-group")
+    finally:
+        w.kill()
+
+
 def test_operator_pages(env):
     from selenium.webdriver.common.by import By
 

@@ -204,11 +204,12 @@ def test_features_update_and_show_in_api_versions(broker_factory, kcat):
         r = raw.call(API_VERSIONS, 3, client_software_name="test",
                      client_software_version="1")
         # issue 27 point 7: features only up to what is served (transaction.version 2 is,
-        # since issue 24); a new cluster starts with group.version 1 (KIP-848 groups)
+        # since issue 24); a new cluster starts with group.version 1 (KIP-848 groups) and
+        # share.version 1 (KIP-932 share groups, issue 28)
         assert {(f.name, f.min_version, f.max_version) for f in r.supported_features} == \
-            {("group.version", 0, 1), ("transaction.version", 0, 2)}
+            {("group.version", 0, 1), ("transaction.version", 0, 2), ("share.version", 0, 1)}
         assert [(f.name, f.max_version_level) for f in r.finalized_features] == \
-            [("group.version", 1)]
+            [("group.version", 1), ("share.version", 1)]
         U = api.API_KEYS[UPDATE_FEATURES].request_cls
 
         def update(*levels):
@@ -232,10 +233,17 @@ def test_features_update_and_show_in_api_versions(broker_factory, kcat):
         assert raw.call(68, 1, **heartbeat).error_code == 35  # UNSUPPORTED_VERSION
         assert update(("group.version", 1, 1)).error_code == 0
         assert raw.call(68, 1, **heartbeat).error_code != 35  # (no coordinator yet: 16)
+        # share.version 0 switches share groups off, 1 on again
+        share_beat = dict(group_id="sv-off", member_id="m-sv-off", member_epoch=0,
+                          rack_id=None, subscribed_topic_names=["sv"])
+        assert update(("share.version", 0, 2)).error_code == 0
+        assert raw.call(76, 1, **share_beat).error_code == 35  # UNSUPPORTED_VERSION
+        assert update(("share.version", 1, 1)).error_code == 0
+        assert raw.call(76, 1, **share_beat).error_code != 35
         r = raw.call(API_VERSIONS, 3, client_software_name="test",
                      client_software_version="1")
         assert [(f.name, f.max_version_level) for f in r.finalized_features] == \
-            [("group.version", 1), ("transaction.version", 1)]
+            [("group.version", 1), ("share.version", 1), ("transaction.version", 1)]
         epoch = r.finalized_features_epoch
         assert epoch >= 0
     finally:

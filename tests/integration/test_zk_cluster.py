@@ -451,22 +451,24 @@ def test_features_finalized_through_the_feature_znode(zk_cluster):
         return all(f"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
                    f"FinalizedVersionLevel: {level}" in describe(b) for b in ids)
 
-    # a new cluster starts with group.version 1 (issue 27 point 7)
-    assert c.zk_json("/feature") == {"version": 2, "status": 1,
-                                     "features": {"group.version": {"max_version_level": 1}}}
+    # a new cluster starts with group.version 1 (issue 27 point 7) and share.version 1
+    # (issue 28, Kafka 4.2's default)
+    share = {"share.version": {"max_version_level": 1}}
+    assert c.zk_json("/feature") == {"version": 2, "status": 1, "features": {
+        "group.version": {"max_version_level": 1}, **share}}
     c.wait_until("group.version finalized on every broker", lambda: level_everywhere("1"),
                  timeout=30)
     out = _josef("features", "disable", "--bootstrap-server", c.broker(ids[-1]).bootstrap,
                  "--feature", "group.version")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert c.zk_json("/feature")["features"] == {}
+    assert c.zk_json("/feature")["features"] == share
     c.wait_until("group.version disabled on every broker", lambda: level_everywhere("-"),
                  timeout=30)
     out = _josef("features", "upgrade", "--bootstrap-server", c.broker(ids[0]).bootstrap,
                  "--feature", "group.version=1")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert c.zk_json("/feature") == {"version": 2, "status": 1,
-                                     "features": {"group.version": {"max_version_level": 1}}}
+    assert c.zk_json("/feature") == {"version": 2, "status": 1, "features": {
+        "group.version": {"max_version_level": 1}, **share}}
 
 
 def test_group_configs_reach_every_broker(zk_cluster):
@@ -511,3 +513,77 @@ def test_group_configs_reach_every_broker(zk_cluster):
             listed = client.request(74, {"resource_types": [32]}, version=1)
             assert ("zk-group-cfg", 32) in {(r.resource_name, r.resource_type)
                                             for r in listed.config_resources}, i
+
+
+def test_share_group_survives_leader_failovers(zk_cluster, tmp_path):
+    """Share groups (KIP-932) in the cluster: two ShareConsumers acknowledge (rejecting every
+    tenth record to a dead-letter topic) while the topic partition's leader, then the leader
+    of its ``__share_group_state`` partition, are SIGKILLed. The new leaders reload the share
+    state: no record is handed out again after its ACCEPT or REJECT was answered, none is
+    lost, each is accepted once, and each rejected one is in the dead-letter topic once."""
+    from confluent_kafka.admin import NewTopic
+
+    from coordinator.keys import java_abs, java_string_hashcode
+    from tests.integration.test_share_groups import (
+        ACCEPT,
+        REJECT,
+        Worker,
+        assert_no_delivery_after_final_ack,
+        ledger,
+        produce,
+        read_all,
+        set_group_configs,
+        wait_until,
+    )
+
+    c = zk_cluster
+    topic = group = "share-failover"
+    n = 600
+    dlq = "share-failover-dlq"
+    admin = _admin(c)
+    _wait_futures(admin.create_topics([NewTopic(topic, 1, 3), NewTopic(dlq, 1, 3)],
+                                      request_timeout=30))
+    c.wait_metadata_converged([topic, dlq])
+    set_group_configs(c.bootstrap, group, share_auto_offset_reset="earliest",
+                      **{"errors.deadletterqueue.topic.name": dlq})
+    produce(c.bootstrap, topic, range(n), chunk=10)
+    workers = [Worker(tmp_path, f"f{i}", c.bootstrap, group, topic, "--sleep-ms", "5",
+                      "--max-records", "30", "--reject-mod", "10:3", "--seconds", "120")
+               for i in range(2)]
+    rejected = {v for v in range(n) if v % 10 == 3}
+
+    def settled() -> int:
+        _, acked = ledger(workers)
+        return sum(1 for kinds in acked.values() if ACCEPT in kinds or REJECT in kinds)
+
+    killed = []
+    try:
+        wait_until("progress", lambda: settled() >= 60, 60)
+        leader = c.partition_state(topic, 0)["leader"]
+        c.kill(leader)  # the share-partition leader
+        killed.append(leader)
+        c.wait_for_leaders(topic, 1, exclude=killed, timeout=30)
+        done = settled()
+        wait_until("progress on the new leader", lambda: settled() >= done + 60, 60)
+        topic_id = c.zk_json(f"/brokers/topics/{topic}")["topic_id"]
+        state_partition = java_abs(java_string_hashcode(f"{group}:{topic_id}:0")) % 6
+        state_leader = c.partition_state("__share_group_state", state_partition)["leader"]
+        if state_leader not in killed:  # the share coordinator of this share-partition
+            c.kill(state_leader)
+            killed.append(state_leader)
+            c.wait_for_leaders("__share_group_state", 6, exclude=killed, timeout=30)
+        wait_until("every record accepted or rejected", lambda: settled() >= n, 90)
+    finally:
+        for w in workers:
+            w.kill()
+        for b in killed:
+            c.start_broker(b)
+    c.wait_for_brokers_registered([1, 2, 3])
+    history, acked = ledger(workers)
+    assert_no_delivery_after_final_ack(history)
+    assert set(acked) == set(range(n))
+    for v, kinds in acked.items():
+        assert kinds.count(REJECT if v in rejected else ACCEPT) == 1, (v, kinds)
+    letters = read_all(c.bootstrap, dlq, len(rejected), timeout=30)
+    assert sorted(int(m.value()) for m in letters) == sorted(rejected)  # each exactly once
+    c.wait_metadata_converged([topic])

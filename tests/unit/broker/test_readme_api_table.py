@@ -13,9 +13,8 @@ from broker.handlers.registry import REGISTRY
 from protocol.api import API_KEYS
 
 README = Path(__file__).resolve().parents[3] / "README.md"
-# not served: share groups (a later issue), streams groups, KRaft's controller APIs
-NEVER_ADVERTISED = {52, 53, 54, 55, 58, 59, 62, 63, 64, 67, 70, 73, 76, 77, 78, 79, 80, 81, 82,
-                    83, 84, 85, 86, 87, 88, 89, 90, 91, 92}
+# not served: streams groups, KRaft's controller APIs
+NEVER_ADVERTISED = {52, 53, 54, 55, 58, 59, 62, 63, 64, 67, 70, 73, 80, 81, 82, 88, 89}
 
 
 def _registry() -> dict[int, tuple[int, int]]:

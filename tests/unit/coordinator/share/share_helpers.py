@@ -1,7 +1,7 @@
 """Shared fixtures for the share-group unit tests: manual clock, in-process coordinator, helpers.
 
 `ShareHarness` wires a `SharePartition` exactly as the broker will: the purgatory's
-`MockTimer` (hierarchical timing wheel on a manual clock) behind `WheelShareTimer`, and a
+`MockTimer` (hierarchical timing wheel on a manual clock) behind `WheelTimer`, and a
 `LocalPersister` whose shard replays every record after a round trip through the binary
 codec. `failover()` rebuilds the coordinator shard from the record log and loads a new
 leader at a higher leader epoch, as a broker failover does.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker.coordinator_runtime import WheelTimer
 from broker.purgatory.timer import MockTime, MockTimer
 from coordinator.share.config import SharePartitionConfig
 from coordinator.share.coordinator_shard import ShareCoordinatorShard
@@ -19,7 +20,6 @@ from coordinator.share.local_persister import LocalPersister
 from coordinator.share.records import BinaryRecordCodec
 from coordinator.share.share_partition import SharePartition
 from coordinator.share.state import AcknowledgementBatch, FetchedBatch
-from coordinator.share.timer import WheelShareTimer
 from protocol.errors import ErrorCode
 
 TOPIC_ID = uuid.UUID("6e2a4c1f-0b7d-4a55-9d43-1c1f5f0e9a01")
@@ -74,7 +74,7 @@ class ShareHarness:
         self.config = config or SharePartitionConfig()
         self.time = MockTime(1_000)
         self.mock_timer = MockTimer(self.time)
-        self.timer = WheelShareTimer(self.mock_timer)
+        self.timer = WheelTimer(self.mock_timer)
         self.updates_per_snapshot = updates_per_snapshot
         self.coordinator = LocalPersister(self._shard(), BinaryRecordCodec())
         self.persister = FlakyPersister(self.coordinator)
