@@ -389,6 +389,8 @@ class BrokerServer:
             from broker.fetch_session import FetchSessionCache
             self.services.fetch_session_cache = FetchSessionCache(
                 max_entries=self.config.get("max.incremental.fetch.session.cache.slots"))
+            if self.replica_manager is not None:  # issue 21: partition changes reach sessions
+                self.replica_manager.fetch_session_cache = self.services.fetch_session_cache
         except ModuleNotFoundError as e:
             if e.name != "broker.fetch_session":
                 raise
