@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from controller import controller_events as ev
 from controller import zk_data as zd
@@ -47,6 +47,7 @@ from controller.context import (
     TopicPartition,
     is_being_reassigned,
 )
+from controller.controller_core import ChildChangeWatch, ControllerConfig, NodeChangeWatch
 from controller.event_manager import ControllerEvent, ControllerEventManager
 from controller.kafka_uuid import random_uuid
 from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient, lost_controllership
@@ -57,56 +58,11 @@ from controller.reassignment import ReassignmentMixin
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.topic_deletion import TopicDeletionManager
-from controller.zk_client import StateChangeHandler, ZNodeChangeHandler, ZNodeChildChangeHandler
+from controller.zk_client import StateChangeHandler
 
-__all__ = ["ControllerConfig", "KafkaController"]
+__all__ = ["KafkaController"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ControllerConfig:
-    """The broker settings the controller reads (Kafka key names in comments)."""
-
-    broker_id: int
-    inter_broker_listener_name: str = "PLAINTEXT"  # inter.broker.listener.name
-    delete_topic_enable: bool = True  # delete.topic.enable
-    auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
-    leader_imbalance_check_interval_s: float = 300.0  # leader.imbalance.check.interval.seconds
-    leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
-    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
-    controller_socket_timeout_ms: int = 30000  # controller.socket.timeout.ms
-    #: first auto rebalance check after becoming controller (Kafka: 5 s)
-    first_rebalance_delay_s: float = 5.0
-
-
-# ------------------------------------------------------------------------- watch handlers
-
-class _ChildHandler(ZNodeChildChangeHandler):
-    def __init__(self, path: str, put: Callable[[], None]) -> None:
-        self.path = path
-        self._put = put
-
-    def on_child_change(self) -> None:
-        self._put()
-
-
-class _NodeHandler(ZNodeChangeHandler):
-    def __init__(self, path: str, on_create=None, on_delete=None, on_change=None) -> None:
-        self.path = path
-        self._create, self._delete, self._change = on_create, on_delete, on_change
-
-    def on_create(self) -> None:
-        if self._create:
-            self._create()
-
-    def on_delete(self) -> None:
-        if self._delete:
-            self._delete()
-
-    def on_data_change(self) -> None:
-        if self._change:
-            self._change()
 
 
 class _SessionHandler(StateChangeHandler):
@@ -152,33 +108,33 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         self.deletion = TopicDeletionManager(
             self.context, zk, self.replica_sm, self.partition_sm, config.delete_topic_enable,
             self._send_metadata_update_for, self._mute_partition_modifications)
-        self._partition_handlers: dict[str, _NodeHandler] = {}
-        self._broker_handlers: dict[int, _NodeHandler] = {}
+        self._partition_handlers: dict[str, NodeChangeWatch] = {}
+        self._broker_handlers: dict[int, NodeChangeWatch] = {}
         self._rebalance_timer: asyncio.TimerHandle | None = None
         self.failovers = 0
         self._controller_znode_stale = False  # /controller names us from another session
         self._stale_controller_logged = 0  # the stale session last logged
-        self._controller_handler = _NodeHandler(
+        self._controller_handler = NodeChangeWatch(
             zd.ControllerZNode.path,
             on_create=lambda: self.event_manager.put(ev.ControllerChange()),
             on_delete=lambda: self.event_manager.put(ev.Reelect()),
             on_change=lambda: self.event_manager.put(ev.ControllerChange()))
-        self._broker_change = _ChildHandler(zd.BrokerIdsZNode.path,
+        self._broker_change = ChildChangeWatch(zd.BrokerIdsZNode.path,
                                             lambda: self.event_manager.put(ev.BrokerChange()))
-        self._topic_change = _ChildHandler(zd.TopicsZNode.path,
+        self._topic_change = ChildChangeWatch(zd.TopicsZNode.path,
                                            lambda: self.event_manager.put(ev.TopicChange()))
-        self._topic_deletion = _ChildHandler(zd.DeleteTopicsZNode.path,
+        self._topic_deletion = ChildChangeWatch(zd.DeleteTopicsZNode.path,
                                              lambda: self.event_manager.put(ev.TopicDeletion()))
-        self._isr_change = _ChildHandler(zd.IsrChangeNotificationZNode.path,
+        self._isr_change = ChildChangeWatch(zd.IsrChangeNotificationZNode.path,
                                          lambda: self.event_manager.put(
                                              ev.IsrChangeNotification()))
-        self._log_dir_event = _ChildHandler(zd.LogDirEventNotificationZNode.path,
+        self._log_dir_event = ChildChangeWatch(zd.LogDirEventNotificationZNode.path,
                                             lambda: self.event_manager.put(
                                                 ev.LogDirEventNotification()))
-        self._reassign_handler = _NodeHandler(
+        self._reassign_handler = NodeChangeWatch(
             zd.ReassignPartitionsZNode.path,
             on_create=lambda: self.event_manager.put(ev.ZkPartitionReassignment()))
-        self._preferred_handler = _NodeHandler(
+        self._preferred_handler = NodeChangeWatch(
             zd.PreferredReplicaElectionZNode.path,
             on_create=self._put_zk_preferred_election)
 
@@ -460,7 +416,7 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
 
     async def _register_broker_modifications_handlers(self, broker_ids) -> None:
         for b in broker_ids:
-            h = _NodeHandler(zd.BrokerIdZNode.path(b), on_change=lambda b=b:
+            h = NodeChangeWatch(zd.BrokerIdZNode.path(b), on_change=lambda b=b:
                              self.event_manager.put(ev.BrokerModifications(b)))
             self._broker_handlers[b] = h
             await self.zk.zk.register_znode_change_handler_and_check_existence(h)
@@ -569,7 +525,7 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
 
     def _register_partition_modifications_handlers(self, topics) -> None:
         for t in topics:
-            h = _NodeHandler(zd.TopicZNode.path(t), on_change=lambda t=t:
+            h = NodeChangeWatch(zd.TopicZNode.path(t), on_change=lambda t=t:
                              self.event_manager.put(ev.PartitionModifications(t)))
             self._partition_handlers[t] = h
             self.zk.zk.register_znode_change_handler(h)

@@ -43,7 +43,8 @@ from client.aio_connection import BrokerConnection
 from controller import zk_data as zd
 from controller.api import Controller
 from controller.config_change import ConfigChangeManager
-from controller.kafka_controller import ControllerConfig, KafkaController
+from controller.controller_core import ControllerConfig
+from controller.kafka_controller import KafkaController
 from controller.kafka_uuid import random_uuid, to_base64
 from controller.kafka_zk_client import BrokerIdAlreadyRegisteredError, KafkaZkClient
 from controller.zk_admin import ZkAdminMixin

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from controller import controller_events as ev
 from controller.context import PartitionState, ReplicaState
-from controller.kafka_controller import ControllerConfig, KafkaController
+from controller.controller_core import ControllerConfig
+from controller.kafka_controller import KafkaController
 from controller.zk_data import BrokerInfo, Endpoint
 from controller.zk_data import LeaderIsrAndControllerEpoch as S
 from controller.zk_data import ReplicaAssignment as RA
