@@ -24,15 +24,17 @@ Resignation: on ``/controller`` deletion or change (re-election), session expiry
 that fails the controller-epoch check (:class:`ControllerMovedError`). Everything in-memory
 is dropped and the channel manager closed.
 
-The leadership requests (ControlledShutdown, AlterPartition, ElectLeaders, auto rebalance)
-live in :mod:`controller.leadership`, reassignments in :mod:`controller.reassignment`, ISR
-change and log dir failure notifications and LeaderAndIsr responses in
-:mod:`controller.notifications`.
+Collaborators it builds, each given this controller's shared state
+(:class:`~controller.controller_core.ControllerCore`): the leadership requests
+(ControlledShutdown, AlterPartition, ElectLeaders, auto rebalance) in ``self.leadership``
+(:mod:`controller.leadership`), reassignments in ``self.reassignments``
+(:mod:`controller.reassignment`), ISR change and log dir failure notifications and
+LeaderAndIsr responses in ``self.notifications`` (:mod:`controller.notifications`); each
+contributes its event handlers to the dispatch table.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -41,20 +43,24 @@ from controller import controller_events as ev
 from controller import zk_data as zd
 from controller.channel_manager import ControllerChannelManager
 from controller.context import (
-    ControllerContext,
     PartitionState,
     ReplicaState,
     TopicPartition,
     is_being_reassigned,
 )
-from controller.controller_core import ChildChangeWatch, ControllerConfig, NodeChangeWatch
+from controller.controller_core import (
+    ChildChangeWatch,
+    ControllerConfig,
+    ControllerCore,
+    NodeChangeWatch,
+)
 from controller.event_manager import ControllerEvent, ControllerEventManager
 from controller.kafka_uuid import random_uuid
 from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient, lost_controllership
-from controller.leadership import LeadershipMixin
-from controller.notifications import NotificationsMixin
+from controller.leadership import LeadershipRequests
+from controller.notifications import BrokerNotifications
 from controller.partition_state_machine import OfflineStrategy, PartitionStateMachine
-from controller.reassignment import ReassignmentMixin
+from controller.reassignment import PartitionReassignments
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.topic_deletion import TopicDeletionManager
@@ -78,7 +84,7 @@ class _SessionHandler(StateChangeHandler):
         self.c.event_manager.put(ev.RegisterBrokerAndReelect())
 
 
-class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
+class KafkaController(ControllerCore):
     """``register_broker`` re-registers this broker (returns the new broker epoch) on a new
     ZooKeeper session; ``on_broker_epoch(epoch)`` tells the broker its new epoch."""
 
@@ -87,20 +93,19 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
                  unclean_enabled: Callable[[str], Awaitable[bool]] | None = None,
                  on_broker_epoch: Callable[[int], None] | None = None,
                  opener=None) -> None:
-        self.config = config
+        super().__init__(config, zk)
         self.opener = opener
-        self.zk = zk
         self.broker_info = broker_info
         self.broker_epoch = broker_epoch
         self.on_broker_epoch = on_broker_epoch
-        self.broker_id = config.broker_id
-        self.active_controller_id = -1
-        self.context = ControllerContext()
         self.event_manager = ControllerEventManager(self.broker_id, self.process)
-        self.channel: ControllerChannelManager | None = None
+        self.reassignments = PartitionReassignments(self)
+        self.leadership = LeadershipRequests(self, self.reassignments)
+        self.notifications = BrokerNotifications(self, self.reassignments,
+                                                 self._on_replicas_become_offline)
         self.batch = ControllerBrokerRequestBatch(
             self.broker_id, self.context, config.inter_broker_listener_name, self._send,
-            on_leader_and_isr_response=self._leader_and_isr_response,
+            on_leader_and_isr_response=self.notifications.on_leader_and_isr_response,
             on_stop_replica_response=self._stop_replica_response)
         self.partition_sm = PartitionStateMachine(self.broker_id, self.context, zk, self.batch,
                                                   unclean_enabled or self._default_unclean)
@@ -110,43 +115,38 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
             self._send_metadata_update_for, self._mute_partition_modifications)
         self._partition_handlers: dict[str, NodeChangeWatch] = {}
         self._broker_handlers: dict[int, NodeChangeWatch] = {}
-        self._rebalance_timer: asyncio.TimerHandle | None = None
         self.failovers = 0
         self._controller_znode_stale = False  # /controller names us from another session
         self._stale_controller_logged = 0  # the stale session last logged
+        put = self.event_manager.put
         self._controller_handler = NodeChangeWatch(
             zd.ControllerZNode.path,
-            on_create=lambda: self.event_manager.put(ev.ControllerChange()),
-            on_delete=lambda: self.event_manager.put(ev.Reelect()),
-            on_change=lambda: self.event_manager.put(ev.ControllerChange()))
+            on_create=lambda: put(ev.ControllerChange()),
+            on_delete=lambda: put(ev.Reelect()),
+            on_change=lambda: put(ev.ControllerChange()))
         self._broker_change = ChildChangeWatch(zd.BrokerIdsZNode.path,
-                                            lambda: self.event_manager.put(ev.BrokerChange()))
-        self._topic_change = ChildChangeWatch(zd.TopicsZNode.path,
-                                           lambda: self.event_manager.put(ev.TopicChange()))
+                                               lambda: put(ev.BrokerChange()))
+        self._topic_change = ChildChangeWatch(zd.TopicsZNode.path, lambda: put(ev.TopicChange()))
         self._topic_deletion = ChildChangeWatch(zd.DeleteTopicsZNode.path,
-                                             lambda: self.event_manager.put(ev.TopicDeletion()))
-        self._isr_change = ChildChangeWatch(zd.IsrChangeNotificationZNode.path,
-                                         lambda: self.event_manager.put(
-                                             ev.IsrChangeNotification()))
-        self._log_dir_event = ChildChangeWatch(zd.LogDirEventNotificationZNode.path,
-                                            lambda: self.event_manager.put(
-                                                ev.LogDirEventNotification()))
-        self._reassign_handler = NodeChangeWatch(
-            zd.ReassignPartitionsZNode.path,
-            on_create=lambda: self.event_manager.put(ev.ZkPartitionReassignment()))
-        self._preferred_handler = NodeChangeWatch(
-            zd.PreferredReplicaElectionZNode.path,
-            on_create=self._put_zk_preferred_election)
+                                                lambda: put(ev.TopicDeletion()))
+        self._dispatch = {
+            ev.Startup: self._process_startup,
+            ev.ControllerChange: self._process_controller_change,
+            ev.Reelect: self._process_reelect,
+            ev.RegisterBrokerAndReelect: self._process_register_broker_and_reelect,
+            ev.Expire: self._process_expire,
+            ev.BrokerChange: self._process_broker_change,
+            ev.BrokerModifications: self._process_broker_modification,
+            ev.TopicChange: self._process_topic_change,
+            ev.PartitionModifications: self._process_partition_modifications,
+            ev.TopicDeletion: self._process_topic_deletion,
+            ev.TopicDeletionStopReplicaResponseReceived: self._process_stop_replica_response,
+            **self.leadership.handlers(),
+            **self.reassignments.handlers(),
+            **self.notifications.handlers(),
+        }
 
     # ------------------------------------------------------------------ public
-
-    @property
-    def is_active(self) -> bool:
-        return self.active_controller_id == self.broker_id
-
-    @property
-    def epoch(self) -> int:
-        return self.context.epoch
 
     async def startup(self) -> None:
         """Register the session handler and the /controller watch; try to become controller
@@ -171,7 +171,7 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
             log.error("unknown controller event %r", event)
             return
         try:
-            await handler(self, event)
+            await handler(event)
         except ControllerMovedError:
             log.info("Controller moved to another broker when processing %r.", event)
             if hasattr(event, "future"):
@@ -294,10 +294,10 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         self.failovers += 1
         for h in (self._broker_change, self._topic_change, self._topic_deletion):
             zkc.register_znode_child_change_handler(h)
-        self._register_notification_handlers()
-        for h in (self._preferred_handler, self._reassign_handler):
+        self.notifications.register_watches()
+        for h in (self.leadership.preferred_watch, self.reassignments.watch):
             await zkc.register_znode_change_handler_and_check_existence(h)
-        await self._delete_stale_notifications()
+        await self.notifications.delete_stale_notifications()
         await self._initialize_controller_context()
         to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
         await self.deletion.init(to_delete, ineligible)
@@ -305,12 +305,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         await self.replica_sm.startup()
         await self.partition_sm.startup()
         log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
-        await self._initialize_partition_reassignments()
+        await self.reassignments.initialize()
         await self.deletion.try_topic_deletion()
-        pending = await self._fetch_pending_preferred_replica_elections()
-        await self.on_replica_election(pending, 0, ev.ZK_TRIGGERED)
+        pending = await self.leadership.fetch_pending_preferred_replica_elections()
+        await self.leadership.on_replica_election(pending, 0, ev.ZK_TRIGGERED)
         if self.config.auto_leader_rebalance_enable:
-            self._schedule_auto_rebalance(self.config.first_rebalance_delay_s)
+            self.leadership.schedule_auto_rebalance(self.config.first_rebalance_delay_s)
 
     async def _initialize_controller_context(self) -> None:
         ctx = self.context
@@ -362,16 +362,14 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         zkc = self.zk.zk
         for path in (zd.TopicsZNode.path, zd.DeleteTopicsZNode.path, zd.BrokerIdsZNode.path):
             zkc.unregister_znode_child_change_handler(path)
-        self._unregister_notification_handlers()
+        self.notifications.unregister_watches()
         for path in (zd.ReassignPartitionsZNode.path, zd.PreferredReplicaElectionZNode.path):
             zkc.unregister_znode_change_handler(path)
         for b in list(self._broker_handlers):
             zkc.unregister_znode_change_handler(self._broker_handlers.pop(b).path)
         for t in list(self._partition_handlers):
             zkc.unregister_znode_change_handler(self._partition_handlers.pop(t).path)
-        if self._rebalance_timer is not None:
-            self._rebalance_timer.cancel()
-            self._rebalance_timer = None
+        self.leadership.cancel_auto_rebalance()
         if self.channel is not None:
             channel, self.channel = self.channel, None
             await channel.shutdown()
@@ -380,16 +378,6 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         log.info("Resigned")
 
     # ------------------------------------------------------------------ requests to brokers
-
-    def _send(self, broker_id: int, api_key: int, version: int, request, callback) -> None:
-        if self.channel is not None:
-            self.channel.send_request(broker_id, api_key, version, request, callback)
-
-    def send_update_metadata_request(self, brokers: list[int],
-                                     partitions: list[TopicPartition] = ()) -> None:
-        self.batch.new_batch()
-        self.batch.add_update_metadata(brokers, partitions)
-        self.batch.send_requests_to_brokers(self.context.epoch)
 
     def _send_metadata_update_for(self, partitions: list[TopicPartition]) -> None:
         self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids),
@@ -471,7 +459,7 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         replicas = ctx.replicas_on_brokers(set(new_brokers))
         await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
         await self.partition_sm.trigger_online_partition_state_change()
-        await self.maybe_resume_reassignments(
+        await self.reassignments.maybe_resume_reassignments(
             lambda tp, a: any(r in new_brokers for r in a.replicas if r not in
                               a.removing_replicas))
         deleting = {tp[0] for tp, _ in replicas if self.deletion.is_topic_queued_up_for_deletion(tp[0])}
@@ -620,26 +608,6 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
             return self.config.unclean_leader_election_enable
         return value.strip().lower() == "true"
 
-    _dispatch: dict = {}
-
 
 def _ids(ids) -> str:
     return ",".join(str(i) for i in sorted(ids))
-
-
-KafkaController._dispatch = {
-    ev.Startup: KafkaController._process_startup,
-    ev.ControllerChange: KafkaController._process_controller_change,
-    ev.Reelect: KafkaController._process_reelect,
-    ev.RegisterBrokerAndReelect: KafkaController._process_register_broker_and_reelect,
-    ev.Expire: KafkaController._process_expire,
-    ev.BrokerChange: KafkaController._process_broker_change,
-    ev.BrokerModifications: KafkaController._process_broker_modification,
-    ev.TopicChange: KafkaController._process_topic_change,
-    ev.PartitionModifications: KafkaController._process_partition_modifications,
-    ev.TopicDeletion: KafkaController._process_topic_deletion,
-    ev.TopicDeletionStopReplicaResponseReceived: KafkaController._process_stop_replica_response,
-    **LeadershipMixin.handlers(),
-    **ReassignmentMixin.handlers(),
-    **NotificationsMixin.handlers(),
-}

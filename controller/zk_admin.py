@@ -414,7 +414,7 @@ class ZkAdminMixin:
             return [ElectLeadersResult(t, p, int(ErrorCode.INVALID_REQUEST),
                                        f"Unknown election type {election_type}")
                     for t, p in partitions]
-        results = await self.controller.elect_leaders(set(partitions), election_type)
+        results = await self.controller.leadership.elect_leaders(set(partitions), election_type)
         out = []
         for (t, p), (code, msg) in sorted(results.items()):
             if everything and code == ErrorCode.ELECTION_NOT_NEEDED:
@@ -428,20 +428,21 @@ class ZkAdminMixin:
         return await self.kzk.new_producer_id_block(broker_id, PRODUCER_ID_BLOCK_SIZE)
 
     async def controlled_shutdown(self: ZkBroker, broker_id: int, broker_epoch: int):
-        return await self.controller.controlled_shutdown(broker_id, broker_epoch)
+        return await self.controller.leadership.controlled_shutdown(broker_id, broker_epoch)
 
     async def alter_partition(self: ZkBroker, request, version: int):
-        return await self.controller.alter_partition(request, version)
+        return await self.controller.leadership.alter_partition(request, version)
 
     async def alter_partition_reassignments(self: ZkBroker, reassignments):
         if not self.is_active:
             return int(ErrorCode.NOT_CONTROLLER), {}
-        code, results = await self.controller.alter_partition_reassignments(reassignments)
+        reassign = self.controller.reassignments
+        code, results = await reassign.alter_partition_reassignments(reassignments)
         return int(code), {tp: (int(c), m) for tp, (c, m) in results.items()}
 
     async def list_partition_reassignments(self: ZkBroker, partitions):
         if not self.is_active:
             return int(ErrorCode.NOT_CONTROLLER), {}
-        code, results = await self.controller.list_partition_reassignments(
+        code, results = await self.controller.reassignments.list_partition_reassignments(
             None if partitions is None else set(partitions))
         return int(code), results

@@ -224,7 +224,7 @@ class ZkBroker(ZkAdminMixin, Controller):
         if configs.get("unclean.leader.election.enable", "").strip().lower() == "true" and \
                 (before or {}).get("unclean.leader.election.enable") != \
                 configs.get("unclean.leader.election.enable") and self.controller is not None:
-            self.controller.enable_topic_unclean_leader_election(topic)
+            self.controller.leadership.enable_topic_unclean_leader_election(topic)
 
     async def _on_broker_config(self, entity: str, configs: dict[str, str]) -> None:
         self._broker_configs[entity] = dict(configs)
@@ -233,7 +233,7 @@ class ZkBroker(ZkAdminMixin, Controller):
             await hook(entity, dict(configs))
         if entity in ("<default>", str(self.broker_id)) and self.controller is not None and \
                 configs.get("unclean.leader.election.enable", "").lower() == "true":
-            self.controller.enable_default_unclean_leader_election()
+            self.controller.leadership.enable_default_unclean_leader_election()
 
     async def _on_group_config(self, group: str, configs: dict[str, str]) -> None:
         """``/config/groups/<group>`` (GROUP config resources, broker.group_configs)."""

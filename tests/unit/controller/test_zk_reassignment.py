@@ -82,7 +82,7 @@ async def test_reassignment_phases_and_completion_on_isr_expansion():
     # the leader adds 3 to the ISR (AlterPartition): phase B completes the move
     zk.states[TP] = ctx.leadership[TP] = S(1, 4, (1, 2, 3), 5, zk.states[TP].partition_epoch)
     c.channel.sent.clear()
-    await c.maybe_complete_reassignment(TP)
+    await c.reassignments.maybe_complete_reassignment(TP)
     assert ctx.partition_full_replica_assignment(TP) == RA((2, 3))
     assert zk.assignments["t"][0] == RA((2, 3))
     assert zk.states[TP].leader == 2 and 1 not in zk.states[TP].isr  # leader left: re-elected
