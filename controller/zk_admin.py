@@ -327,13 +327,6 @@ class ZkAdminMixin:
 
     # ------------------------------------------------------------------ configs
 
-    def topic_configs(self: ZkBroker, name: str) -> dict[str, str] | None:
-        if name in self._topic_configs:
-            return dict(self._topic_configs[name])
-        if self.metadata_cache.contains_topic(name):
-            return {}
-        return None
-
     async def alter_topic_configs(self: ZkBroker, name: str, configs, validate_only: bool = False
                                   ) -> TopicResult:
         return await self._alter_topic(name, lambda _cur: validate_topic_config(dict(configs)),
@@ -358,9 +351,6 @@ class ZkAdminMixin:
             await self.kzk.create_config_change_notification(f"topics/{name}")
             await self._on_topic_config(name, new)
         return TopicResult(name, int(ErrorCode.NONE))
-
-    def broker_configs(self: ZkBroker, entity: str) -> dict[str, str]:
-        return dict(self._broker_configs.get(entity, {}))
 
     async def alter_broker_configs(self: ZkBroker, entity: str, configs,
                                    validate_only: bool = False) -> TopicResult:
@@ -387,9 +377,6 @@ class ZkAdminMixin:
         return TopicResult(entity, int(ErrorCode.NONE))
 
     # ------------------------------------------------------------------ group configs
-
-    def group_configs(self: ZkBroker) -> dict[str, dict[str, str]]:
-        return {g: dict(c) for g, c in self._group_configs.items()}
 
     async def set_group_configs(self: ZkBroker, group: str, configs: dict[str, str]) -> None:
         """``/config/groups/<group>`` then a change notification, as Kafka's ZooKeeper

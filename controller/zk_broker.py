@@ -242,6 +242,19 @@ class ZkBroker(ZkAdminMixin, Controller):
         else:
             self._group_configs.pop(group, None)
 
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        if name in self._topic_configs:
+            return dict(self._topic_configs[name])
+        if self.metadata_cache.contains_topic(name):
+            return {}
+        return None
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        return dict(self._broker_configs.get(entity, {}))
+
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        return {g: dict(c) for g, c in self._group_configs.items()}
+
     async def _ensure_topic_configs(self, request) -> None:
         """Read the configs of topics new to this broker before their logs are created
         (Kafka's LogManager reads them from ZooKeeper)."""
