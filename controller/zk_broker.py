@@ -77,7 +77,7 @@ class ZkBroker(Controller):
                  auth_data: list[tuple[str, str]] | None = None) -> None:
         self.config = config
         self.listener = listener
-        self.metadata_cache = metadata_cache
+        self._metadata_cache = metadata_cache
         self._rng = rng or random.Random()
         self.zk_client = ZkClient(
             config.zookeeper_connect,
@@ -108,6 +108,16 @@ class ZkBroker(Controller):
         self.inter_broker_opener = None
 
     # ------------------------------------------------------------------ properties
+
+    @property
+    def metadata_cache(self) -> Any:
+        return self._metadata_cache
+
+    @metadata_cache.setter
+    def metadata_cache(self, cache: Any) -> None:
+        """The server sets the MetadataCache after construction; the admin reads it too."""
+        self._metadata_cache = cache
+        self.admin.metadata_cache = cache
 
     @property
     def controller_id(self) -> int:
