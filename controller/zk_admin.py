@@ -173,23 +173,11 @@ class ZkAdminManager:
         if nulls:
             raise KafkaError(ErrorCode.INVALID_CONFIG,
                              f"Null value not supported for topic configs: {','.join(nulls)}")
-        live = [b for b, _ in brokers]
-        if r.replica_assignment:
-            if r.num_partitions != -1 or r.replication_factor != -1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or "
-                                 "replicationFactor and replicasAssignments were set. Both "
-                                 "cannot be used at the same time.")
-            if len(r.replica_assignment) > MAX_PARTITIONS:
-                av.check_counts(len(r.replica_assignment), 1, 1, MAX_PARTITIONS)
-            av.check_assignment(r.replica_assignment, 0, live)
-            assignment = {p: list(rs) for p, rs in sorted(r.replica_assignment.items())}
-        else:
-            n = self.config.num_partitions if r.num_partitions == -1 else r.num_partitions
-            rf = self.config.default_replication_factor if r.replication_factor == -1 \
-                else r.replication_factor
-            av.check_counts(n, rf, len(live), MAX_PARTITIONS)
-            metas = ra.broker_metadatas(brokers, rack_mode)
-            assignment = ra.assign_replicas_to_brokers(metas, n, rf, rng=self._rng)
+        assignment = av.new_topic_assignment(
+            r, [b for b, _ in brokers], MAX_PARTITIONS, self.config.num_partitions,
+            self.config.default_replication_factor,
+            lambda n, rf: ra.assign_replicas_to_brokers(ra.broker_metadatas(brokers, rack_mode),
+                                                        n, rf, rng=self._rng))
         return assignment, validate_topic_config(raw)
 
     async def _write_new_topic(self, name: str, assignment: dict[int, list[int]],
@@ -324,27 +312,14 @@ class ZkAdminManager:
                              f"The topic '{r.name}' does not exist.")
         assignment, version = got
         current = len(assignment.partitions)
-        if r.count < current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} "
-                             f"partitions, which is higher than the requested {r.count}.")
-        if r.count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic already has {current} partitions.")
-        if r.count > MAX_PARTITIONS:
-            av.check_counts(r.count, 1, 1, MAX_PARTITIONS)
+        av.check_partition_growth(current, r.count, MAX_PARTITIONS)
         first = assignment.partitions.get(0)
         rf = len(first.replicas) if first is not None else 1
         new_ids = range(current, r.count)
         brokers = self._alive_broker_metadatas()
         live = [b for b, _ in brokers]
         if r.assignments is not None:
-            if len(r.assignments) != len(new_ids):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Increasing the number of partitions by {len(new_ids)} but "
-                                 f"{len(r.assignments)} assignments provided.")
-            given = dict(zip(new_ids, r.assignments, strict=True))
-            av.check_assignment(given, current, live, expected_rf=rf)
-            added = {p: list(rs) for p, rs in given.items()}
+            added = av.added_assignments(r.assignments, current, r.count, live, rf)
         else:
             metas = ra.broker_metadatas(brokers)
             head = first.replicas[0] if first is not None and first.replicas else 0
