@@ -50,7 +50,7 @@ class BrokerChanges:
     async def register_broker_modifications_handlers(self, broker_ids) -> None:
         for b in broker_ids:
             h = NodeChangeWatch(zd.BrokerIdZNode.path(b), on_change=lambda b=b:
-                             self.core.event_manager.put(ev.BrokerModifications(b)))
+                                self.core.event_manager.put(ev.BrokerModifications(b)))
             self._broker_handlers[b] = h
             await self.core.zk.zk.register_znode_change_handler_and_check_existence(h)
 
@@ -107,7 +107,8 @@ class BrokerChanges:
         await self.reassignments.maybe_resume_reassignments(
             lambda tp, a: any(r in new_brokers for r in a.replicas if r not in
                               a.removing_replicas))
-        deleting = {tp[0] for tp, _ in replicas if self.core.deletion.is_topic_queued_up_for_deletion(tp[0])}
+        deletion = self.core.deletion
+        deleting = {tp[0] for tp, _ in replicas if deletion.is_topic_queued_up_for_deletion(tp[0])}
         if deleting:
             log.info("Some replicas for topics scheduled for deletion %s are on the newly "
                      "restarted brokers %s. Signaling restart of topic deletion for these "
@@ -129,7 +130,8 @@ class BrokerChanges:
 
     async def on_replicas_become_offline(self, replicas) -> None:
         ctx = self.core.context
-        for_deletion = [r for r in replicas if self.core.deletion.is_topic_queued_up_for_deletion(r[0][0])]
+        deletion = self.core.deletion
+        for_deletion = [r for r in replicas if deletion.is_topic_queued_up_for_deletion(r[0][0])]
         not_for_deletion = [r for r in replicas if r not in set(for_deletion)]
         offline_leader = ctx.partitions_with_offline_leader()
         await self.core.partition_sm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
@@ -143,16 +145,17 @@ class BrokerChanges:
     async def _process_broker_modification(self, e: ev.BrokerModifications) -> None:
         if not self.core.is_active:
             return
+        ctx = self.core.context
         new = await self.core.zk.get_broker(e.broker_id)
-        old = self.core.context.live_brokers.get(e.broker_id)
+        old = ctx.live_brokers.get(e.broker_id)
         if new is None or old is None:
             return
         info, _epoch = new
         if info.endpoints != old.endpoints or info.features != old.features or \
                 info.rack != old.rack:
             log.info("Updated broker metadata: %s -> %s", old, info)
-            self.core.context.live_brokers[e.broker_id] = info
-            self.core.send_update_metadata_request(sorted(self.core.context.live_or_shutting_down_broker_ids))
+            ctx.live_brokers[e.broker_id] = info
+            self.core.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids))
 
 
 def _ids(ids) -> str:

@@ -97,7 +97,7 @@ class LeadershipRequests:
 
     def _put_zk_preferred_election(self) -> None:
         self.core.event_manager.put(ev.ReplicaLeaderElection(None, ELECTION_PREFERRED,
-                                                        ev.ZK_TRIGGERED))
+                                                             ev.ZK_TRIGGERED))
 
     def enable_topic_unclean_leader_election(self, topic: str) -> None:
         if self.core.is_active:
@@ -169,7 +169,8 @@ class LeadershipRequests:
             e.preempt()
             return
         admin = e.trigger == ev.ADMIN_CLIENT_TRIGGERED
-        if not admin and not await self.core.zk.zk.register_znode_change_handler_and_check_existence(
+        zkc = self.core.zk.zk
+        if not admin and not await zkc.register_znode_change_handler_and_check_existence(
                 self.preferred_watch):
             e.complete({})
             return
@@ -307,13 +308,13 @@ class LeadershipRequests:
         led = [tp for tp in to_act if ctx.leadership[tp].leader == e.broker_id]
         followed = [tp for tp in to_act if ctx.leadership[tp].leader != e.broker_id]
         await self.core.partition_sm.handle_state_changes(led, PartitionState.ONLINE,
-                                                     CONTROLLED_SHUTDOWN)
+                                                          CONTROLLED_SHUTDOWN)
         self.core.batch.new_batch()
         for tp in followed:
             self.core.batch.add_stop_replica([e.broker_id], tp, delete_partition=False)
         self.core.batch.send_requests_to_brokers(ctx.epoch)
         await self.core.replica_sm.handle_state_changes([(tp, e.broker_id) for tp in followed],
-                                                   ReplicaState.OFFLINE)
+                                                        ReplicaState.OFFLINE)
         e.complete((ErrorCode.NONE, self._leaderships_that_could_move(e.broker_id)))
 
     def _leaderships_that_could_move(self, broker_id: int
@@ -441,7 +442,7 @@ class LeadershipRequests:
             ctx.leadership.update(await self.core.zk.get_partition_states(succeeded))
         if wanted:
             self.core.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids),
-                                              sorted(wanted))
+                                                   sorted(wanted))
         e.complete(_alter_partition_response(ctx, responses, unknown_ids, use_ids))
         return responses
 

@@ -61,7 +61,7 @@ class BrokerNotifications:
             if tps:
                 ctx.leadership.update(await self.core.zk.get_partition_states(tps))
                 self.core.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids),
-                                                  tps)
+                                                       tps)
                 for tp in tps:
                     if tp in ctx.partitions_being_reassigned:
                         await self.reassignments.maybe_complete_reassignment(tp)
@@ -80,8 +80,8 @@ class BrokerNotifications:
                 replicas = self.core.context.replicas_on_brokers(set(brokers))
                 await self.core.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
         finally:
-            await self.core.zk.delete_log_dir_event_notifications(names,
-                                                             self.core.context.epoch_zk_version)
+            await self.core.zk.delete_log_dir_event_notifications(
+                names, self.core.context.epoch_zk_version)
 
     def on_leader_and_isr_response(self, response, broker_id: int) -> None:
         self.core.event_manager.put(ev.LeaderAndIsrResponseReceived(response, broker_id))

@@ -61,8 +61,8 @@ class PartitionReassignments:
 
     # ------------------------------------------------------------------ public API
 
-    async def alter_partition_reassignments(self, reassignments: dict[TopicPartition, list[int] | None]
-                                            ) -> tuple[int, dict]:
+    async def alter_partition_reassignments(
+            self, reassignments: dict[TopicPartition, list[int] | None]) -> tuple[int, dict]:
         """``(top-level error, {tp: (error code, message)})``; None target = cancel."""
         e = ev.ApiPartitionReassignment(reassignments)
         self.core.event_manager.put(e)
@@ -89,7 +89,8 @@ class PartitionReassignments:
 
     async def on_partition_reassignment(self, tp: TopicPartition,
                                         reassignment: ReplicaAssignment) -> None:
-        self.core.deletion.mark_topic_ineligible_for_deletion({tp[0]}, "topic reassignment in progress")
+        self.core.deletion.mark_topic_ineligible_for_deletion({tp[0]},
+                                                              "topic reassignment in progress")
         await self._update_current_reassignment(tp, reassignment)
         if not await self._is_reassignment_complete(tp, reassignment):
             await self._update_leader_epoch_and_send_request(tp, reassignment)
@@ -163,7 +164,7 @@ class PartitionReassignments:
         partitions[tp[1]] = a
         try:
             await self.core.zk.set_topic_assignment(tp[0], ctx.topic_ids.get(tp[0]), partitions,
-                                               ctx.epoch_zk_version)
+                                                    ctx.epoch_zk_version)
         except Exception as e:
             from controller.zk_client import NoNodeError
 

@@ -61,14 +61,14 @@ class TopicChanges:
             tid = a.topic_id
             if tid is None:
                 tid = random_uuid()
-                await self.core.zk.set_topic_assignment(topic, tid, a.partitions,
-                                                   self.core.context.epoch_zk_version)
+                await self.core.zk.set_topic_assignment(
+                    topic, tid, a.partitions, self.core.context.epoch_zk_version)
             self.core.context.add_topic_id(topic, tid)
 
     def register_partition_modifications_handlers(self, topics) -> None:
         for t in topics:
             h = NodeChangeWatch(zd.TopicZNode.path(t), on_change=lambda t=t:
-                             self.core.event_manager.put(ev.PartitionModifications(t)))
+                                self.core.event_manager.put(ev.PartitionModifications(t)))
             self._partition_handlers[t] = h
             self.core.zk.zk.register_znode_change_handler(h)
 
@@ -106,7 +106,7 @@ class TopicChanges:
         replicas = self.core.context.replicas_for_partitions(tps)
         await self.core.replica_sm.handle_state_changes(replicas, ReplicaState.NEW)
         await self.core.partition_sm.handle_state_changes(tps, PartitionState.ONLINE,
-                                                     OfflineStrategy(False))
+                                                          OfflineStrategy(False))
         await self.core.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
 
     async def _process_partition_modifications(self, e: ev.PartitionModifications) -> None:
@@ -126,7 +126,7 @@ class TopicChanges:
                 existing = {p: ctx.partition_full_replica_assignment((e.topic, p))
                             for p in assignment.partitions if p not in to_add}
                 await self.core.zk.set_topic_assignment(e.topic, ctx.topic_ids.get(e.topic),
-                                                   existing, ctx.epoch_zk_version)
+                                                        existing, ctx.epoch_zk_version)
             return
         if to_add:
             log.info("New partitions to be added %s", sorted(to_add))
@@ -152,5 +152,5 @@ class TopicChanges:
             log.info("Starting topic deletion for topics %s", ",".join(sorted(to_delete)))
             reassigning = {tp[0] for tp in ctx.partitions_being_reassigned}
             self.core.deletion.mark_topic_ineligible_for_deletion(to_delete & reassigning,
-                                                             "topic reassignment in progress")
+                                                                  "topic reassignment in progress")
             await self.core.deletion.enqueue_topics_for_deletion(to_delete)
