@@ -10,12 +10,21 @@ assignment rules of AdminZkClient). Each check raises ``KafkaError`` with Kafka'
 - explicit assignments: INVALID_REQUEST when counts are given too; INVALID_REPLICA_ASSIGNMENT
   for non-consecutive partition ids, empty or duplicate replica lists, unknown brokers, or
   replication factors that differ between partitions.
+- partition growth (CreatePartitions): INVALID_PARTITIONS when the new count is not above
+  the current one or above the limit; INVALID_REPLICA_ASSIGNMENT when the number of given
+  assignments differs from the number of new partitions.
+
+``new_topic_assignment`` and ``check_partition_growth`` / ``added_assignments`` are the
+rules both controllers apply (embedded: :mod:`controller.topic_admin`, ZooKeeper:
+:mod:`controller.zk_admin`), as Kafka's ZkAdminManager.createTopics and
+AdminZkClient.createPartitions.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 
 from protocol.errors import ErrorCode, KafkaError
 
@@ -167,3 +176,52 @@ def check_assignment(
                 f"{rf} while partition {p} has {len(replicas)}.",
             )
     return rf or 0
+
+
+def new_topic_assignment(
+    r: Any, live_brokers: Collection[int], max_partitions: int, default_partitions: int,
+    default_rf: int, assign: Callable[[int, int], dict[int, list[int]]],
+) -> dict[int, list[int]]:
+    """The replica lists of a new topic (``r`` a ``controller.api.CreatableTopic``): its
+    explicit ``replica_assignment``, validated, or ``assign(partitions, replication_factor)``
+    with -1 counts replaced by the defaults (``num.partitions``,
+    ``default.replication.factor``) after ``check_counts``."""
+    if r.replica_assignment:
+        if r.num_partitions != -1 or r.replication_factor != -1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or "
+                             "replicationFactor and replicasAssignments were set. Both "
+                             "cannot be used at the same time.")
+        if len(r.replica_assignment) > max_partitions:
+            check_counts(len(r.replica_assignment), 1, 1, max_partitions)
+        check_assignment(r.replica_assignment, 0, live_brokers)
+        return {p: list(rs) for p, rs in sorted(r.replica_assignment.items())}
+    n = default_partitions if r.num_partitions == -1 else r.num_partitions
+    rf = default_rf if r.replication_factor == -1 else r.replication_factor
+    check_counts(n, rf, len(live_brokers), max_partitions)
+    return assign(n, rf)
+
+
+def check_partition_growth(current: int, count: int, max_partitions: int) -> None:
+    """CreatePartitions from ``current`` to ``count`` partitions."""
+    if count < current:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} "
+                         f"partitions, which is higher than the requested {count}.")
+    if count == current:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                         f"Topic already has {current} partitions.")
+    if count > max_partitions:
+        check_counts(count, 1, 1, max_partitions)
+
+
+def added_assignments(assignments: list[list[int]], current: int, count: int,
+                      live_brokers: Collection[int], rf: int) -> dict[int, list[int]]:
+    """The explicit replica lists of CreatePartitions' new partitions ``current..count-1``,
+    each of the topic's replication factor ``rf``."""
+    new_ids = range(current, count)
+    if len(assignments) != len(new_ids):
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"Increasing the number of partitions by {len(new_ids)} but "
+                         f"{len(assignments)} assignments provided.")
+    given = dict(zip(new_ids, assignments, strict=True))
+    check_assignment(given, current, live_brokers, expected_rf=rf)
+    return {p: list(rs) for p, rs in given.items()}

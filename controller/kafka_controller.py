@@ -14,99 +14,55 @@ UpdateMetadata to every live broker; start the replica and partition state machi
 send LeaderAndIsr for every partition and elect leaders for offline ones); resume
 reassignments, deletions and preferred elections; schedule the auto leader rebalance.
 
-Brokers (``BrokerChange``): new ones get UpdateMetadata with every partition, LeaderAndIsr
-for their replicas, elections for offline partitions, and resumed reassignments/deletions;
-dead ones lose their replicas (OfflineReplica: out of the ISR) and their leaderships
-(OfflinePartition -> elected from the live ISR); a broker whose epoch (czxid) grew was
-bounced (session expiry and re-registration): handled as a failure then a startup.
-
 Resignation: on ``/controller`` deletion or change (re-election), session expiry, or a write
 that fails the controller-epoch check (:class:`ControllerMovedError`). Everything in-memory
 is dropped and the channel manager closed.
 
-The leadership requests (ControlledShutdown, AlterPartition, ElectLeaders, auto rebalance)
-live in :mod:`controller.leadership`, reassignments in :mod:`controller.reassignment`, ISR
-change and log dir failure notifications and LeaderAndIsr responses in
-:mod:`controller.notifications`.
+Collaborators it builds, each given this controller's shared state
+(:class:`~controller.controller_core.ControllerCore`) and contributing its event handlers to
+the dispatch table: broker startups, failures and modifications in ``self.brokers``
+(:mod:`controller.broker_changes`); topic creation, partition additions and deletion
+requests in ``self.topics`` (:mod:`controller.topic_changes`); the leadership requests
+(ControlledShutdown, AlterPartition, ElectLeaders, auto rebalance) in ``self.leadership``
+(:mod:`controller.leadership`); reassignments in ``self.reassignments``
+(:mod:`controller.reassignment`); ISR change and log dir failure notifications and
+LeaderAndIsr responses in ``self.notifications`` (:mod:`controller.notifications`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from controller import controller_events as ev
 from controller import zk_data as zd
+from controller.broker_changes import BrokerChanges
 from controller.channel_manager import ControllerChannelManager
 from controller.context import (
-    ControllerContext,
-    PartitionState,
-    ReplicaState,
     TopicPartition,
     is_being_reassigned,
 )
+from controller.controller_core import (
+    ControllerConfig,
+    ControllerCore,
+    NodeChangeWatch,
+)
 from controller.event_manager import ControllerEvent, ControllerEventManager
-from controller.kafka_uuid import random_uuid
 from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient, lost_controllership
-from controller.leadership import LeadershipMixin
-from controller.notifications import NotificationsMixin
-from controller.partition_state_machine import OfflineStrategy, PartitionStateMachine
-from controller.reassignment import ReassignmentMixin
+from controller.leadership import LeadershipRequests
+from controller.notifications import BrokerNotifications
+from controller.partition_state_machine import PartitionStateMachine
+from controller.reassignment import PartitionReassignments
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
+from controller.topic_changes import TopicChanges
 from controller.topic_deletion import TopicDeletionManager
-from controller.zk_client import StateChangeHandler, ZNodeChangeHandler, ZNodeChildChangeHandler
+from controller.zk_client import StateChangeHandler
 
-__all__ = ["ControllerConfig", "KafkaController"]
+__all__ = ["KafkaController"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ControllerConfig:
-    """The broker settings the controller reads (Kafka key names in comments)."""
-
-    broker_id: int
-    inter_broker_listener_name: str = "PLAINTEXT"  # inter.broker.listener.name
-    delete_topic_enable: bool = True  # delete.topic.enable
-    auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
-    leader_imbalance_check_interval_s: float = 300.0  # leader.imbalance.check.interval.seconds
-    leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
-    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
-    controller_socket_timeout_ms: int = 30000  # controller.socket.timeout.ms
-    #: first auto rebalance check after becoming controller (Kafka: 5 s)
-    first_rebalance_delay_s: float = 5.0
-
-
-# ------------------------------------------------------------------------- watch handlers
-
-class _ChildHandler(ZNodeChildChangeHandler):
-    def __init__(self, path: str, put: Callable[[], None]) -> None:
-        self.path = path
-        self._put = put
-
-    def on_child_change(self) -> None:
-        self._put()
-
-
-class _NodeHandler(ZNodeChangeHandler):
-    def __init__(self, path: str, on_create=None, on_delete=None, on_change=None) -> None:
-        self.path = path
-        self._create, self._delete, self._change = on_create, on_delete, on_change
-
-    def on_create(self) -> None:
-        if self._create:
-            self._create()
-
-    def on_delete(self) -> None:
-        if self._delete:
-            self._delete()
-
-    def on_data_change(self) -> None:
-        if self._change:
-            self._change()
 
 
 class _SessionHandler(StateChangeHandler):
@@ -122,7 +78,7 @@ class _SessionHandler(StateChangeHandler):
         self.c.event_manager.put(ev.RegisterBrokerAndReelect())
 
 
-class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
+class KafkaController(ControllerCore):
     """``register_broker`` re-registers this broker (returns the new broker epoch) on a new
     ZooKeeper session; ``on_broker_epoch(epoch)`` tells the broker its new epoch."""
 
@@ -131,66 +87,52 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
                  unclean_enabled: Callable[[str], Awaitable[bool]] | None = None,
                  on_broker_epoch: Callable[[int], None] | None = None,
                  opener=None) -> None:
-        self.config = config
+        super().__init__(config, zk)
         self.opener = opener
-        self.zk = zk
         self.broker_info = broker_info
         self.broker_epoch = broker_epoch
         self.on_broker_epoch = on_broker_epoch
-        self.broker_id = config.broker_id
-        self.active_controller_id = -1
-        self.context = ControllerContext()
         self.event_manager = ControllerEventManager(self.broker_id, self.process)
-        self.channel: ControllerChannelManager | None = None
+        self.reassignments = PartitionReassignments(self)
+        self.leadership = LeadershipRequests(self, self.reassignments)
+        self.brokers = BrokerChanges(self, self.reassignments)
+        self.topics = TopicChanges(self)
+        self.notifications = BrokerNotifications(self, self.reassignments,
+                                                 self.brokers.on_replicas_become_offline)
         self.batch = ControllerBrokerRequestBatch(
             self.broker_id, self.context, config.inter_broker_listener_name, self._send,
-            on_leader_and_isr_response=self._leader_and_isr_response,
+            on_leader_and_isr_response=self.notifications.on_leader_and_isr_response,
             on_stop_replica_response=self._stop_replica_response)
         self.partition_sm = PartitionStateMachine(self.broker_id, self.context, zk, self.batch,
                                                   unclean_enabled or self._default_unclean)
         self.replica_sm = ReplicaStateMachine(self.broker_id, self.context, zk, self.batch)
         self.deletion = TopicDeletionManager(
             self.context, zk, self.replica_sm, self.partition_sm, config.delete_topic_enable,
-            self._send_metadata_update_for, self._mute_partition_modifications)
-        self._partition_handlers: dict[str, _NodeHandler] = {}
-        self._broker_handlers: dict[int, _NodeHandler] = {}
-        self._rebalance_timer: asyncio.TimerHandle | None = None
+            self._send_metadata_update_for, self.topics.mute_partition_modifications)
         self.failovers = 0
         self._controller_znode_stale = False  # /controller names us from another session
         self._stale_controller_logged = 0  # the stale session last logged
-        self._controller_handler = _NodeHandler(
+        put = self.event_manager.put
+        self._controller_handler = NodeChangeWatch(
             zd.ControllerZNode.path,
-            on_create=lambda: self.event_manager.put(ev.ControllerChange()),
-            on_delete=lambda: self.event_manager.put(ev.Reelect()),
-            on_change=lambda: self.event_manager.put(ev.ControllerChange()))
-        self._broker_change = _ChildHandler(zd.BrokerIdsZNode.path,
-                                            lambda: self.event_manager.put(ev.BrokerChange()))
-        self._topic_change = _ChildHandler(zd.TopicsZNode.path,
-                                           lambda: self.event_manager.put(ev.TopicChange()))
-        self._topic_deletion = _ChildHandler(zd.DeleteTopicsZNode.path,
-                                             lambda: self.event_manager.put(ev.TopicDeletion()))
-        self._isr_change = _ChildHandler(zd.IsrChangeNotificationZNode.path,
-                                         lambda: self.event_manager.put(
-                                             ev.IsrChangeNotification()))
-        self._log_dir_event = _ChildHandler(zd.LogDirEventNotificationZNode.path,
-                                            lambda: self.event_manager.put(
-                                                ev.LogDirEventNotification()))
-        self._reassign_handler = _NodeHandler(
-            zd.ReassignPartitionsZNode.path,
-            on_create=lambda: self.event_manager.put(ev.ZkPartitionReassignment()))
-        self._preferred_handler = _NodeHandler(
-            zd.PreferredReplicaElectionZNode.path,
-            on_create=self._put_zk_preferred_election)
+            on_create=lambda: put(ev.ControllerChange()),
+            on_delete=lambda: put(ev.Reelect()),
+            on_change=lambda: put(ev.ControllerChange()))
+        self._dispatch = {
+            ev.Startup: self._process_startup,
+            ev.ControllerChange: self._process_controller_change,
+            ev.Reelect: self._process_reelect,
+            ev.RegisterBrokerAndReelect: self._process_register_broker_and_reelect,
+            ev.Expire: self._process_expire,
+            ev.TopicDeletionStopReplicaResponseReceived: self._process_stop_replica_response,
+            **self.brokers.handlers(),
+            **self.topics.handlers(),
+            **self.leadership.handlers(),
+            **self.reassignments.handlers(),
+            **self.notifications.handlers(),
+        }
 
     # ------------------------------------------------------------------ public
-
-    @property
-    def is_active(self) -> bool:
-        return self.active_controller_id == self.broker_id
-
-    @property
-    def epoch(self) -> int:
-        return self.context.epoch
 
     async def startup(self) -> None:
         """Register the session handler and the /controller watch; try to become controller
@@ -215,7 +157,7 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
             log.error("unknown controller event %r", event)
             return
         try:
-            await handler(self, event)
+            await handler(event)
         except ControllerMovedError:
             log.info("Controller moved to another broker when processing %r.", event)
             if hasattr(event, "future"):
@@ -336,12 +278,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
     async def _on_controller_failover(self) -> None:
         zkc = self.zk.zk
         self.failovers += 1
-        for h in (self._broker_change, self._topic_change, self._topic_deletion):
+        for h in (self.brokers.watch, *self.topics.watches):
             zkc.register_znode_child_change_handler(h)
-        self._register_notification_handlers()
-        for h in (self._preferred_handler, self._reassign_handler):
+        self.notifications.register_watches()
+        for h in (self.leadership.preferred_watch, self.reassignments.watch):
             await zkc.register_znode_change_handler_and_check_existence(h)
-        await self._delete_stale_notifications()
+        await self.notifications.delete_stale_notifications()
         await self._initialize_controller_context()
         to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
         await self.deletion.init(to_delete, ineligible)
@@ -349,12 +291,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         await self.replica_sm.startup()
         await self.partition_sm.startup()
         log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
-        await self._initialize_partition_reassignments()
+        await self.reassignments.initialize()
         await self.deletion.try_topic_deletion()
-        pending = await self._fetch_pending_preferred_replica_elections()
-        await self.on_replica_election(pending, 0, ev.ZK_TRIGGERED)
+        pending = await self.leadership.fetch_pending_preferred_replica_elections()
+        await self.leadership.on_replica_election(pending, 0, ev.ZK_TRIGGERED)
         if self.config.auto_leader_rebalance_enable:
-            self._schedule_auto_rebalance(self.config.first_rebalance_delay_s)
+            self.leadership.schedule_auto_rebalance(self.config.first_rebalance_delay_s)
 
     async def _initialize_controller_context(self) -> None:
         ctx = self.context
@@ -363,9 +305,9 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         ctx.add_live_brokers(brokers)
         log.info("Initialized broker epochs cache: %s", dict(ctx.live_broker_epochs))
         ctx.all_topics = await self.zk.get_all_topics()
-        self._register_partition_modifications_handlers(ctx.all_topics)
+        self.topics.register_partition_modifications_handlers(ctx.all_topics)
         assignments = await self.zk.get_topic_assignments(ctx.all_topics)
-        await self._process_topic_ids(assignments)
+        await self.topics.process_topic_ids(assignments)
         for topic, a in assignments.items():
             for p, ra in a.partitions.items():
                 ctx.update_partition_full_replica_assignment((topic, p), ra)
@@ -373,7 +315,7 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
                     ctx.partitions_being_reassigned.add((topic, p))
         ctx.leadership.clear()
         ctx.shutting_down_broker_ids.clear()
-        await self._register_broker_modifications_handlers(ctx.live_brokers)
+        await self.brokers.register_broker_modifications_handlers(ctx.live_brokers)
         ctx.leadership.update(await self.zk.get_partition_states(ctx.all_partitions()))
         self.channel = ControllerChannelManager(
             self.broker_id, lambda: self.context.epoch, self.config.inter_broker_listener_name,
@@ -382,16 +324,6 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         log.info("Currently active brokers in the cluster: %s", sorted(ctx.live_broker_ids))
         log.info("Current list of topics in the cluster: %s", sorted(ctx.all_topics))
         del zkc
-
-    async def _process_topic_ids(self, assignments: dict[str, zd.TopicAssignment]) -> None:
-        """Give topics without a topic ID one (fenced write), remember every ID."""
-        for topic, a in assignments.items():
-            tid = a.topic_id
-            if tid is None:
-                tid = random_uuid()
-                await self.zk.set_topic_assignment(topic, tid, a.partitions,
-                                                   self.context.epoch_zk_version)
-            self.context.add_topic_id(topic, tid)
 
     async def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
         ctx = self.context
@@ -406,16 +338,12 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         zkc = self.zk.zk
         for path in (zd.TopicsZNode.path, zd.DeleteTopicsZNode.path, zd.BrokerIdsZNode.path):
             zkc.unregister_znode_child_change_handler(path)
-        self._unregister_notification_handlers()
+        self.notifications.unregister_watches()
         for path in (zd.ReassignPartitionsZNode.path, zd.PreferredReplicaElectionZNode.path):
             zkc.unregister_znode_change_handler(path)
-        for b in list(self._broker_handlers):
-            zkc.unregister_znode_change_handler(self._broker_handlers.pop(b).path)
-        for t in list(self._partition_handlers):
-            zkc.unregister_znode_change_handler(self._partition_handlers.pop(t).path)
-        if self._rebalance_timer is not None:
-            self._rebalance_timer.cancel()
-            self._rebalance_timer = None
+        self.brokers.unregister_all()
+        self.topics.unregister_all()
+        self.leadership.cancel_auto_rebalance()
         if self.channel is not None:
             channel, self.channel = self.channel, None
             await channel.shutdown()
@@ -424,16 +352,6 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         log.info("Resigned")
 
     # ------------------------------------------------------------------ requests to brokers
-
-    def _send(self, broker_id: int, api_key: int, version: int, request, callback) -> None:
-        if self.channel is not None:
-            self.channel.send_request(broker_id, api_key, version, request, callback)
-
-    def send_update_metadata_request(self, brokers: list[int],
-                                     partitions: list[TopicPartition] = ()) -> None:
-        self.batch.new_batch()
-        self.batch.add_update_metadata(brokers, partitions)
-        self.batch.send_requests_to_brokers(self.context.epoch)
 
     def _send_metadata_update_for(self, partitions: list[TopicPartition]) -> None:
         self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids),
@@ -456,234 +374,9 @@ class KafkaController(LeadershipMixin, ReassignmentMixin, NotificationsMixin):
         if done:
             await self.deletion.complete_replica_deletion([(tp, e.broker_id) for tp in done])
 
-    # ------------------------------------------------------------------ brokers
-
-    async def _register_broker_modifications_handlers(self, broker_ids) -> None:
-        for b in broker_ids:
-            h = _NodeHandler(zd.BrokerIdZNode.path(b), on_change=lambda b=b:
-                             self.event_manager.put(ev.BrokerModifications(b)))
-            self._broker_handlers[b] = h
-            await self.zk.zk.register_znode_change_handler_and_check_existence(h)
-
-    def _unregister_broker_modifications_handlers(self, broker_ids) -> None:
-        for b in broker_ids:
-            h = self._broker_handlers.pop(b, None)
-            if h is not None:
-                self.zk.zk.unregister_znode_change_handler(h.path)
-
-    async def _process_broker_change(self, _e) -> None:
-        if not self.is_active:
-            return
-        ctx = self.context
-        current = await self.zk.get_all_brokers_and_epochs()
-        cur_ids = set(current)
-        known = ctx.live_or_shutting_down_broker_ids
-        new_ids = cur_ids - known
-        dead_ids = known - cur_ids
-        bounced = {b for b in cur_ids & known if current[b][1] > ctx.live_broker_epochs[b]}
-        log.info("Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live "
-                 "brokers: %s", _ids(new_ids), _ids(dead_ids), _ids(bounced), _ids(cur_ids))
-        for b in new_ids:
-            self.channel.add_broker(current[b][0])
-        for b in bounced:
-            await self.channel.remove_broker(b)
-            self.channel.add_broker(current[b][0])
-        for b in dead_ids:
-            await self.channel.remove_broker(b)
-        if new_ids:
-            ctx.add_live_brokers({b: current[b] for b in new_ids})
-            await self._on_broker_startup(sorted(new_ids))
-        if bounced:
-            ctx.remove_live_brokers(bounced)
-            await self._on_broker_failure(sorted(bounced))
-            ctx.add_live_brokers({b: current[b] for b in bounced})
-            await self._on_broker_startup(sorted(bounced))
-        if dead_ids:
-            ctx.remove_live_brokers(dead_ids)
-            await self._on_broker_failure(sorted(dead_ids))
-        if new_ids or dead_ids or bounced:
-            log.info("Updated broker epochs cache: %s", dict(ctx.live_broker_epochs))
-
-    async def _on_broker_startup(self, new_brokers: list[int]) -> None:
-        ctx = self.context
-        log.info("New broker startup callback for %s", _ids(new_brokers))
-        for b in new_brokers:
-            ctx.replicas_on_offline_dirs.pop(b, None)
-        existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
-        self.send_update_metadata_request(existing)
-        self.send_update_metadata_request(new_brokers, ctx.partitions_with_leaders())
-        replicas = ctx.replicas_on_brokers(set(new_brokers))
-        await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
-        await self.partition_sm.trigger_online_partition_state_change()
-        await self.maybe_resume_reassignments(
-            lambda tp, a: any(r in new_brokers for r in a.replicas if r not in
-                              a.removing_replicas))
-        deleting = {tp[0] for tp, _ in replicas if self.deletion.is_topic_queued_up_for_deletion(tp[0])}
-        if deleting:
-            log.info("Some replicas for topics scheduled for deletion %s are on the newly "
-                     "restarted brokers %s. Signaling restart of topic deletion for these "
-                     "topics", sorted(deleting), _ids(new_brokers))
-            await self.deletion.resume_deletion_for_topics(deleting)
-        await self._register_broker_modifications_handlers(new_brokers)
-
-    async def _on_broker_failure(self, dead: list[int]) -> None:
-        ctx = self.context
-        log.info("Broker failure callback for %s", _ids(dead))
-        for b in dead:
-            ctx.replicas_on_offline_dirs.pop(b, None)
-        was_shutting = [b for b in dead if b in ctx.shutting_down_broker_ids]
-        ctx.shutting_down_broker_ids -= set(dead)
-        if was_shutting:
-            log.info("Removed %s from list of shutting down brokers.", _ids(was_shutting))
-        await self._on_replicas_become_offline(ctx.replicas_on_brokers(set(dead)))
-        self._unregister_broker_modifications_handlers(dead)
-
-    async def _on_replicas_become_offline(self, replicas) -> None:
-        ctx = self.context
-        for_deletion = [r for r in replicas if self.deletion.is_topic_queued_up_for_deletion(r[0][0])]
-        not_for_deletion = [r for r in replicas if r not in set(for_deletion)]
-        offline_leader = ctx.partitions_with_offline_leader()
-        await self.partition_sm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
-        results = await self.partition_sm.trigger_online_partition_state_change()
-        await self.replica_sm.handle_state_changes(not_for_deletion, ReplicaState.OFFLINE)
-        if for_deletion:
-            await self.deletion.fail_replica_deletion(for_deletion)
-        if not not_for_deletion and all(isinstance(r, Exception) for r in results.values()):
-            self.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids))
-
-    async def _process_broker_modification(self, e: ev.BrokerModifications) -> None:
-        if not self.is_active:
-            return
-        new = await self.zk.get_broker(e.broker_id)
-        old = self.context.live_brokers.get(e.broker_id)
-        if new is None or old is None:
-            return
-        info, _epoch = new
-        if info.endpoints != old.endpoints or info.features != old.features or \
-                info.rack != old.rack:
-            log.info("Updated broker metadata: %s -> %s", old, info)
-            self.context.live_brokers[e.broker_id] = info
-            self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
-
-    # ------------------------------------------------------------------ topics
-
-    def _register_partition_modifications_handlers(self, topics) -> None:
-        for t in topics:
-            h = _NodeHandler(zd.TopicZNode.path(t), on_change=lambda t=t:
-                             self.event_manager.put(ev.PartitionModifications(t)))
-            self._partition_handlers[t] = h
-            self.zk.zk.register_znode_change_handler(h)
-
-    def _mute_partition_modifications(self, topic: str) -> None:
-        h = self._partition_handlers.pop(topic, None)
-        if h is not None:
-            self.zk.zk.unregister_znode_change_handler(h.path)
-
-    async def _process_topic_change(self, _e) -> None:
-        if not self.is_active:
-            return
-        ctx = self.context
-        topics = await self.zk.get_all_topics()
-        new_topics = topics - ctx.all_topics
-        deleted = ctx.all_topics - topics
-        ctx.all_topics = topics
-        self._register_partition_modifications_handlers(new_topics)
-        added = await self.zk.get_topic_assignments(new_topics)
-        for t in deleted:
-            ctx.remove_topic(t)
-        await self._process_topic_ids(added)
-        new_partitions = []
-        for topic, a in added.items():
-            for p, ra in a.partitions.items():
-                ctx.update_partition_full_replica_assignment((topic, p), ra)
-                new_partitions.append((topic, p))
-        log.info("New topics: [%s], deleted topics: [%s]", ",".join(sorted(new_topics)),
-                 ",".join(sorted(deleted)))
-        if new_partitions:
-            await self._on_new_partition_creation(new_partitions)
-
-    async def _on_new_partition_creation(self, tps: list[TopicPartition]) -> None:
-        log.info("New partition creation callback for %d partitions", len(tps))
-        await self.partition_sm.handle_state_changes(tps, PartitionState.NEW)
-        replicas = self.context.replicas_for_partitions(tps)
-        await self.replica_sm.handle_state_changes(replicas, ReplicaState.NEW)
-        await self.partition_sm.handle_state_changes(tps, PartitionState.ONLINE,
-                                                     OfflineStrategy(False))
-        await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
-
-    async def _process_partition_modifications(self, e: ev.PartitionModifications) -> None:
-        if not self.is_active:
-            return
-        ctx = self.context
-        got = await self.zk.get_topic_assignment(e.topic)
-        if got is None:
-            return
-        assignment, _version = got
-        to_add = {p: ra for p, ra in assignment.partitions.items()
-                  if not ctx.partition_replica_assignment((e.topic, p))}
-        if self.deletion.is_topic_queued_up_for_deletion(e.topic):
-            if to_add:
-                log.warning("Skipping adding partitions %s for topic %s since it is currently "
-                            "being deleted", sorted(to_add), e.topic)
-                existing = {p: ctx.partition_full_replica_assignment((e.topic, p))
-                            for p in assignment.partitions if p not in to_add}
-                await self.zk.set_topic_assignment(e.topic, ctx.topic_ids.get(e.topic),
-                                                   existing, ctx.epoch_zk_version)
-            return
-        if to_add:
-            log.info("New partitions to be added %s", sorted(to_add))
-            for p, ra in to_add.items():
-                ctx.update_partition_full_replica_assignment((e.topic, p), ra)
-            await self._on_new_partition_creation([(e.topic, p) for p in sorted(to_add)])
-
-    async def _process_topic_deletion(self, _e) -> None:
-        if not self.is_active:
-            return
-        ctx = self.context
-        to_delete = set(await self.zk.get_topic_deletions())
-        missing = to_delete - ctx.all_topics
-        if missing:
-            log.warning("Ignoring request to delete non-existing topics %s", sorted(missing))
-            await self.zk.delete_topic_deletions(missing, ctx.epoch_zk_version)
-        to_delete -= missing
-        if not self.config.delete_topic_enable:
-            log.info("Removing %s since delete topic is disabled", sorted(to_delete))
-            await self.zk.delete_topic_deletions(to_delete, ctx.epoch_zk_version)
-            return
-        if to_delete:
-            log.info("Starting topic deletion for topics %s", ",".join(sorted(to_delete)))
-            reassigning = {tp[0] for tp in ctx.partitions_being_reassigned}
-            self.deletion.mark_topic_ineligible_for_deletion(to_delete & reassigning,
-                                                             "topic reassignment in progress")
-            await self.deletion.enqueue_topics_for_deletion(to_delete)
-
     async def _default_unclean(self, topic: str) -> bool:
         configs = await self.zk.get_entity_configs("topics", topic)
         value = configs.get("unclean.leader.election.enable")
         if value is None:
             return self.config.unclean_leader_election_enable
         return value.strip().lower() == "true"
-
-    _dispatch: dict = {}
-
-
-def _ids(ids) -> str:
-    return ",".join(str(i) for i in sorted(ids))
-
-
-KafkaController._dispatch = {
-    ev.Startup: KafkaController._process_startup,
-    ev.ControllerChange: KafkaController._process_controller_change,
-    ev.Reelect: KafkaController._process_reelect,
-    ev.RegisterBrokerAndReelect: KafkaController._process_register_broker_and_reelect,
-    ev.Expire: KafkaController._process_expire,
-    ev.BrokerChange: KafkaController._process_broker_change,
-    ev.BrokerModifications: KafkaController._process_broker_modification,
-    ev.TopicChange: KafkaController._process_topic_change,
-    ev.PartitionModifications: KafkaController._process_partition_modifications,
-    ev.TopicDeletion: KafkaController._process_topic_deletion,
-    ev.TopicDeletionStopReplicaResponseReceived: KafkaController._process_stop_replica_response,
-    **LeadershipMixin.handlers(),
-    **ReassignmentMixin.handlers(),
-    **NotificationsMixin.handlers(),
-}

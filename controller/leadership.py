@@ -1,4 +1,4 @@
-"""Leadership requests of the ZooKeeper controller (a mixin of KafkaController).
+"""Leadership requests of the ZooKeeper controller (a collaborator of KafkaController).
 
 - ElectLeaders (KIP-460) and ``/admin/preferred_replica_election``: preferred elections move
   leadership to the first replica when it is live and in the ISR (else
@@ -29,12 +29,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import TYPE_CHECKING
 
 from controller import controller_events as ev
 from controller.context import PartitionState, ReplicaState, TopicPartition
+from controller.controller_core import NodeChangeWatch
 from controller.kafka_zk_client import lost_controllership
 from controller.partition_state_machine import (
     CONTROLLED_SHUTDOWN,
@@ -43,12 +45,13 @@ from controller.partition_state_machine import (
     OfflineStrategy,
     StateChangeFailedError,
 )
-from controller.zk_data import LeaderIsrAndControllerEpoch
+from controller.zk_data import LeaderIsrAndControllerEpoch, PreferredReplicaElectionZNode
 from protocol.errors import ErrorCode
 from protocol.messages import AlterPartitionResponse
 
 if TYPE_CHECKING:
-    from controller.kafka_controller import KafkaController
+    from controller.controller_core import ControllerCore
+    from controller.reassignment import PartitionReassignments
 
 log = logging.getLogger(__name__)
 
@@ -57,43 +60,55 @@ ZERO_UUID = uuid.UUID(int=0)
 State = LeaderIsrAndControllerEpoch
 
 
-class LeadershipMixin:
-    _last_refusal: tuple[int, frozenset] | None = None  # logged at INFO once per repeat
+class LeadershipRequests:
+    """Elections, auto rebalance, ControlledShutdown and AlterPartition over the controller's
+    shared state (``core``); completes reassignments through ``reassignments``.
+    ``preferred_watch`` is the ``/admin/preferred_replica_election`` creation watch the
+    controller registers on failover."""
+
+    def __init__(self, core: ControllerCore, reassignments: PartitionReassignments) -> None:
+        self.core = core
+        self.reassignments = reassignments
+        self.preferred_watch = NodeChangeWatch(PreferredReplicaElectionZNode.path,
+                                               on_create=self._put_zk_preferred_election)
+        self._rebalance_timer: asyncio.TimerHandle | None = None
+        self._last_refusal: tuple[int, frozenset] | None = None  # INFO once per repeat
+
     # ------------------------------------------------------------------ public API
 
-    async def elect_leaders(self: KafkaController, partitions: set[TopicPartition] | None,
+    async def elect_leaders(self, partitions: set[TopicPartition] | None,
                             election_type: int) -> dict[TopicPartition, tuple[int, str | None]]:
         """Admin-triggered election; ``{tp: (error code, message)}`` (leader elected -> NONE).
         ``partitions=None`` = every partition (only elected or failed ones are reported)."""
         e = ev.ReplicaLeaderElection(partitions, election_type, ev.ADMIN_CLIENT_TRIGGERED)
-        self.event_manager.put(e)
+        self.core.event_manager.put(e)
         return await e.future
 
-    async def controlled_shutdown(self: KafkaController, broker_id: int, broker_epoch: int
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int
                                   ) -> tuple[int, list[TopicPartition]]:
         e = ev.ControlledShutdown(broker_id, broker_epoch)
-        self.event_manager.put(e)
+        self.core.event_manager.put(e)
         return await e.future
 
-    async def alter_partition(self: KafkaController, request, version: int):
+    async def alter_partition(self, request, version: int):
         e = ev.AlterPartitionReceived(request, version)
-        self.event_manager.put(e)
+        self.core.event_manager.put(e)
         return await e.future
 
-    def _put_zk_preferred_election(self: KafkaController) -> None:
-        self.event_manager.put(ev.ReplicaLeaderElection(None, ELECTION_PREFERRED,
-                                                        ev.ZK_TRIGGERED))
+    def _put_zk_preferred_election(self) -> None:
+        self.core.event_manager.put(ev.ReplicaLeaderElection(None, ELECTION_PREFERRED,
+                                                             ev.ZK_TRIGGERED))
 
-    def enable_topic_unclean_leader_election(self: KafkaController, topic: str) -> None:
-        if self.is_active:
-            self.event_manager.put(ev.TopicUncleanLeaderElectionEnable(topic))
+    def enable_topic_unclean_leader_election(self, topic: str) -> None:
+        if self.core.is_active:
+            self.core.event_manager.put(ev.TopicUncleanLeaderElectionEnable(topic))
 
-    def enable_default_unclean_leader_election(self: KafkaController) -> None:
-        self.event_manager.put(ev.UncleanLeaderElectionEnable())
+    def enable_default_unclean_leader_election(self) -> None:
+        self.core.event_manager.put(ev.UncleanLeaderElectionEnable())
 
     # ------------------------------------------------------------------ elections
 
-    async def on_replica_election(self: KafkaController, partitions, election_type: int,
+    async def on_replica_election(self, partitions, election_type: int,
                                   trigger: str) -> dict[TopicPartition, State | Exception]:
         partitions = sorted(partitions)
         if not partitions and trigger == ev.ADMIN_CLIENT_TRIGGERED:
@@ -105,7 +120,7 @@ class LeadershipMixin:
         try:
             strategy = PREFERRED if election_type == ELECTION_PREFERRED else \
                 OfflineStrategy(trigger == ev.ADMIN_CLIENT_TRIGGERED)
-            results = await self.partition_sm.handle_state_changes(
+            results = await self.core.partition_sm.handle_state_changes(
                 partitions, PartitionState.ONLINE, strategy)
             if trigger != ev.ADMIN_CLIENT_TRIGGERED:
                 for tp, r in results.items():
@@ -119,8 +134,8 @@ class LeadershipMixin:
                     partitions, trigger == ev.AUTO_TRIGGERED)
 
     async def _remove_partitions_from_preferred_replica_election(
-            self: KafkaController, partitions, is_auto: bool) -> None:
-        ctx = self.context
+            self, partitions, is_auto: bool) -> None:
+        ctx = self.core.context
         for tp in partitions:
             state = ctx.leadership.get(tp)
             replicas = ctx.partition_replica_assignment(tp)
@@ -131,33 +146,32 @@ class LeadershipMixin:
                 log.warning("Partition %s-%d failed to complete preferred replica leader "
                             "election to %d. Leader is still %d", *tp, replicas[0], state.leader)
         if not is_auto:
-            await self.zk.delete_preferred_replica_election(ctx.epoch_zk_version)
+            await self.core.zk.delete_preferred_replica_election(ctx.epoch_zk_version)
             self._put_zk_preferred_election()
 
-    async def _fetch_pending_preferred_replica_elections(self: KafkaController
-                                                         ) -> set[TopicPartition]:
-        ctx = self.context
+    async def fetch_pending_preferred_replica_elections(self) -> set[TopicPartition]:
+        ctx = self.core.context
         pending = set()
-        for tp in await self.zk.get_preferred_replica_election():
+        for tp in await self.core.zk.get_preferred_replica_election():
             replicas = ctx.partition_replica_assignment(tp)
             state = ctx.leadership.get(tp)
             if not replicas or (state is not None and state.leader == replicas[0]):
                 continue
-            if self.deletion.is_topic_queued_up_for_deletion(tp[0]):
+            if self.core.deletion.is_topic_queued_up_for_deletion(tp[0]):
                 continue
             pending.add(tp)
         log.info("Resuming preferred replica election for partitions: %s", sorted(pending))
         return pending
 
-    async def _process_replica_leader_election(self: KafkaController,
-                                               e: ev.ReplicaLeaderElection) -> None:
-        ctx = self.context
-        if not self.is_active:
+    async def _process_replica_leader_election(self, e: ev.ReplicaLeaderElection) -> None:
+        ctx = self.core.context
+        if not self.core.is_active:
             e.preempt()
             return
         admin = e.trigger == ev.ADMIN_CLIENT_TRIGGERED
-        if not admin and not await self.zk.zk.register_znode_change_handler_and_check_existence(
-                self._preferred_handler):
+        zkc = self.core.zk.zk
+        if not admin and not await zkc.register_znode_change_handler_and_check_existence(
+                self.preferred_watch):
             e.complete({})
             return
         if e.partitions is not None:
@@ -165,11 +179,11 @@ class LeadershipMixin:
         elif admin:
             partitions = set(ctx.all_partitions())
         else:
-            partitions = await self.zk.get_preferred_replica_election()
+            partitions = await self.core.zk.get_preferred_replica_election()
         known_all = set(ctx.all_partitions())
         unknown = {tp for tp in partitions if tp not in known_all}
         known = partitions - unknown
-        deleting = {tp for tp in known if self.deletion.is_topic_queued_up_for_deletion(tp[0])}
+        deleting = {tp for tp in known if self.core.deletion.is_topic_queued_up_for_deletion(tp[0])}
         live = known - deleting
         electable, valid_leader = set(), set()
         for tp in live:
@@ -207,70 +221,72 @@ class LeadershipMixin:
 
     # ------------------------------------------------------------------ auto rebalance
 
-    def _schedule_auto_rebalance(self: KafkaController, delay_s: float) -> None:
-        import asyncio
-
+    def schedule_auto_rebalance(self, delay_s: float) -> None:
         if self._rebalance_timer is not None:
             self._rebalance_timer.cancel()
         self._rebalance_timer = asyncio.get_running_loop().call_later(
-            delay_s, lambda: self.event_manager.put(ev.AutoPreferredReplicaLeaderElection()))
+            delay_s, lambda: self.core.event_manager.put(ev.AutoPreferredReplicaLeaderElection()))
 
-    async def _process_auto_preferred_replica_leader_election(self: KafkaController, _e) -> None:
-        if not self.is_active:
+    def cancel_auto_rebalance(self) -> None:
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
+
+    async def _process_auto_preferred_replica_leader_election(self, _e) -> None:
+        if not self.core.is_active:
             return
         try:
             log.info("Processing automatic preferred replica leader election")
             await self._check_and_trigger_auto_leader_rebalance()
         finally:
-            if self.is_active:
-                self._schedule_auto_rebalance(self.config.leader_imbalance_check_interval_s)
+            if self.core.is_active:
+                self.schedule_auto_rebalance(self.core.config.leader_imbalance_check_interval_s)
 
-    async def _check_and_trigger_auto_leader_rebalance(self: KafkaController) -> None:
-        ctx = self.context
+    async def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        ctx = self.core.context
         by_preferred: dict[int, list[TopicPartition]] = {}
         for tp in ctx.all_partitions():
-            if self.deletion.is_topic_queued_up_for_deletion(tp[0]):
+            if self.core.deletion.is_topic_queued_up_for_deletion(tp[0]):
                 continue
             replicas = ctx.partition_replica_assignment(tp)
             if replicas:
                 by_preferred.setdefault(replicas[0], []).append(tp)
-        threshold = self.config.leader_imbalance_per_broker_percentage / 100.0
+        threshold = self.core.config.leader_imbalance_per_broker_percentage / 100.0
         for broker, tps in sorted(by_preferred.items()):
             not_preferred = [tp for tp in tps if tp in ctx.leadership and
                              ctx.leadership[tp].leader != broker]
             ratio = len(not_preferred) / len(tps)
             if ratio > threshold:
                 candidates = {tp for tp in not_preferred
-                              if not self.deletion.is_topic_queued_up_for_deletion(tp[0])
+                              if not self.core.deletion.is_topic_queued_up_for_deletion(tp[0])
                               and tp[0] in ctx.all_topics and self._can_preferred_lead(tp)}
                 if candidates:
                     await self.on_replica_election(candidates, ELECTION_PREFERRED,
                                                    ev.AUTO_TRIGGERED)
 
-    def _can_preferred_lead(self: KafkaController, tp: TopicPartition) -> bool:
-        ctx = self.context
+    def _can_preferred_lead(self, tp: TopicPartition) -> bool:
+        ctx = self.core.context
         replicas = ctx.partition_replica_assignment(tp)
         state = ctx.leadership.get(tp)
         return bool(replicas) and state is not None and \
             ctx.is_replica_online(replicas[0], tp) and replicas[0] in state.isr
 
-    async def _process_unclean_leader_election_enable(self: KafkaController, _e) -> None:
-        if self.is_active:
+    async def _process_unclean_leader_election_enable(self, _e) -> None:
+        if self.core.is_active:
             log.info("Unclean leader election has been enabled by default")
-            await self.partition_sm.trigger_online_partition_state_change()
+            await self.core.partition_sm.trigger_online_partition_state_change()
 
     async def _process_topic_unclean_leader_election_enable(
-            self: KafkaController, e: ev.TopicUncleanLeaderElectionEnable) -> None:
-        if self.is_active:
+            self, e: ev.TopicUncleanLeaderElectionEnable) -> None:
+        if self.core.is_active:
             log.info("Unclean leader election has been enabled for topic %s", e.topic)
-            await self.partition_sm.trigger_online_partition_state_change(e.topic)
+            await self.core.partition_sm.trigger_online_partition_state_change(e.topic)
 
     # ------------------------------------------------------------------ controlled shutdown
 
-    async def _process_controlled_shutdown(self: KafkaController,
-                                           e: ev.ControlledShutdown) -> None:
-        ctx = self.context
-        if not self.is_active:
+    async def _process_controlled_shutdown(self, e: ev.ControlledShutdown) -> None:
+        ctx = self.core.context
+        if not self.core.is_active:
             e.complete((ErrorCode.NOT_CONTROLLER, []))
             return
         if e.broker_epoch != -1:
@@ -288,27 +304,27 @@ class LeadershipMixin:
         ctx.shutting_down_broker_ids.add(e.broker_id)
         to_act = [tp for tp in ctx.partitions_on_broker(e.broker_id)
                   if len(ctx.partition_replica_assignment(tp)) > 1 and tp in ctx.leadership
-                  and not self.deletion.is_topic_queued_up_for_deletion(tp[0])]
+                  and not self.core.deletion.is_topic_queued_up_for_deletion(tp[0])]
         led = [tp for tp in to_act if ctx.leadership[tp].leader == e.broker_id]
         followed = [tp for tp in to_act if ctx.leadership[tp].leader != e.broker_id]
-        await self.partition_sm.handle_state_changes(led, PartitionState.ONLINE,
-                                                     CONTROLLED_SHUTDOWN)
-        self.batch.new_batch()
+        await self.core.partition_sm.handle_state_changes(led, PartitionState.ONLINE,
+                                                          CONTROLLED_SHUTDOWN)
+        self.core.batch.new_batch()
         for tp in followed:
-            self.batch.add_stop_replica([e.broker_id], tp, delete_partition=False)
-        self.batch.send_requests_to_brokers(ctx.epoch)
-        await self.replica_sm.handle_state_changes([(tp, e.broker_id) for tp in followed],
-                                                   ReplicaState.OFFLINE)
+            self.core.batch.add_stop_replica([e.broker_id], tp, delete_partition=False)
+        self.core.batch.send_requests_to_brokers(ctx.epoch)
+        await self.core.replica_sm.handle_state_changes([(tp, e.broker_id) for tp in followed],
+                                                        ReplicaState.OFFLINE)
         e.complete((ErrorCode.NONE, self._leaderships_that_could_move(e.broker_id)))
 
-    def _leaderships_that_could_move(self: KafkaController, broker_id: int
+    def _leaderships_that_could_move(self, broker_id: int
                                      ) -> list[TopicPartition]:
         """The partitions ``broker_id`` still leads that another live, not shutting down
         ISR member could lead (Kafka's replicatedPartitionsBrokerLeads, which also counts
         partitions with no such member: those would make every retry fail and the shutdown
         unclean, though no retry can move them). RF 1 partitions and topics being deleted
         never count."""
-        ctx = self.context
+        ctx = self.core.context
         return sorted(tp for tp in ctx.partition_leaders_on_broker(broker_id)
                       if len(ctx.partition_replica_assignment(tp)) > 1
                       and any(r != broker_id and ctx.is_live_broker(r)
@@ -316,13 +332,12 @@ class LeadershipMixin:
 
     # ------------------------------------------------------------------ AlterPartition
 
-    async def _process_alter_partition(self: KafkaController,
-                                       e: ev.AlterPartitionReceived) -> None:
+    async def _process_alter_partition(self, e: ev.AlterPartitionReceived) -> None:
         try:
             responses = await self._try_alter_partition(e)
         except Exception as exc:
             if not e.future.done():
-                if lost_controllership(exc) or not self.is_active:
+                if lost_controllership(exc) or not self.core.is_active:
                     # deposed while processing: the leader must ask the new controller
                     e.complete(AlterPartitionResponse(error_code=int(ErrorCode.NOT_CONTROLLER)))
                     raise
@@ -331,14 +346,14 @@ class LeadershipMixin:
                 return
             raise
         for tp, r in responses.items():
-            if tp in self.context.partitions_being_reassigned and isinstance(r, State):
-                await self.maybe_complete_reassignment(tp)
+            if tp in self.core.context.partitions_being_reassigned and isinstance(r, State):
+                await self.reassignments.maybe_complete_reassignment(tp)
 
-    async def _try_alter_partition(self: KafkaController, e: ev.AlterPartitionReceived):
-        ctx = self.context
+    async def _try_alter_partition(self, e: ev.AlterPartitionReceived):
+        ctx = self.core.context
         req, version = e.request, e.version
         use_ids = version > 1
-        if not self.is_active:
+        if not self.core.is_active:
             e.complete(AlterPartitionResponse(error_code=int(ErrorCode.NOT_CONTROLLER)))
             return {}
         known_epoch = ctx.live_broker_epochs.get(req.broker_id)
@@ -405,7 +420,7 @@ class LeadershipMixin:
                 rejected.level = logging.DEBUG
             self._last_refusal = seen
         rejected.emit()
-        result = await self.zk.update_leader_and_isr(adjusted, ctx.epoch_zk_version)
+        result = await self.core.zk.update_leader_and_isr(adjusted, ctx.epoch_zk_version)
         succeeded = []
         failed = ChangeLog(logging.ERROR, "Failed to update ISR")
         for tp, r in result.finished.items():
@@ -424,24 +439,23 @@ class LeadershipMixin:
             responses[tp] = ErrorCode.INVALID_UPDATE_VERSION
         stale.emit()
         if succeeded:
-            ctx.leadership.update(await self.zk.get_partition_states(succeeded))
+            ctx.leadership.update(await self.core.zk.get_partition_states(succeeded))
         if wanted:
-            self.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids),
-                                              sorted(wanted))
+            self.core.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids),
+                                                   sorted(wanted))
         e.complete(_alter_partition_response(ctx, responses, unknown_ids, use_ids))
         return responses
 
-    @staticmethod
-    def handlers() -> dict:
+    def handlers(self) -> dict:
         return {
-            ev.ReplicaLeaderElection: LeadershipMixin._process_replica_leader_election,
+            ev.ReplicaLeaderElection: self._process_replica_leader_election,
             ev.AutoPreferredReplicaLeaderElection:
-                LeadershipMixin._process_auto_preferred_replica_leader_election,
-            ev.UncleanLeaderElectionEnable: LeadershipMixin._process_unclean_leader_election_enable,
+                self._process_auto_preferred_replica_leader_election,
+            ev.UncleanLeaderElectionEnable: self._process_unclean_leader_election_enable,
             ev.TopicUncleanLeaderElectionEnable:
-                LeadershipMixin._process_topic_unclean_leader_election_enable,
-            ev.ControlledShutdown: LeadershipMixin._process_controlled_shutdown,
-            ev.AlterPartitionReceived: LeadershipMixin._process_alter_partition,
+                self._process_topic_unclean_leader_election_enable,
+            ev.ControlledShutdown: self._process_controlled_shutdown,
+            ev.AlterPartitionReceived: self._process_alter_partition,
         }
 
 

@@ -1,4 +1,4 @@
-"""Brokers' notifications to the ZooKeeper controller (a mixin of KafkaController).
+"""Brokers' notifications to the ZooKeeper controller (a collaborator of KafkaController).
 
 - ISR changes: ``/isr_change_notification/isr_change_<seq>`` names partitions whose ISR a
   leader changed; the controller re-reads their state, sends UpdateMetadata to every broker
@@ -10,7 +10,7 @@
 - LeaderAndIsr responses (Kafka's processLeaderAndIsrResponseReceived): partitions answered
   KAFKA_STORAGE_ERROR are this broker's replicas on offline dirs
   (``ControllerContext.replicas_on_offline_dirs``, which makes ``is_replica_online`` false);
-  those newly offline go through ``_on_replicas_become_offline``: partitions the broker led
+  those newly offline go through the controller's ``on_replicas_offline``: partitions the broker led
   get a leader elected from the rest of the ISR, and the replica leaves the ISR. A partition
   answered NONE is online again. Both sets are forgotten when the broker restarts or dies.
 """
@@ -18,64 +18,82 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from controller import controller_events as ev
 from controller import zk_data as zd
 from controller.context import ReplicaState, TopicPartition
+from controller.controller_core import ChildChangeWatch
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from controller.kafka_controller import KafkaController
+    from controller.controller_core import ControllerCore
+    from controller.reassignment import PartitionReassignments
 
 log = logging.getLogger(__name__)
 
 
-class NotificationsMixin:
-    async def _process_isr_change_notification(self: KafkaController, _e) -> None:
-        if not self.is_active:
+class BrokerNotifications:
+    """ISR-change and log-dir notifications and LeaderAndIsr responses over the controller's
+    shared state (``core``). ``on_replicas_offline(replicas)`` is the controller's handling
+    of replicas gone offline; ``reassignments`` completes reassignments an ISR change
+    finished."""
+
+    def __init__(self, core: ControllerCore, reassignments: PartitionReassignments,
+                 on_replicas_offline: Callable[[list], Awaitable[None]]) -> None:
+        self.core = core
+        self.reassignments = reassignments
+        self._on_replicas_offline = on_replicas_offline
+        put = core.event_manager.put
+        self._isr_change = ChildChangeWatch(zd.IsrChangeNotificationZNode.path,
+                                            lambda: put(ev.IsrChangeNotification()))
+        self._log_dir_event = ChildChangeWatch(zd.LogDirEventNotificationZNode.path,
+                                               lambda: put(ev.LogDirEventNotification()))
+
+    async def _process_isr_change_notification(self, _e) -> None:
+        if not self.core.is_active:
             return
-        ctx = self.context
-        names = await self.zk.get_isr_change_notifications()
+        ctx = self.core.context
+        names = await self.core.zk.get_isr_change_notifications()
         try:
-            tps = await self.zk.get_partitions_from_isr_change_notifications(names)
+            tps = await self.core.zk.get_partitions_from_isr_change_notifications(names)
             if tps:
-                ctx.leadership.update(await self.zk.get_partition_states(tps))
-                self.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids),
-                                                  tps)
+                ctx.leadership.update(await self.core.zk.get_partition_states(tps))
+                self.core.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids),
+                                                       tps)
                 for tp in tps:
                     if tp in ctx.partitions_being_reassigned:
-                        await self.maybe_complete_reassignment(tp)
+                        await self.reassignments.maybe_complete_reassignment(tp)
         finally:
-            await self.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)
+            await self.core.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)
 
-    async def _process_log_dir_event_notification(self: KafkaController, _e) -> None:
-        if not self.is_active:
+    async def _process_log_dir_event_notification(self, _e) -> None:
+        if not self.core.is_active:
             return
-        names = await self.zk.get_log_dir_event_notifications()
+        names = await self.core.zk.get_log_dir_event_notifications()
         try:
-            brokers = await self.zk.get_broker_ids_from_log_dir_events(names)
+            brokers = await self.core.zk.get_broker_ids_from_log_dir_events(names)
             if brokers:
                 log.info("Handling log directory failure for brokers %s",
                          ",".join(map(str, brokers)))
-                replicas = self.context.replicas_on_brokers(set(brokers))
-                await self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
+                replicas = self.core.context.replicas_on_brokers(set(brokers))
+                await self.core.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
         finally:
-            await self.zk.delete_log_dir_event_notifications(names,
-                                                             self.context.epoch_zk_version)
+            await self.core.zk.delete_log_dir_event_notifications(
+                names, self.core.context.epoch_zk_version)
 
-    def _leader_and_isr_response(self: KafkaController, response, broker_id: int) -> None:
-        self.event_manager.put(ev.LeaderAndIsrResponseReceived(response, broker_id))
+    def on_leader_and_isr_response(self, response, broker_id: int) -> None:
+        self.core.event_manager.put(ev.LeaderAndIsrResponseReceived(response, broker_id))
 
-    async def _process_leader_and_isr_response(self: KafkaController,
-                                               e: ev.LeaderAndIsrResponseReceived) -> None:
-        if not self.is_active:
+    async def _process_leader_and_isr_response(self, e: ev.LeaderAndIsrResponseReceived) -> None:
+        if not self.core.is_active:
             return
         if e.response.error_code:
             log.error("Received error %d in LeaderAndIsr response from broker %d",
                       e.response.error_code, e.broker_id)
             return
-        ctx = self.context
+        ctx = self.core.context
         offline: set[TopicPartition] = set()
         online: set[TopicPartition] = set()
         for tp, code in _partition_errors(e.response, ctx.topic_names):
@@ -93,30 +111,29 @@ class NotificationsMixin:
         if new:
             log.info("Mark replicas %s on broker %d as offline",
                      ",".join(f"{t}-{p}" for t, p in new), e.broker_id)
-            await self._on_replicas_become_offline([(tp, e.broker_id) for tp in new])
+            await self._on_replicas_offline([(tp, e.broker_id) for tp in new])
 
-    def _register_notification_handlers(self: KafkaController) -> None:
-        zkc = self.zk.zk
+    def register_watches(self) -> None:
+        zkc = self.core.zk.zk
         zkc.register_znode_child_change_handler(self._isr_change)
         zkc.register_znode_child_change_handler(self._log_dir_event)
 
-    def _unregister_notification_handlers(self: KafkaController) -> None:
+    def unregister_watches(self) -> None:
         for path in (zd.IsrChangeNotificationZNode.path, zd.LogDirEventNotificationZNode.path):
-            self.zk.zk.unregister_znode_child_change_handler(path)
+            self.core.zk.zk.unregister_znode_child_change_handler(path)
 
-    async def _delete_stale_notifications(self: KafkaController) -> None:
+    async def delete_stale_notifications(self) -> None:
         """On failover: ISR changes are re-read with every state; log dir events are
         replaced by the LeaderAndIsr every replica gets (Kafka deletes both)."""
-        ezv = self.context.epoch_zk_version
-        await self.zk.delete_all_children(zd.IsrChangeNotificationZNode.path, ezv)
-        await self.zk.delete_all_children(zd.LogDirEventNotificationZNode.path, ezv)
+        ezv = self.core.context.epoch_zk_version
+        await self.core.zk.delete_all_children(zd.IsrChangeNotificationZNode.path, ezv)
+        await self.core.zk.delete_all_children(zd.LogDirEventNotificationZNode.path, ezv)
 
-    @staticmethod
-    def handlers() -> dict:
+    def handlers(self) -> dict:
         return {
-            ev.IsrChangeNotification: NotificationsMixin._process_isr_change_notification,
-            ev.LogDirEventNotification: NotificationsMixin._process_log_dir_event_notification,
-            ev.LeaderAndIsrResponseReceived: NotificationsMixin._process_leader_and_isr_response,
+            ev.IsrChangeNotification: self._process_isr_change_notification,
+            ev.LogDirEventNotification: self._process_log_dir_event_notification,
+            ev.LeaderAndIsrResponseReceived: self._process_leader_and_isr_response,
         }
 
 

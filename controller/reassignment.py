@@ -1,4 +1,4 @@
-"""Partition reassignment (KIP-455) of the ZooKeeper controller (a mixin of KafkaController).
+"""Partition reassignment (KIP-455) of the ZooKeeper controller (a collaborator of KafkaController).
 
 Sources: AlterPartitionReassignments (a target replica list, or null = cancel), and the
 ``/admin/reassign_partitions`` znode (kafka-reassign-partitions' JSON). The latest request
@@ -38,58 +38,67 @@ from controller.context import (
     reassign_to,
     target_replicas,
 )
+from controller.controller_core import NodeChangeWatch
 from controller.partition_state_machine import REASSIGN, StateChangeFailedError, new_leader_and_isr
-from controller.zk_data import ReplicaAssignment
+from controller.zk_data import ReassignPartitionsZNode, ReplicaAssignment
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from controller.kafka_controller import KafkaController
+    from controller.controller_core import ControllerCore
 
 log = logging.getLogger(__name__)
 
 
-class ReassignmentMixin:
+class PartitionReassignments:
+    """Reassignments over the controller's shared state (``core``); ``watch`` is the
+    ``/admin/reassign_partitions`` creation watch the controller registers on failover."""
+
+    def __init__(self, core: ControllerCore) -> None:
+        self.core = core
+        self.watch = NodeChangeWatch(
+            ReassignPartitionsZNode.path,
+            on_create=lambda: core.event_manager.put(ev.ZkPartitionReassignment()))
+
     # ------------------------------------------------------------------ public API
 
-    async def alter_partition_reassignments(self: KafkaController,
-                                            reassignments: dict[TopicPartition, list[int] | None]
-                                            ) -> tuple[int, dict]:
+    async def alter_partition_reassignments(
+            self, reassignments: dict[TopicPartition, list[int] | None]) -> tuple[int, dict]:
         """``(top-level error, {tp: (error code, message)})``; None target = cancel."""
         e = ev.ApiPartitionReassignment(reassignments)
-        self.event_manager.put(e)
+        self.core.event_manager.put(e)
         return await e.future
 
-    async def list_partition_reassignments(self: KafkaController,
-                                           partitions: set[TopicPartition] | None
+    async def list_partition_reassignments(self, partitions: set[TopicPartition] | None
                                            ) -> tuple[int, dict[TopicPartition, ReplicaAssignment]]:
         e = ev.ListPartitionReassignments(partitions)
-        self.event_manager.put(e)
+        self.core.event_manager.put(e)
         return await e.future
 
     # ------------------------------------------------------------------ core
 
-    async def _initialize_partition_reassignments(self: KafkaController) -> None:
+    async def initialize(self) -> None:
         resumed = await self._process_zk_partition_reassignment(None)
         await self.maybe_resume_reassignments(lambda tp, _a: tp not in resumed)
 
-    async def maybe_resume_reassignments(self: KafkaController, should_resume) -> None:
-        ctx = self.context
+    async def maybe_resume_reassignments(self, should_resume) -> None:
+        ctx = self.core.context
         for tp in sorted(ctx.partitions_being_reassigned):
             a = ctx.partition_full_replica_assignment(tp)
             if should_resume(tp, a):
                 await self.on_partition_reassignment(tp, a)
 
-    async def on_partition_reassignment(self: KafkaController, tp: TopicPartition,
+    async def on_partition_reassignment(self, tp: TopicPartition,
                                         reassignment: ReplicaAssignment) -> None:
-        self.deletion.mark_topic_ineligible_for_deletion({tp[0]}, "topic reassignment in progress")
+        self.core.deletion.mark_topic_ineligible_for_deletion({tp[0]},
+                                                              "topic reassignment in progress")
         await self._update_current_reassignment(tp, reassignment)
         if not await self._is_reassignment_complete(tp, reassignment):
             await self._update_leader_epoch_and_send_request(tp, reassignment)
-            await self.replica_sm.handle_state_changes(
+            await self.core.replica_sm.handle_state_changes(
                 [(tp, r) for r in reassignment.adding_replicas], ReplicaState.NEW)
             return
-        ctx = self.context
-        await self.replica_sm.handle_state_changes(
+        ctx = self.core.context
+        await self.core.replica_sm.handle_state_changes(
             [(tp, r) for r in reassignment.adding_replicas], ReplicaState.ONLINE)
         completed = ReplicaAssignment(target_replicas(reassignment))
         ctx.update_partition_full_replica_assignment(tp, completed)
@@ -97,12 +106,12 @@ class ReassignmentMixin:
         await self._stop_removed_replicas(tp, list(reassignment.removing_replicas))
         await self._update_replica_assignment_for_partition(tp, completed)
         await self._remove_partition_from_reassigning_partitions(tp, completed)
-        self.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), [tp])
-        await self.deletion.resume_deletion_for_topics({tp[0]})
+        self.core.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), [tp])
+        await self.core.deletion.resume_deletion_for_topics({tp[0]})
 
-    async def _update_current_reassignment(self: KafkaController, tp: TopicPartition,
+    async def _update_current_reassignment(self, tp: TopicPartition,
                                            reassignment: ReplicaAssignment) -> None:
-        ctx = self.context
+        ctx = self.core.context
         current = ctx.partition_full_replica_assignment(tp)
         if current != reassignment:
             await self._update_replica_assignment_for_partition(tp, reassignment)
@@ -112,52 +121,50 @@ class ReassignmentMixin:
                 await self._stop_removed_replicas(tp, unneeded)
         ctx.partitions_being_reassigned.add(tp)
 
-    async def _is_reassignment_complete(self: KafkaController, tp: TopicPartition,
+    async def _is_reassignment_complete(self, tp: TopicPartition,
                                         a: ReplicaAssignment) -> bool:
         if not is_being_reassigned(a):
             return True
-        state = (await self.zk.get_partition_states([tp])).get(tp)
+        state = (await self.core.zk.get_partition_states([tp])).get(tp)
         return state is not None and set(target_replicas(a)) <= set(state.isr)
 
-    async def maybe_complete_reassignment(self: KafkaController, tp: TopicPartition) -> None:
-        a = self.context.partition_full_replica_assignment(tp)
+    async def maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        a = self.core.context.partition_full_replica_assignment(tp)
         if await self._is_reassignment_complete(tp, a):
             log.info("Target replicas %s have all caught up with the leader for reassigning "
                      "partition %s-%d", list(target_replicas(a)), *tp)
             await self.on_partition_reassignment(tp, a)
 
-    async def _move_reassigned_partition_leader_if_required(self: KafkaController,
-                                                            tp: TopicPartition,
+    async def _move_reassigned_partition_leader_if_required(self, tp: TopicPartition,
                                                             a: ReplicaAssignment) -> None:
-        ctx = self.context
+        ctx = self.core.context
         leader = ctx.leadership[tp].leader if tp in ctx.leadership else -1
         if leader not in a.replicas:
             log.info("Leader %d for partition %s-%d being reassigned, is not in the new list of "
                      "replicas %s. Re-electing leader", leader, *tp, list(a.replicas))
-            await self.partition_sm.handle_state_changes([tp], PartitionState.ONLINE, REASSIGN)
+            await self.core.partition_sm.handle_state_changes([tp], PartitionState.ONLINE, REASSIGN)
         elif ctx.is_replica_online(leader, tp):
             await self._update_leader_epoch_and_send_request(tp, a)
         else:
-            await self.partition_sm.handle_state_changes([tp], PartitionState.ONLINE, REASSIGN)
+            await self.core.partition_sm.handle_state_changes([tp], PartitionState.ONLINE, REASSIGN)
 
-    async def _stop_removed_replicas(self: KafkaController, tp: TopicPartition,
+    async def _stop_removed_replicas(self, tp: TopicPartition,
                                      removed: list[int]) -> None:
         replicas = [(tp, r) for r in removed]
-        rsm = self.replica_sm
+        rsm = self.core.replica_sm
         await rsm.handle_state_changes(replicas, ReplicaState.OFFLINE)
         await rsm.handle_state_changes(replicas, ReplicaState.DELETION_STARTED)
         await rsm.handle_state_changes(replicas, ReplicaState.DELETION_SUCCESSFUL)
         await rsm.handle_state_changes(replicas, ReplicaState.NON_EXISTENT)
 
-    async def _update_replica_assignment_for_partition(self: KafkaController,
-                                                       tp: TopicPartition,
+    async def _update_replica_assignment_for_partition(self, tp: TopicPartition,
                                                        a: ReplicaAssignment) -> None:
-        ctx = self.context
+        ctx = self.core.context
         partitions = dict(ctx.partition_assignments_for_topic(tp[0]))
         partitions[tp[1]] = a
         try:
-            await self.zk.set_topic_assignment(tp[0], ctx.topic_ids.get(tp[0]), partitions,
-                                               ctx.epoch_zk_version)
+            await self.core.zk.set_topic_assignment(tp[0], ctx.topic_ids.get(tp[0]), partitions,
+                                                    ctx.epoch_zk_version)
         except Exception as e:
             from controller.zk_client import NoNodeError
 
@@ -167,24 +174,24 @@ class ReassignmentMixin:
             raise
         log.info("Successfully updated assignment of partition %s-%d to %s", *tp, a)
 
-    async def _update_leader_epoch_and_send_request(self: KafkaController, tp: TopicPartition,
+    async def _update_leader_epoch_and_send_request(self, tp: TopicPartition,
                                                     a: ReplicaAssignment) -> None:
-        ctx = self.context
+        ctx = self.core.context
         state = await self._update_leader_epoch(tp)
         if state is None:
             log.error("Failed to send LeaderAndIsr request with new replica assignment %s to "
                       "leader for partition being reassigned %s-%d", a, *tp)
             return
-        self.batch.new_batch()
-        self.batch.add_leader_and_isr(origin_replicas(a), tp, state, a, is_new=False)
-        self.batch.add_leader_and_isr(a.adding_replicas, tp, state, a, is_new=True)
-        self.batch.send_requests_to_brokers(ctx.epoch)
+        self.core.batch.new_batch()
+        self.core.batch.add_leader_and_isr(origin_replicas(a), tp, state, a, is_new=False)
+        self.core.batch.add_leader_and_isr(a.adding_replicas, tp, state, a, is_new=True)
+        self.core.batch.send_requests_to_brokers(ctx.epoch)
 
-    async def _update_leader_epoch(self: KafkaController, tp: TopicPartition):
+    async def _update_leader_epoch(self, tp: TopicPartition):
         """Leader epoch + 1 without another change (conditional write, retried)."""
-        ctx = self.context
+        ctx = self.core.context
         while True:
-            state = (await self.zk.get_partition_states([tp])).get(tp)
+            state = (await self.core.zk.get_partition_states([tp])).get(tp)
             if state is None:
                 raise StateChangeFailedError(f"Cannot update leader epoch for partition "
                                              f"{tp[0]}-{tp[1]} as leaderAndIsr path is empty")
@@ -193,7 +200,7 @@ class ReassignmentMixin:
                                              "controller. Aborting state change by this "
                                              "controller")
             new = new_leader_and_isr(state, state.leader, state.isr, ctx.epoch)
-            result = await self.zk.update_leader_and_isr({tp: new}, ctx.epoch_zk_version)
+            result = await self.core.zk.update_leader_and_isr({tp: new}, ctx.epoch_zk_version)
             done = result.finished.get(tp)
             if isinstance(done, Exception):
                 raise done
@@ -201,10 +208,9 @@ class ReassignmentMixin:
                 ctx.leadership[tp] = done
                 return done
 
-    async def _remove_partition_from_reassigning_partitions(self: KafkaController,
-                                                            tp: TopicPartition,
+    async def _remove_partition_from_reassigning_partitions(self, tp: TopicPartition,
                                                             a: ReplicaAssignment) -> None:
-        ctx = self.context
+        ctx = self.core.context
         if tp not in ctx.partitions_being_reassigned:
             raise StateChangeFailedError("Cannot remove a reassigning partition because it is "
                                          "not present in memory")
@@ -212,11 +218,11 @@ class ReassignmentMixin:
             lambda p, replicas: p == tp and list(replicas) == list(a.replicas))
         ctx.partitions_being_reassigned.discard(tp)
 
-    async def _maybe_remove_from_zk_reassignment(self: KafkaController, should_remove) -> None:
-        ctx = self.context
-        if not await self.zk.reassign_partitions_in_progress():
+    async def _maybe_remove_from_zk_reassignment(self, should_remove) -> None:
+        ctx = self.core.context
+        if not await self.core.zk.reassign_partitions_in_progress():
             return
-        current = await self.zk.get_partition_reassignment()
+        current = await self.core.zk.get_partition_reassignment()
         kept = {tp: r for tp, r in current.items() if not should_remove(tp, r)}
         removed = sorted(set(current) - set(kept))
         log.info("Removing partitions %s from the list of reassigned partitions in zookeeper",
@@ -224,17 +230,16 @@ class ReassignmentMixin:
         if not kept:
             log.info("No more partitions need to be reassigned. Deleting zk path "
                      "/admin/reassign_partitions")
-            await self.zk.delete_partition_reassignment(ctx.epoch_zk_version)
-            self.event_manager.put(ev.ZkPartitionReassignment())
+            await self.core.zk.delete_partition_reassignment(ctx.epoch_zk_version)
+            self.core.event_manager.put(ev.ZkPartitionReassignment())
         elif removed:
-            await self.zk.set_or_create_partition_reassignment(kept, ctx.epoch_zk_version)
+            await self.core.zk.set_or_create_partition_reassignment(kept, ctx.epoch_zk_version)
 
-    async def _maybe_trigger_partition_reassignment(self: KafkaController,
-                                                    reassignments: dict) -> dict:
-        ctx = self.context
+    async def _maybe_trigger_partition_reassignment(self, reassignments: dict) -> dict:
+        ctx = self.core.context
         out = {}
         for tp, a in reassignments.items():
-            if self.deletion.is_topic_queued_up_for_deletion(tp[0]):
+            if self.core.deletion.is_topic_queued_up_for_deletion(tp[0]):
                 log.info("Skipping reassignment of %s-%d since the topic is currently being "
                          "deleted", *tp)
                 out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
@@ -253,16 +258,16 @@ class ReassignmentMixin:
                 out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
         return out
 
-    def _maybe_build_reassignment(self: KafkaController, tp: TopicPartition,
+    def _maybe_build_reassignment(self, tp: TopicPartition,
                                   target: list[int] | None) -> ReplicaAssignment | None:
-        a = self.context.partition_full_replica_assignment(tp)
+        a = self.core.context.partition_full_replica_assignment(tp)
         if is_being_reassigned(a):
             return reassign_to(a, target if target is not None else origin_replicas(a))
         if target is None:
             return None
         return reassign_to(a, target)
 
-    def _validate_replicas(self: KafkaController, tp: TopicPartition, replicas: list[int]):
+    def _validate_replicas(self, tp: TopicPartition, replicas: list[int]):
         if not replicas:
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, \
                 "Empty replica list specified in partition reassignment."
@@ -271,7 +276,7 @@ class ReassignmentMixin:
                 f"Duplicate replica ids in partition reassignment replica list: {replicas}"
         if any(r < 0 for r in replicas):
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {replicas}"
-        ctx = self.context
+        ctx = self.core.context
         new = reassign_to(ctx.partition_full_replica_assignment(tp), replicas)
         if not set(new.adding_replicas) <= ctx.live_broker_ids:
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
@@ -281,14 +286,14 @@ class ReassignmentMixin:
 
     # ------------------------------------------------------------------ events
 
-    async def _process_zk_partition_reassignment(self: KafkaController, _e) -> set:
-        if not self.is_active or not \
-                await self.zk.zk.register_znode_change_handler_and_check_existence(
-                    self._reassign_handler):
+    async def _process_zk_partition_reassignment(self, _e) -> set:
+        if not self.core.is_active or not \
+                await self.core.zk.zk.register_znode_change_handler_and_check_existence(
+                    self.watch):
             return set()
         results: dict = {}
         to_reassign = {}
-        for tp, target in (await self.zk.get_partition_reassignment()).items():
+        for tp, target in (await self.core.zk.get_partition_reassignment()).items():
             a = self._maybe_build_reassignment(tp, target)
             if a is None:
                 results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
@@ -302,9 +307,8 @@ class ReassignmentMixin:
             await self._maybe_remove_from_zk_reassignment(lambda tp, _r: tp in failed)
         return {tp for tp, (code, _) in results.items() if not code}
 
-    async def _process_api_partition_reassignment(self: KafkaController,
-                                                  e: ev.ApiPartitionReassignment) -> None:
-        if not self.is_active:
+    async def _process_api_partition_reassignment(self, e: ev.ApiPartitionReassignment) -> None:
+        if not self.core.is_active:
             e.complete((ErrorCode.NOT_CONTROLLER, {}))
             return
         results: dict = {}
@@ -323,10 +327,9 @@ class ReassignmentMixin:
         results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
         e.complete((ErrorCode.NONE, results))
 
-    async def _process_list_partition_reassignments(self: KafkaController,
-                                                    e: ev.ListPartitionReassignments) -> None:
-        ctx = self.context
-        if not self.is_active:
+    async def _process_list_partition_reassignments(self, e: ev.ListPartitionReassignments) -> None:
+        ctx = self.core.context
+        if not self.core.is_active:
             e.complete((ErrorCode.NOT_CONTROLLER, {}))
             return
         tps = e.partitions if e.partitions is not None else ctx.partitions_being_reassigned
@@ -337,11 +340,10 @@ class ReassignmentMixin:
                 out[tp] = a
         e.complete((ErrorCode.NONE, out))
 
-    @staticmethod
-    def handlers() -> dict:
+    def handlers(self) -> dict:
         return {
-            ev.ZkPartitionReassignment: ReassignmentMixin._process_zk_partition_reassignment,
-            ev.ApiPartitionReassignment: ReassignmentMixin._process_api_partition_reassignment,
+            ev.ZkPartitionReassignment: self._process_zk_partition_reassignment,
+            ev.ApiPartitionReassignment: self._process_api_partition_reassignment,
             ev.ListPartitionReassignments:
-                ReassignmentMixin._process_list_partition_reassignments,
+                self._process_list_partition_reassignments,
         }

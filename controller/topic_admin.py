@@ -154,22 +154,11 @@ class TopicAdmin:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{r.name}' already exists.")
         self._collision_index().check(r.name)
         pending.check(r.name)
-        live = self._live_ids()
-        if r.replica_assignment:
-            if r.num_partitions != -1 or r.replication_factor != -1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or "
-                                 "replicationFactor and replicasAssignment were set. Both "
-                                 "cannot be used at the same time.")
-            if len(r.replica_assignment) > self._max_partitions:
-                av.check_counts(len(r.replica_assignment), 1, 1, self._max_partitions)
-            av.check_assignment(r.replica_assignment, 0, live)
-            assignment = {p: ReplicaAssignment(tuple(rs))
-                          for p, rs in sorted(r.replica_assignment.items())}
-        else:
-            n = self._default_partitions if r.num_partitions == -1 else r.num_partitions
-            rf = self._default_rf if r.replication_factor == -1 else r.replication_factor
-            av.check_counts(n, rf, len(live), self._max_partitions)
-            assignment = self._assign(range(n), rf)
+        replicas = av.new_topic_assignment(
+            r, self._live_ids(), self._max_partitions, self._default_partitions,
+            self._default_rf, lambda n, rf: {p: list(a.replicas)
+                                             for p, a in self._assign(range(n), rf).items()})
+        assignment = {p: ReplicaAssignment(tuple(rs)) for p, rs in replicas.items()}
         configs = r.configs if isinstance(r.configs, dict) else dict(r.configs)
         configs = validate_topic_config(configs)
         topic = _Topic(r.name, random_uuid(), assignment, configs=configs)
@@ -291,24 +280,12 @@ class TopicAdmin:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"The topic '{r.name}' does not exist.")
         current = len(t.assignment)
-        if r.count < current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} "
-                             f"partitions, which is higher than the requested {r.count}.")
-        if r.count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic already has {current} partitions.")
-        if r.count > self._max_partitions:
-            av.check_counts(r.count, 1, 1, self._max_partitions)
+        av.check_partition_growth(current, r.count, self._max_partitions)
         rf = len(t.assignment[0].replicas) if 0 in t.assignment else 1
         new_ids = range(current, r.count)
         if r.assignments is not None:
-            if len(r.assignments) != len(new_ids):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Increasing the number of partitions by {len(new_ids)} but "
-                                 f"{len(r.assignments)} assignments provided.")
-            given = dict(zip(new_ids, r.assignments, strict=True))
-            av.check_assignment(given, current, self._live_ids(), expected_rf=rf)
-            added = {p: ReplicaAssignment(tuple(rs)) for p, rs in given.items()}
+            added = {p: ReplicaAssignment(tuple(rs)) for p, rs in av.added_assignments(
+                r.assignments, current, r.count, self._live_ids(), rf).items()}
         else:
             if rf > len(self._live_ids()):
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,

@@ -1,5 +1,6 @@
 """Admin operations of a ZooKeeper-mode broker (Kafka's ZkAdminManager + AdminZkClient), a
-mixin of :class:`controller.zk_broker.ZkBroker`.
+collaborator :class:`controller.zk_broker.ZkBroker` builds and forwards its
+:class:`controller.api.Controller` admin calls to.
 
 As Kafka's ZooKeeper-mode KafkaApis:
 - CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments,
@@ -23,9 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from controller import admin_validation as av
 from controller import replica_assignment as ra
@@ -40,13 +43,14 @@ from controller.api import (
 )
 from controller.broker_config_admin import apply_incremental_ops
 from controller.kafka_uuid import random_uuid
+from controller.kafka_zk_client import KafkaZkClient
 from controller.topic_config import apply_incremental, validate_topic_config
 from controller.zk_client import NodeExistsError
 from controller.zk_data import ProducerIdBlock, ReplicaAssignment
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from controller.zk_broker import ZkBroker
+    from controller.kafka_controller import KafkaController
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +59,40 @@ DEFAULT_TIMEOUT_MS = 30000
 NOT_CONTROLLER_MSG = "This is not the correct controller for this cluster."
 
 
-class ZkAdminMixin:
+class ZkAdminManager:
+    """``config`` is the broker's KafkaConfig (``num.partitions``,
+    ``default.replication.factor``), ``kzk`` the KafkaZkClient, ``metadata_cache`` the
+    broker's MetadataCache (read for the waits), ``topic_configs`` the broker's cache of topic
+    overrides (a created topic's are added), ``on_config(entity_type, name, configs)`` applies
+    a config this broker just wrote ("topics", "brokers" or "groups"). ``controller`` is the
+    broker's KafkaController once started (None before: every controller-only operation
+    answers NOT_CONTROLLER). ``metadata_updated()`` is called after each UpdateMetadata."""
+
+    def __init__(self, config: Any, kzk: KafkaZkClient, metadata_cache: Any,
+                 topic_configs: dict[str, dict[str, str]],
+                 on_config: Callable[[str, str, dict[str, str]], Awaitable[None]],
+                 rng: random.Random) -> None:
+        self.config = config
+        self.kzk = kzk
+        self.metadata_cache = metadata_cache
+        self._topic_configs = topic_configs
+        self._on_config = on_config
+        self._rng = rng
+        self.controller: KafkaController | None = None
+        self._metadata_event = asyncio.Event()
+
+    @property
+    def is_active(self) -> bool:
+        return self.controller is not None and self.controller.is_active
+
+    def metadata_updated(self) -> None:
+        """Wake the waits (the metadata cache changed)."""
+        event, self._metadata_event = self._metadata_event, asyncio.Event()
+        event.set()
+
     # ------------------------------------------------------------------ helpers
 
-    async def _wait_for(self: ZkBroker, predicate, timeout_ms: int | None) -> bool:
+    async def _wait_for(self, predicate, timeout_ms: int | None) -> bool:
         """Wait until ``predicate()`` holds (re-checked after every metadata update)."""
         timeout = (timeout_ms if timeout_ms is not None else DEFAULT_TIMEOUT_MS) / 1000.0
         deadline = time.monotonic() + max(0.0, timeout)
@@ -73,7 +107,7 @@ class ZkAdminMixin:
                 return predicate()
         return True
 
-    def _topic_has_leaders(self: ZkBroker, name: str, partitions) -> bool:
+    def _topic_has_leaders(self, name: str, partitions) -> bool:
         cache = self.metadata_cache
         for p in partitions:
             st = cache.partition_state(name, p) if cache.contains_partition(name, p) else None
@@ -81,12 +115,12 @@ class ZkAdminMixin:
                 return False
         return True
 
-    def _alive_broker_metadatas(self: ZkBroker) -> list[tuple[int, str | None]]:
+    def _alive_broker_metadatas(self) -> list[tuple[int, str | None]]:
         return sorted((b.id, b.rack) for b in self.metadata_cache.alive_brokers())
 
     # ------------------------------------------------------------------ CreateTopics
 
-    async def create_topics(self: ZkBroker, topics, validate_only: bool = False,
+    async def create_topics(self, topics, validate_only: bool = False,
                             timeout_ms: int | None = None) -> list[CreateTopicResult]:
         reqs = [t if isinstance(t, CreatableTopic) else CreatableTopic(*t) for t in topics]
         if not self.is_active:
@@ -127,7 +161,7 @@ class ZkAdminMixin:
                                             "get leaders"
         return results
 
-    def _validate_new_topic(self: ZkBroker, r: CreatableTopic, existing: av.CollisionIndex,
+    def _validate_new_topic(self, r: CreatableTopic, existing: av.CollisionIndex,
                             brokers: list[tuple[int, str | None]],
                             rack_mode: str = ra.RACK_AWARE_ENFORCED):
         av.validate_topic_name(r.name)
@@ -139,26 +173,14 @@ class ZkAdminMixin:
         if nulls:
             raise KafkaError(ErrorCode.INVALID_CONFIG,
                              f"Null value not supported for topic configs: {','.join(nulls)}")
-        live = [b for b, _ in brokers]
-        if r.replica_assignment:
-            if r.num_partitions != -1 or r.replication_factor != -1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or "
-                                 "replicationFactor and replicasAssignments were set. Both "
-                                 "cannot be used at the same time.")
-            if len(r.replica_assignment) > MAX_PARTITIONS:
-                av.check_counts(len(r.replica_assignment), 1, 1, MAX_PARTITIONS)
-            av.check_assignment(r.replica_assignment, 0, live)
-            assignment = {p: list(rs) for p, rs in sorted(r.replica_assignment.items())}
-        else:
-            n = self.config.num_partitions if r.num_partitions == -1 else r.num_partitions
-            rf = self.config.default_replication_factor if r.replication_factor == -1 \
-                else r.replication_factor
-            av.check_counts(n, rf, len(live), MAX_PARTITIONS)
-            metas = ra.broker_metadatas(brokers, rack_mode)
-            assignment = ra.assign_replicas_to_brokers(metas, n, rf, rng=self._rng)
+        assignment = av.new_topic_assignment(
+            r, [b for b, _ in brokers], MAX_PARTITIONS, self.config.num_partitions,
+            self.config.default_replication_factor,
+            lambda n, rf: ra.assign_replicas_to_brokers(ra.broker_metadatas(brokers, rack_mode),
+                                                        n, rf, rng=self._rng))
         return assignment, validate_topic_config(raw)
 
-    async def _write_new_topic(self: ZkBroker, name: str, assignment: dict[int, list[int]],
+    async def _write_new_topic(self, name: str, assignment: dict[int, list[int]],
                                configs: dict[str, str]) -> uuid.UUID:
         """AdminZkClient.createTopicWithAssignment: the config znode, then the topic znode
         (NodeExists -> TOPIC_ALREADY_EXISTS)."""
@@ -175,7 +197,7 @@ class ZkAdminMixin:
                  name, configs, assignment)
         return tid
 
-    async def auto_create_topics(self: ZkBroker, topics) -> list[CreateTopicResult]:
+    async def auto_create_topics(self, topics) -> list[CreateTopicResult]:
         """Kafka's AutoTopicCreationManager in ZooKeeper mode (any broker writes the topic
         znodes; the controller creates the partitions): validated together, then written
         concurrently (pipelined on the ZooKeeper session), not one topic per round trip."""
@@ -208,7 +230,7 @@ class ZkAdminMixin:
 
     # ------------------------------------------------------------------ DeleteTopics
 
-    async def delete_topics(self: ZkBroker, names=(), topic_ids=(), timeout_ms: int | None = None
+    async def delete_topics(self, names=(), topic_ids=(), timeout_ms: int | None = None
                             ) -> list[DeleteTopicResult]:
         names, topic_ids = list(names), list(topic_ids)
         cache = self.metadata_cache
@@ -249,7 +271,7 @@ class ZkAdminMixin:
 
     # ------------------------------------------------------------------ CreatePartitions
 
-    async def create_partitions(self: ZkBroker, topics, validate_only: bool = False,
+    async def create_partitions(self, topics, validate_only: bool = False,
                                 timeout_ms: int | None = None) -> list[TopicResult]:
         reqs = [t if isinstance(t, CreatePartitionsTopic) else CreatePartitionsTopic(*t)
                 for t in topics]
@@ -283,34 +305,21 @@ class ZkAdminMixin:
                         res.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
         return results
 
-    async def _grow(self: ZkBroker, r: CreatePartitionsTopic, validate_only: bool) -> range | None:
+    async def _grow(self, r: CreatePartitionsTopic, validate_only: bool) -> range | None:
         got = await self.kzk.get_topic_assignment(r.name)
         if got is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"The topic '{r.name}' does not exist.")
         assignment, version = got
         current = len(assignment.partitions)
-        if r.count < current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} "
-                             f"partitions, which is higher than the requested {r.count}.")
-        if r.count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic already has {current} partitions.")
-        if r.count > MAX_PARTITIONS:
-            av.check_counts(r.count, 1, 1, MAX_PARTITIONS)
+        av.check_partition_growth(current, r.count, MAX_PARTITIONS)
         first = assignment.partitions.get(0)
         rf = len(first.replicas) if first is not None else 1
         new_ids = range(current, r.count)
         brokers = self._alive_broker_metadatas()
         live = [b for b, _ in brokers]
         if r.assignments is not None:
-            if len(r.assignments) != len(new_ids):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Increasing the number of partitions by {len(new_ids)} but "
-                                 f"{len(r.assignments)} assignments provided.")
-            given = dict(zip(new_ids, r.assignments, strict=True))
-            av.check_assignment(given, current, live, expected_rf=rf)
-            added = {p: list(rs) for p, rs in given.items()}
+            added = av.added_assignments(r.assignments, current, r.count, live, rf)
         else:
             metas = ra.broker_metadatas(brokers)
             head = first.replicas[0] if first is not None and first.replicas else 0
@@ -327,24 +336,17 @@ class ZkAdminMixin:
 
     # ------------------------------------------------------------------ configs
 
-    def topic_configs(self: ZkBroker, name: str) -> dict[str, str] | None:
-        if name in self._topic_configs:
-            return dict(self._topic_configs[name])
-        if self.metadata_cache.contains_topic(name):
-            return {}
-        return None
-
-    async def alter_topic_configs(self: ZkBroker, name: str, configs, validate_only: bool = False
+    async def alter_topic_configs(self, name: str, configs, validate_only: bool = False
                                   ) -> TopicResult:
         return await self._alter_topic(name, lambda _cur: validate_topic_config(dict(configs)),
                                        validate_only)
 
-    async def incremental_alter_topic_configs(self: ZkBroker, name: str, ops,
+    async def incremental_alter_topic_configs(self, name: str, ops,
                                               validate_only: bool = False) -> TopicResult:
         return await self._alter_topic(name, lambda cur: apply_incremental(cur, ops),
                                        validate_only)
 
-    async def _alter_topic(self: ZkBroker, name: str, compute, validate_only: bool) -> TopicResult:
+    async def _alter_topic(self, name: str, compute, validate_only: bool) -> TopicResult:
         try:
             if name not in await self.kzk.get_all_topics():
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -356,24 +358,21 @@ class ZkAdminMixin:
         if not validate_only:
             await self.kzk.set_or_create_entity_configs("topics", name, new)
             await self.kzk.create_config_change_notification(f"topics/{name}")
-            await self._on_topic_config(name, new)
+            await self._on_config("topics", name, new)
         return TopicResult(name, int(ErrorCode.NONE))
 
-    def broker_configs(self: ZkBroker, entity: str) -> dict[str, str]:
-        return dict(self._broker_configs.get(entity, {}))
-
-    async def alter_broker_configs(self: ZkBroker, entity: str, configs,
+    async def alter_broker_configs(self, entity: str, configs,
                                    validate_only: bool = False) -> TopicResult:
         return await self._alter_broker(
             entity, lambda _cur: {k: v for k, v in configs.items() if v is not None},
             validate_only)
 
-    async def incremental_alter_broker_configs(self: ZkBroker, entity: str, ops,
+    async def incremental_alter_broker_configs(self, entity: str, ops,
                                                validate_only: bool = False) -> TopicResult:
         return await self._alter_broker(entity, lambda cur: apply_incremental_ops(cur, ops),
                                         validate_only)
 
-    async def _alter_broker(self: ZkBroker, entity: str, compute, validate_only: bool
+    async def _alter_broker(self, entity: str, compute, validate_only: bool
                             ) -> TopicResult:
         try:
             current = await self.kzk.get_entity_configs("brokers", entity)
@@ -383,24 +382,21 @@ class ZkAdminMixin:
         if not validate_only:
             await self.kzk.set_or_create_entity_configs("brokers", entity, new)
             await self.kzk.create_config_change_notification(f"brokers/{entity}")
-            await self._on_broker_config(entity, new)
+            await self._on_config("brokers", entity, new)
         return TopicResult(entity, int(ErrorCode.NONE))
 
     # ------------------------------------------------------------------ group configs
 
-    def group_configs(self: ZkBroker) -> dict[str, dict[str, str]]:
-        return {g: dict(c) for g, c in self._group_configs.items()}
-
-    async def set_group_configs(self: ZkBroker, group: str, configs: dict[str, str]) -> None:
+    async def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
         """``/config/groups/<group>`` then a change notification, as Kafka's ZooKeeper
         entity configs; every broker's ConfigChangeManager delivers it."""
         await self.kzk.set_or_create_entity_configs("groups", group, dict(configs))
         await self.kzk.create_config_change_notification(f"groups/{group}")
-        await self._on_group_config(group, dict(configs))
+        await self._on_config("groups", group, dict(configs))
 
     # ------------------------------------------------------------------ leaders, ids
 
-    async def elect_leaders(self: ZkBroker, election_type: int, partitions
+    async def elect_leaders(self, election_type: int, partitions
                             ) -> list[ElectLeadersResult]:
         everything = partitions is None
         if everything:
@@ -414,7 +410,7 @@ class ZkAdminMixin:
             return [ElectLeadersResult(t, p, int(ErrorCode.INVALID_REQUEST),
                                        f"Unknown election type {election_type}")
                     for t, p in partitions]
-        results = await self.controller.elect_leaders(set(partitions), election_type)
+        results = await self.controller.leadership.elect_leaders(set(partitions), election_type)
         out = []
         for (t, p), (code, msg) in sorted(results.items()):
             if everything and code == ErrorCode.ELECTION_NOT_NEEDED:
@@ -424,24 +420,25 @@ class ZkAdminMixin:
             out.append(ElectLeadersResult(t, p, int(code), msg))
         return out
 
-    async def allocate_producer_ids(self: ZkBroker, broker_id: int) -> ProducerIdBlock:
+    async def allocate_producer_ids(self, broker_id: int) -> ProducerIdBlock:
         return await self.kzk.new_producer_id_block(broker_id, PRODUCER_ID_BLOCK_SIZE)
 
-    async def controlled_shutdown(self: ZkBroker, broker_id: int, broker_epoch: int):
-        return await self.controller.controlled_shutdown(broker_id, broker_epoch)
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int):
+        return await self.controller.leadership.controlled_shutdown(broker_id, broker_epoch)
 
-    async def alter_partition(self: ZkBroker, request, version: int):
-        return await self.controller.alter_partition(request, version)
+    async def alter_partition(self, request, version: int):
+        return await self.controller.leadership.alter_partition(request, version)
 
-    async def alter_partition_reassignments(self: ZkBroker, reassignments):
+    async def alter_partition_reassignments(self, reassignments):
         if not self.is_active:
             return int(ErrorCode.NOT_CONTROLLER), {}
-        code, results = await self.controller.alter_partition_reassignments(reassignments)
+        reassign = self.controller.reassignments
+        code, results = await reassign.alter_partition_reassignments(reassignments)
         return int(code), {tp: (int(c), m) for tp, (c, m) in results.items()}
 
-    async def list_partition_reassignments(self: ZkBroker, partitions):
+    async def list_partition_reassignments(self, partitions):
         if not self.is_active:
             return int(ErrorCode.NOT_CONTROLLER), {}
-        code, results = await self.controller.list_partition_reassignments(
+        code, results = await self.controller.reassignments.list_partition_reassignments(
             None if partitions is None else set(partitions))
         return int(code), results

@@ -43,10 +43,11 @@ from client.aio_connection import BrokerConnection
 from controller import zk_data as zd
 from controller.api import Controller
 from controller.config_change import ConfigChangeManager
-from controller.kafka_controller import ControllerConfig, KafkaController
+from controller.controller_core import ControllerConfig
+from controller.kafka_controller import KafkaController
 from controller.kafka_uuid import random_uuid, to_base64
 from controller.kafka_zk_client import BrokerIdAlreadyRegisteredError, KafkaZkClient
-from controller.zk_admin import ZkAdminMixin
+from controller.zk_admin import ZkAdminManager
 from controller.zk_client import ZkClient, ZkConnectionTimeoutError
 from controller.zk_features import FinalizedFeatureCache
 from protocol.errors import ErrorCode, KafkaError
@@ -66,16 +67,17 @@ class InconsistentClusterIdError(Exception):
     """meta.properties names another cluster than ZooKeeper's ``/cluster/id``."""
 
 
-class ZkBroker(ZkAdminMixin, Controller):
+class ZkBroker(Controller):
     """``config`` is the broker's KafkaConfig, ``listener`` its BrokerMetadataListener,
-    ``metadata_cache`` its MetadataCache (read for admin waits, like ZkAdminManager)."""
+    ``metadata_cache`` its MetadataCache (read for admin waits, like ZkAdminManager). The
+    admin operations are ``self.admin``'s (:class:`~controller.zk_admin.ZkAdminManager`)."""
 
     def __init__(self, config: Any, listener: Any, metadata_cache: Any,
                  rng: random.Random | None = None,
                  auth_data: list[tuple[str, str]] | None = None) -> None:
         self.config = config
         self.listener = listener
-        self.metadata_cache = metadata_cache
+        self._metadata_cache = metadata_cache
         self._rng = rng or random.Random()
         self.zk_client = ZkClient(
             config.zookeeper_connect,
@@ -97,7 +99,8 @@ class ZkBroker(ZkAdminMixin, Controller):
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._group_configs: dict[str, dict[str, str]] = {}
-        self._metadata_event = asyncio.Event()
+        self.admin = ZkAdminManager(config, self.kzk, metadata_cache, self._topic_configs,
+                                    self._on_config_written, self._rng)
         self._control_lock = asyncio.Lock()
         self._started = False
         #: ``opener(host, port) -> async () -> (reader, writer)`` for TLS/SASL inter-broker
@@ -105,6 +108,16 @@ class ZkBroker(ZkAdminMixin, Controller):
         self.inter_broker_opener = None
 
     # ------------------------------------------------------------------ properties
+
+    @property
+    def metadata_cache(self) -> Any:
+        return self._metadata_cache
+
+    @metadata_cache.setter
+    def metadata_cache(self, cache: Any) -> None:
+        """The server sets the MetadataCache after construction; the admin reads it too."""
+        self._metadata_cache = cache
+        self.admin.metadata_cache = cache
 
     @property
     def controller_id(self) -> int:
@@ -173,6 +186,7 @@ class ZkBroker(ZkAdminMixin, Controller):
         self.controller = KafkaController(
             self._controller_config(), self.kzk, self.broker_info, self._broker_epoch,
             on_broker_epoch=self._set_broker_epoch, opener=self.inter_broker_opener)
+        self.admin.controller = self.controller
         await self.controller.startup()
         self._started = True
 
@@ -223,7 +237,7 @@ class ZkBroker(ZkAdminMixin, Controller):
         if configs.get("unclean.leader.election.enable", "").strip().lower() == "true" and \
                 (before or {}).get("unclean.leader.election.enable") != \
                 configs.get("unclean.leader.election.enable") and self.controller is not None:
-            self.controller.enable_topic_unclean_leader_election(topic)
+            self.controller.leadership.enable_topic_unclean_leader_election(topic)
 
     async def _on_broker_config(self, entity: str, configs: dict[str, str]) -> None:
         self._broker_configs[entity] = dict(configs)
@@ -232,7 +246,7 @@ class ZkBroker(ZkAdminMixin, Controller):
             await hook(entity, dict(configs))
         if entity in ("<default>", str(self.broker_id)) and self.controller is not None and \
                 configs.get("unclean.leader.election.enable", "").lower() == "true":
-            self.controller.enable_default_unclean_leader_election()
+            self.controller.leadership.enable_default_unclean_leader_election()
 
     async def _on_group_config(self, group: str, configs: dict[str, str]) -> None:
         """``/config/groups/<group>`` (GROUP config resources, broker.group_configs)."""
@@ -240,6 +254,27 @@ class ZkBroker(ZkAdminMixin, Controller):
             self._group_configs[group] = dict(configs)
         else:
             self._group_configs.pop(group, None)
+
+    def topic_configs(self, name: str) -> dict[str, str] | None:
+        if name in self._topic_configs:
+            return dict(self._topic_configs[name])
+        if self.metadata_cache.contains_topic(name):
+            return {}
+        return None
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        return dict(self._broker_configs.get(entity, {}))
+
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        return {g: dict(c) for g, c in self._group_configs.items()}
+
+    async def _on_config_written(self, entity_type: str, name: str,
+                                 configs: dict[str, str]) -> None:
+        """A config this broker wrote (AlterConfigs), applied without waiting for the
+        change notification."""
+        handler = {"topics": self._on_topic_config, "brokers": self._on_broker_config,
+                   "groups": self._on_group_config}[entity_type]
+        await handler(name, configs)
 
     async def _ensure_topic_configs(self, request) -> None:
         """Read the configs of topics new to this broker before their logs are created
@@ -298,8 +333,7 @@ class ZkBroker(ZkAdminMixin, Controller):
             for ts in request.topic_states:
                 if any(ps.leader == zd.LEADER_DURING_DELETE for ps in ts.partition_states):
                     self._topic_configs.pop(ts.topic_name, None)
-            event, self._metadata_event = self._metadata_event, asyncio.Event()
-            event.set()
+            self.admin.metadata_updated()
             return int(ErrorCode.NONE)
 
     async def apply_stop_replica(self, request):
@@ -315,6 +349,57 @@ class ZkBroker(ZkAdminMixin, Controller):
     async def propagate_log_dir_event(self) -> None:
         path = await self.kzk.propagate_log_dir_event(self.broker_id)
         log.info("log dir failure announced to the controller at %s", path)
+
+    # ------------------------------------------------------------------ admin (ZkAdminManager)
+
+    async def create_topics(self, topics, validate_only: bool = False,
+                            timeout_ms: int | None = None):
+        return await self.admin.create_topics(topics, validate_only, timeout_ms)
+
+    async def auto_create_topics(self, topics):
+        return await self.admin.auto_create_topics(topics)
+
+    async def delete_topics(self, names=(), topic_ids=(), timeout_ms: int | None = None):
+        return await self.admin.delete_topics(names, topic_ids, timeout_ms)
+
+    async def create_partitions(self, topics, validate_only: bool = False,
+                                timeout_ms: int | None = None):
+        return await self.admin.create_partitions(topics, validate_only, timeout_ms)
+
+    async def alter_topic_configs(self, name: str, configs, validate_only: bool = False):
+        return await self.admin.alter_topic_configs(name, configs, validate_only)
+
+    async def incremental_alter_topic_configs(self, name: str, ops,
+                                              validate_only: bool = False):
+        return await self.admin.incremental_alter_topic_configs(name, ops, validate_only)
+
+    async def alter_broker_configs(self, entity: str, configs, validate_only: bool = False):
+        return await self.admin.alter_broker_configs(entity, configs, validate_only)
+
+    async def incremental_alter_broker_configs(self, entity: str, ops,
+                                               validate_only: bool = False):
+        return await self.admin.incremental_alter_broker_configs(entity, ops, validate_only)
+
+    async def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        await self.admin.set_group_configs(group, configs)
+
+    async def elect_leaders(self, election_type: int, partitions):
+        return await self.admin.elect_leaders(election_type, partitions)
+
+    async def allocate_producer_ids(self, broker_id: int):
+        return await self.admin.allocate_producer_ids(broker_id)
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int):
+        return await self.admin.controlled_shutdown(broker_id, broker_epoch)
+
+    async def alter_partition(self, request, version: int):
+        return await self.admin.alter_partition(request, version)
+
+    async def alter_partition_reassignments(self, reassignments):
+        return await self.admin.alter_partition_reassignments(reassignments)
+
+    async def list_partition_reassignments(self, partitions):
+        return await self.admin.list_partition_reassignments(partitions)
 
     # ------------------------------------------------------------------ SIGTERM path
 

@@ -8,8 +8,9 @@ import uuid
 
 from controller import controller_events as ev
 from controller.context import PartitionState, ReplicaState
+from controller.controller_core import ControllerConfig
 from controller.event_manager import ControllerEvent, ControllerEventManager
-from controller.kafka_controller import ControllerConfig, KafkaController
+from controller.kafka_controller import KafkaController
 from controller.kafka_zk_client import UpdateLeaderAndIsrResult
 from controller.zk_data import BrokerInfo, Endpoint, ReplicaAssignment
 from controller.zk_data import LeaderIsrAndControllerEpoch as S

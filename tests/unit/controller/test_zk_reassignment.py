@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from controller import controller_events as ev
 from controller.context import PartitionState, ReplicaState
-from controller.kafka_controller import ControllerConfig, KafkaController
+from controller.controller_core import ControllerConfig
+from controller.kafka_controller import KafkaController
 from controller.zk_data import BrokerInfo, Endpoint
 from controller.zk_data import LeaderIsrAndControllerEpoch as S
 from controller.zk_data import ReplicaAssignment as RA
@@ -81,7 +82,7 @@ async def test_reassignment_phases_and_completion_on_isr_expansion():
     # the leader adds 3 to the ISR (AlterPartition): phase B completes the move
     zk.states[TP] = ctx.leadership[TP] = S(1, 4, (1, 2, 3), 5, zk.states[TP].partition_epoch)
     c.channel.sent.clear()
-    await c.maybe_complete_reassignment(TP)
+    await c.reassignments.maybe_complete_reassignment(TP)
     assert ctx.partition_full_replica_assignment(TP) == RA((2, 3))
     assert zk.assignments["t"][0] == RA((2, 3))
     assert zk.states[TP].leader == 2 and 1 not in zk.states[TP].isr  # leader left: re-elected
