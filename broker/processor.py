@@ -53,17 +53,16 @@ import os
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from broker.request_channel import FileSlice, Request, Response
+from broker.memory_pool import MemoryPool
+from broker.request_channel import FileSlice, Request, RequestChannel, Response
 from protocol.errors import ProtocolError
 from protocol.frames import SIZE_PREFIX, FrameDecoder
 from protocol.headers import peek_request_header
 
-if TYPE_CHECKING:
-    from broker.network import SocketServer
-
-__all__ = ["DataReceivedProcessor", "Processor", "ProcessorBase"]
+__all__ = ["ConnectionHost", "DataReceivedProcessor", "Processor", "ProcessorBase"]
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +83,45 @@ def _set_done(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+class ConnectionHost(Protocol):
+    """What a connection uses of the server that accepted it (``broker.network.SocketServer``
+    implements it; the processor knows the server only through this).
+
+    Limits (bytes; ``socket.request.max.bytes``, per-connection queue and buffer bounds,
+    ``max.inflight``), the shared ``request_channel``, ``memory_pool`` and receive scratch
+    buffer, ``clock()`` (monotonic ms), ``security`` (``broker.security.manager``, or None),
+    the connection registry (``register`` / ``unregister`` / ``next_connection_index``), the
+    ``request_completed`` metrics hook and the counters a connection bumps.
+    """
+
+    socket_request_max_bytes: int
+    max_inflight_per_connection: int
+    max_queued_requests_per_connection: int
+    max_buffered_bytes_per_connection: int
+    max_unauthenticated_frame_bytes: dict[str, int]
+    use_sendfile: bool
+    clock: Callable[[], float]
+    security: Any
+    request_channel: RequestChannel
+    memory_pool: MemoryPool
+    receive_scratch: Any
+    request_completed: Callable[[Request, int], None] | None
+    malformed_closed: int
+    failed_authentications: int
+    expired_sessions_closed: int
+    throttled_total: int
+
+    def next_connection_index(self) -> int: ...
+
+    def register(self, processor: ProcessorBase) -> None: ...
+
+    def unregister(self, processor: ProcessorBase) -> None: ...
+
+
 class ProcessorBase:
     """Everything a connection does except how bytes are received (see ``Processor``)."""
 
-    def __init__(self, server: SocketServer, listener: str) -> None:
+    def __init__(self, server: ConnectionHost, listener: str) -> None:
         self.server = server
         self.listener = listener
         self.connection_id = ""
