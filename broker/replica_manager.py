@@ -6,7 +6,8 @@ batches (`append_records`, Kafka's appendRecords) and serves fetches (`fetch_mes
 Kafka's fetchMessages; in `broker.replica_fetch`). The handlers call all of them as
 ReplicaManager methods: the two modules' functions are bound into the class (no call
 layer). Parks acks=-1 produces in the Produce purgatory (DelayedProduce) and fetches short
-of `min_bytes` in the Fetch purgatory (DelayedFetch); both are woken through `TopicPartitionKey`s:
+of `min_bytes` in the Fetch purgatory (DelayedFetch); both are woken through
+`TopicPartitionKey`s:
 
 - after an append: Fetch (followers read to the LEO; consumers when the HW moved) and
   Produce (when the HW moved);
