@@ -28,66 +28,77 @@
 * Malformed input closes that connection only: a size prefix < 0 or > socket.request.max.bytes
   (before buffering it), or a frame too short for a request header (< 8 bytes).
 * Security (issue 15, ``broker.security``): each connection gets a ``Session`` (its
-  principal) from ``server.security``. On SASL listeners every frame before authentication
-  completes goes to the session's ``SaslServerAuthenticator`` (frames are limited to
-  ``sasl.server.max.receive.size`` meanwhile), never to the RequestChannel; ApiVersions is
-  answered by the ApiVersions handler in between. A failed authentication is logged once
-  ("Failed authentication with /<ip> (channelId=<id>) (<reason>)"), answered with the
-  authenticator's error response after ``connection.failed.authentication.delay.ms`` and the
-  connection closed. A request after the session expired (KIP-368) closes the connection
-  unless it is a SaslHandshake (re-authentication, handled by the SASL handlers). On SSL
-  listeners the principal comes from the client certificate of the finished handshake.
-* Responses with file slices: on a plain TCP socket, once the transport's write buffer has
-  drained, the whole response goes straight to the socket (headers with send(MSG_MORE), slices
-  with os.sendfile, zero copy; writability waits on a dup of the descriptor). Otherwise
-  (``use_sendfile=False``, TLS-like transports) slices are read with ``os.pread`` in the
-  default executor and written through the transport. ``benchmarks/bench_network.py``
-  compares the two.
+  principal) from ``server.security``; on SASL listeners frames before authentication go to
+  ``broker.connection_auth`` (the SASL exchange, SSL principals, KIP-368 expiry).
+* Responses with file slices are sent by ``broker.file_responses`` (``os.sendfile`` on plain
+  TCP, ``os.pread`` otherwise); small ones are read into bytes and written with the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from broker.request_channel import FileSlice, Request, Response
+from broker.connection_auth import auth_failed, auth_pump, check_session
+from broker.file_responses import INLINE_FILE_BYTES, inline_file_parts, send_with_files
+from broker.memory_pool import MemoryPool
+from broker.request_channel import Request, RequestChannel, Response
 from protocol.errors import ProtocolError
 from protocol.frames import SIZE_PREFIX, FrameDecoder
 from protocol.headers import peek_request_header
 
-if TYPE_CHECKING:
-    from broker.network import SocketServer
-
-__all__ = ["DataReceivedProcessor", "Processor", "ProcessorBase"]
+__all__ = ["ConnectionHost", "DataReceivedProcessor", "Processor", "ProcessorBase"]
 
 log = logging.getLogger(__name__)
 
 REQUEST_HEADER_MIN = 8
-SASL_HANDSHAKE = 17  # int16 api_key, int16 api_version, int32 correlation_id
 SMALL_WRITE_JOIN = 64 * 1024  # responses up to this size are joined into one write
-PREAD_CHUNK = 1024 * 1024  # fallback read size for file slices
-SENDFILE_BURST = 4 * 1024 * 1024  # most bytes sent with os.sendfile before yielding
-# file slices up to this many bytes in all are read with os.pread (page cache) and written
-# with the response, as bytes: cheaper than a sending task, a dup'ed socket and sendfile calls
-# for the small fetch answers a busy follower gets (issue 21)
-INLINE_FILE_BYTES = 64 * 1024
-MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux: hold a header back for the file bytes
 
 
-def _set_done(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
+class ConnectionHost(Protocol):
+    """What a connection uses of the server that accepted it (``broker.network.SocketServer``
+    implements it; the processor knows the server only through this).
+
+    Limits (bytes; ``socket.request.max.bytes``, per-connection queue and buffer bounds,
+    ``max.inflight``), the shared ``request_channel``, ``memory_pool`` and receive scratch
+    buffer, ``clock()`` (monotonic ms), ``security`` (``broker.security.manager``, or None),
+    the connection registry (``register`` / ``unregister`` / ``next_connection_index``), the
+    ``request_completed`` metrics hook and the counters a connection bumps.
+    """
+
+    socket_request_max_bytes: int
+    max_inflight_per_connection: int
+    max_queued_requests_per_connection: int
+    max_buffered_bytes_per_connection: int
+    max_unauthenticated_frame_bytes: dict[str, int]
+    use_sendfile: bool
+    clock: Callable[[], float]
+    security: Any
+    request_channel: RequestChannel
+    memory_pool: MemoryPool
+    receive_scratch: Any
+    request_completed: Callable[[Request, int], None] | None
+    malformed_closed: int
+    failed_authentications: int
+    expired_sessions_closed: int
+    throttled_total: int
+
+    def next_connection_index(self) -> int: ...
+
+    def register(self, processor: ProcessorBase) -> None: ...
+
+    def unregister(self, processor: ProcessorBase) -> None: ...
 
 
 class ProcessorBase:
     """Everything a connection does except how bytes are received (see ``Processor``)."""
 
-    def __init__(self, server: SocketServer, listener: str) -> None:
+    def __init__(self, server: ConnectionHost, listener: str) -> None:
         self.server = server
         self.listener = listener
         self.connection_id = ""
@@ -184,7 +195,7 @@ class ProcessorBase:
         self._account_memory(frames)
         if self._auth_queue is not None:  # SASL authentication not complete yet
             self._auth_queue.extend(frames)
-            self._auth_pump()
+            auth_pump(self)
             return
         for frame in frames:
             if not self._on_frame(frame):
@@ -253,95 +264,10 @@ class ProcessorBase:
             self._request_charge = 0
         self._memory_muted = False
         pool.forget(self)
-    # ---- SASL authentication (broker.security.authenticator) ----------------------------------
-    def _auth_pump(self) -> None:
-        security = self.server.security
-        queue = self._auth_queue
-        while queue and not self._auth_busy and not self.closed:
-            if not security.ready.is_set():  # credentials still loading (startup)
-                self._auth_busy = True
-                asyncio.get_running_loop().create_task(self._auth_after(security.ready.wait()))
-                return
-            frame = queue.popleft()
-            self._release_request(frame.nbytes)  # consumed here, never reaches a handler
-            step = self.session.authenticator.receive(frame)
-            if step.api_versions:
-                api_key, version, correlation_id = peek_request_header(frame)
-                result = self.server.request_channel.handler(Request(
-                    self.connection_id, -1, time.monotonic_ns(), api_key, version,
-                    correlation_id, frame, self.listener, self.client_address, None))
-                if result is not None and not isinstance(result, Response):
-                    self._auth_busy = True
-                    asyncio.get_running_loop().create_task(self._auth_after(result, True))
-                    return
-                self._auth_write(result)
-            if step.failure is not None:
-                self._auth_failed(step.failure, step.response)
-                return
-            if step.response is not None:
-                self.transport.write(SIZE_PREFIX.pack(len(step.response)) + step.response)
-            if step.complete:
-                self._auth_complete()
-                return
-
-    async def _auth_after(self, awaitable, is_response: bool = False) -> None:
-        try:
-            result = await awaitable
-        except Exception:  # noqa: BLE001
-            log.exception("closing %s: answering during authentication failed",
-                          self.connection_id)
-            self.close()
-            return
-        finally:
-            self._auth_busy = False
-        if self.closed:
-            return
-        if is_response:
-            self._auth_write(result)
-        self._auth_pump()
-
-    def _auth_write(self, response: Response | None) -> None:
-        if response is None or self.transport is None or self.closed:
-            return
-        if response.close:
-            self.close()
-            return
-        self.transport.write(b"".join([SIZE_PREFIX.pack(response.size), *response.parts]))
-
-    def _auth_failed(self, reason: str, response: bytes | None) -> None:
-        log.info("Failed %sauthentication with /%s (channelId=%s) (%s)",
-                 "re-" if self.session.authenticator.reauthenticating else "",
-                 _host(self.client_address), self.connection_id, reason)
-        self.server.failed_authentications += 1
-        if self._auth_queue is not None:
-            self._auth_queue.clear()
-        if self.transport is not None and self._reading:
-            self._reading = False
-            self.transport.pause_reading()
-        delay_ms = self.server.security.failed_authentication_delay_ms
-        asyncio.get_running_loop().call_later(delay_ms / 1000.0, self._close_with, response)
-
-    def _close_with(self, payload: bytes | None) -> None:
-        if payload is not None and self.transport is not None and not self.closed:
-            self.transport.write(SIZE_PREFIX.pack(len(payload)) + payload)
-        self.close()
-
-    def _auth_complete(self) -> None:
-        auth = self.session.authenticator
-        self.session.principal = auth.principal
-        self.authenticated()
-        queue, self._auth_queue = self._auth_queue, None
-        log.debug("Successfully authenticated %s as %s", self.connection_id, auth.principal)
-        for frame in queue or ():
-            if not self._on_frame(frame):
-                return
-        self._dispatch()
-        self._update_reading()
-
     def close_after_failed_reauthentication(self, reason: str) -> None:
         """A SASL handler's re-authentication failed: log it, stop reading and close after
         the failure delay (its response, already returned, is sent first)."""
-        self._auth_failed(reason, None)
+        auth_failed(self, reason, None)
 
     def eof_received(self) -> bool:
         return False  # half-closed by the client: close (Kafka does too)
@@ -380,7 +306,7 @@ class ProcessorBase:
             return False
         session = self.session
         if session is not None and not session.settled:
-            self._check_session(session, api_key)
+            check_session(self, session, api_key)
             if self.closed:
                 return False
         request = Request(self.connection_id, self._next_seq, time.monotonic_ns(), api_key,
@@ -391,25 +317,6 @@ class ProcessorBase:
         self._held_bytes += len(frame)
         self._pending.append(request)
         return True
-
-    def _check_session(self, session, api_key: int) -> None:
-        """SSL principal on the first request; KIP-368 session expiry on every request."""
-        if session.security_protocol == "SSL":
-            session.settled = True
-            listener = self.server.security.listener(self.listener)
-            session.principal = listener.ssl_principal(
-                self.transport.get_extra_info("ssl_object"))
-            return
-        auth = session.authenticator
-        if auth is None:
-            session.settled = True  # nothing to check on this connection
-            return
-        if api_key != SASL_HANDSHAKE and auth.session_expired(self.server.security.time_ms()):
-            log.info("closing %s: SASL session of %s expired (connections.max.reauth.ms / "
-                     "credential lifetime) without re-authentication", self.connection_id,
-                     session.principal)
-            self.server.expired_sessions_closed += 1
-            self.close()
 
     def throttle(self, ms: float) -> None:
         """KIP-219: a quota was exceeded; read and dispatch nothing more from this connection
@@ -518,12 +425,12 @@ class ProcessorBase:
             self.last_active_ms = self.server.clock()
             if response.has_file_parts and \
                     response.size - response.memory_size <= INLINE_FILE_BYTES:
-                response = _inline_file_parts(response)
+                response = inline_file_parts(response)
             if response.has_file_parts:
                 self._sending = True
                 request.send_start_ns = time.monotonic_ns()
                 self._send_task = asyncio.get_running_loop().create_task(
-                    self._send_with_files(response, request))
+                    send_with_files(self, response, request))
                 return
             if completed is not None:
                 completed(request, time.monotonic_ns())
@@ -565,141 +472,6 @@ class ProcessorBase:
         self._out = []
         self._out_bytes = 0
 
-    async def _send_with_files(self, response: Response, request: Request | None = None) -> None:
-        transport = self.transport
-        assert transport is not None
-        try:
-            self._write_out()
-            parts: list[Any] = [SIZE_PREFIX.pack(response.size), *response.parts]
-            if self._sendfile_ok and self._sock_fd is not None:
-                await self._transport_drained()
-                if not self.closed:
-                    await self._send_direct(parts)
-            else:
-                for part in parts:
-                    if self.closed:
-                        return
-                    if isinstance(part, FileSlice):
-                        await self._send_slice_pread(part)
-                    else:
-                        transport.write(part)
-            self.last_active_ms = self.server.clock()
-        except Exception as e:
-            log.warning("closing %s: sending file data failed: %r", self.connection_id, e)
-            self.close()
-        finally:
-            completed = self.server.request_completed
-            if completed is not None and request is not None:
-                completed(request, time.monotonic_ns())
-            self._sending = False
-            self._send_task = None
-            if not self.closed:
-                self._update_reading()
-                self._flush()
-
-    async def _transport_drained(self) -> None:
-        """Wait until the transport has handed every buffered byte to the socket."""
-        transport = self.transport
-        assert transport is not None
-        if not transport.get_write_buffer_size():
-            return
-        # high=low=0: pause_writing now, resume_writing exactly when the buffer is empty
-        transport.set_write_buffer_limits(high=0, low=0)
-        try:
-            while transport.get_write_buffer_size() and not self.closed:
-                await self._wait_drained()
-        finally:
-            if not transport.is_closing():
-                transport.set_write_buffer_limits()  # back to asyncio's defaults
-
-    async def _send_direct(self, parts: list[Any]) -> None:
-        """Send ``parts`` straight to the socket: bytes with send(MSG_MORE), file slices with
-        os.sendfile (zero copy), waiting for writability on a dup of the socket's descriptor
-        (the original is registered to the transport). The transport's buffer is empty and
-        nothing else writes meanwhile, so the stream order holds."""
-        assert self._sock_fd is not None
-        raw = socket.socket(fileno=os.dup(self._sock_fd))
-        try:
-            raw.setblocking(False)
-            pending: list[Any] = []
-            for part in parts:
-                if isinstance(part, FileSlice):
-                    if pending:
-                        await self._raw_send(raw, b"".join(pending), MSG_MORE)
-                        pending = []
-                    await self._raw_sendfile(raw, part)
-                else:
-                    pending.append(part)
-                if self.closed:
-                    return
-            if pending:
-                await self._raw_send(raw, b"".join(pending), 0)
-        finally:
-            raw.close()
-
-    async def _raw_send(self, raw: socket.socket, data: bytes, flags: int) -> None:
-        view = memoryview(data)
-        while view and not self.closed:
-            try:
-                n = raw.send(view, flags)
-            except (BlockingIOError, InterruptedError):
-                await self._socket_writable(raw)
-                continue
-            view = view[n:]
-            self.last_active_ms = self.server.clock()
-
-    async def _raw_sendfile(self, raw: socket.socket, part: FileSlice) -> None:
-        in_fd = part.fileno()
-        position, remaining = part.position, part.length
-        while remaining and not self.closed:
-            burst = min(remaining, SENDFILE_BURST)
-            try:
-                n = os.sendfile(raw.fileno(), in_fd, position, burst)
-            except (BlockingIOError, InterruptedError):
-                await self._socket_writable(raw)
-                continue
-            if n == 0:
-                raise OSError(f"file slice shorter than announced: {remaining} bytes missing "
-                              f"at {position}")
-            position += n
-            remaining -= n
-            self.last_active_ms = self.server.clock()
-            if n == SENDFILE_BURST and remaining:
-                await asyncio.sleep(0)  # a fast reader: let other connections run
-
-    async def _socket_writable(self, raw: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._writable = fut
-        fd = raw.fileno()
-        loop.add_writer(fd, _set_done, fut)
-        try:
-            await fut
-        finally:
-            loop.remove_writer(fd)
-            self._writable = None
-
-    async def _send_slice_pread(self, part: FileSlice) -> None:
-        """Fallback (TLS-like transports, use_sendfile=False): os.pread in the executor."""
-        loop = asyncio.get_running_loop()
-        transport = self.transport
-        assert transport is not None
-        fd = part.fileno()
-        position, remaining = part.position, part.length
-        while remaining:
-            chunk = await loop.run_in_executor(None, os.pread, fd, min(remaining, PREAD_CHUNK),
-                                               position)
-            if not chunk:
-                raise OSError(f"file slice shorter than announced at {position}")
-            if self.closed:
-                return
-            transport.write(chunk)
-            self.last_active_ms = self.server.clock()
-            position += len(chunk)
-            remaining -= len(chunk)
-            if self._writing_paused:
-                await self._wait_drained()
-
     async def _wait_drained(self) -> None:
         if self._drained is None or self._drained.done():
             self._drained = asyncio.get_running_loop().create_future()
@@ -709,7 +481,8 @@ class ProcessorBase:
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         if self.closed and self._writable is not None:
-            _set_done(self._writable)  # a direct send waiting for writability: give up
+            if not self._writable.done():  # a direct send waiting for writability: give up
+                self._writable.set_result(None)
 
     # ---- flow control and closing ----------------------------------------------------------
     def _update_reading(self) -> None:
@@ -785,32 +558,7 @@ class DataReceivedProcessor(ProcessorBase, asyncio.Protocol):
         self._frames_received(frames)
 
 
-def _host(addr: Any) -> str:
-    return str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
-
-
 def _addr(addr: Any) -> str:
     if isinstance(addr, tuple) and len(addr) >= 2:
         return f"{addr[0]}:{addr[1]}"
     return str(addr)
-
-
-def _inline_file_parts(response: Response) -> Response:
-    """`response` with its (small) file slices read into bytes (in place), or as it is when
-    a read fails or comes up short (the sending task then reports the error and closes)."""
-    parts = []
-    try:
-        for part in response.parts:
-            if isinstance(part, FileSlice):
-                data = os.pread(part.fileno(), part.length, part.position)
-                if len(data) != part.length:
-                    return response
-                parts.append(data)
-            else:
-                parts.append(part)
-    except (OSError, ValueError):
-        return response
-    response.parts = parts
-    response.memory_size = response.size
-    response.has_file_parts = False
-    return response

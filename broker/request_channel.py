@@ -26,7 +26,12 @@ The handler may also be a plain function returning the same things.
 queued requests allowed before blocking the network threads"): a processor never puts a request
 on a full channel. It keeps the request, pauses reading its connection and registers with
 ``wait_for_room``; each time an IO worker takes a request off the queue, the longest-waiting
-processors are called back (``ProcessorBase.channel_has_room``) while there is room, FIFO.
+processors are called back (``RequestConnection.channel_has_room``) while there is room, FIFO.
+
+The channel knows the connections only as :class:`RequestConnection` (the ``processor`` of a
+``Request``): the callbacks a connection gives it. ``broker.processor`` implements them and
+``broker.network`` wires both, so the chain is one-way: network -> processor ->
+request_channel (Kafka's SocketServer: Acceptor -> Processor -> RequestChannel).
 """
 
 from __future__ import annotations
@@ -37,12 +42,9 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, Any, NamedTuple, Protocol
 
-if TYPE_CHECKING:
-    from broker.network import ProcessorBase
-
-__all__ = ["FileSlice", "Handler", "Request", "RequestChannel", "Response"]
+__all__ = ["FileSlice", "Handler", "Request", "RequestChannel", "RequestConnection", "Response"]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +126,28 @@ class Response:
         return f"Response({kind})"
 
 
+class RequestConnection(Protocol):
+    """What the RequestChannel calls back on the connection a request came from
+    (``Request.processor``; ``broker.processor.ProcessorBase`` implements it).
+
+    * ``closed``: True once the connection is gone; its queued requests are dropped.
+    * ``channel_has_room()``: the queue dropped below ``queued.max.requests`` (after
+      ``RequestChannel.wait_for_room``).
+    * ``handler_done(request)``: the handler returned for ``request`` (response or parked);
+      returns the connection's next pending request for the same worker, or None.
+    * ``response_ready(request, response)``: the outcome of ``request`` is known (a
+      ``Response`` or None: send nothing).
+    """
+
+    closed: bool
+
+    def channel_has_room(self) -> None: ...
+
+    def handler_done(self, request: Request) -> Request | None: ...
+
+    def response_ready(self, request: Request, response: Response | None) -> None: ...
+
+
 class Request:
     """One request frame received on a connection, with its header peeked.
 
@@ -144,7 +168,7 @@ class Request:
 
     def __init__(self, connection_id: str, sequence: int, received_ns: int, api_key: int,
                  api_version: int, correlation_id: int, frame: memoryview, listener: str,
-                 client_address: Any, processor: ProcessorBase | None = None) -> None:
+                 client_address: Any, processor: RequestConnection | None = None) -> None:
         self.connection_id = connection_id
         self.sequence = sequence
         self.received_ns = received_ns
@@ -267,8 +291,8 @@ class RequestChannel:
     """The request queue and its pool of ``num_io_threads`` IO worker tasks.
 
     Processors call ``send_request`` (only when not ``full``); workers call the handler and
-    hand the outcome back to the request's processor (``Processor.handler_done`` /
-    ``Processor.response_ready``). ``queued_max_requests`` is ``queued.max.requests``
+    hand the outcome back to the request's connection (``RequestConnection.handler_done`` /
+    ``RequestConnection.response_ready``). ``queued_max_requests`` is ``queued.max.requests``
     (Kafka default 500, >= 1).
     """
 
@@ -284,7 +308,7 @@ class RequestChannel:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
         self._parked: set[asyncio.Future[Any]] = set()
-        self._blocked: deque[ProcessorBase] = deque()  # waiting for room, oldest first
+        self._blocked: deque[RequestConnection] = deque()  # waiting for room, oldest first
         self.blocked_total = 0  # times a processor found the channel full
 
     @property
@@ -297,7 +321,7 @@ class RequestChannel:
         """True while ``queued.max.requests`` requests wait for a worker."""
         return self._queue.qsize() >= self.queued_max_requests
 
-    def wait_for_room(self, processor: ProcessorBase) -> None:
+    def wait_for_room(self, processor: RequestConnection) -> None:
         """Call ``processor.channel_has_room()`` once the queue is below its bound (FIFO among
         waiting processors). The processor registers once per wait."""
         self._blocked.append(processor)

@@ -43,7 +43,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.records import RecordBatch
 from storage.checkpoints import OffsetCheckpointFile, fsync_dir
@@ -68,7 +68,6 @@ from storage.transaction_index import TXN_INDEX_SUFFIX
 
 if TYPE_CHECKING:
     from storage.log import Log
-    from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -327,11 +326,34 @@ def _header_of(data: bytes) -> RecordBatch:
     return RecordBatch(data)
 
 
+class CleanerHost(Protocol):
+    """What the cleaner uses of the `storage.log_manager.LogManager` that runs it (the manager
+    passes itself): the logs (`all_logs`, `get_log`), where they live (`log_dir_of` by
+    partition, `dir_of` by log, `live_log_dirs`: the dirs not failed, KIP-112), the clock
+    (`time_ms`, ms) and `io_error`, which takes a log dir offline for an OSError and returns
+    the KAFKA_STORAGE_ERROR."""
+
+    time_ms: Callable[[], int]
+
+    @property
+    def live_log_dirs(self) -> list[str]: ...
+
+    def all_logs(self) -> dict[TopicPartition, Log]: ...
+
+    def get_log(self, tp: TopicPartition) -> Log | None: ...
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None: ...
+
+    def dir_of(self, log: Log) -> str: ...
+
+    def io_error(self, log_dir: str | None, what: str, exc: BaseException) -> Any: ...
+
+
 class LogCleaner:
     """Runs the passes for a `LogManager` (see the module docstring). Loop-thread object:
     `startup()`/`shutdown()` from the broker's loop; `clean_once()` runs one pass (tests)."""
 
-    def __init__(self, manager: LogManager, config: CleanerConfig,
+    def __init__(self, manager: CleanerHost, config: CleanerConfig,
                  time_ms: Callable[[], int] | None = None):
         self.manager = manager
         self.config = config

@@ -22,7 +22,7 @@ metadata operations only (the data was fsynced by the cleaner).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD
 from storage.segment import (
@@ -35,11 +35,31 @@ from storage.segment import (
 )
 from storage.transaction_index import TXN_INDEX_SUFFIX
 
-if TYPE_CHECKING:
-    from storage.log import Log
+__all__ = ["SegmentOwner", "complete_interrupted_swaps", "replace_segments",
+           "segments_unchanged"]
 
 
-def segments_unchanged(log: Log, segments: list[LogSegment], sizes: list[int]) -> bool:
+class SegmentOwner(Protocol):
+    """What the swap uses of the `storage.log.Log` whose segments it replaces (the log is
+    passed in; this module never imports it): its segment list (base offset order), the
+    active (last) segment, and the Log's own segment list edits: `_add_segment`,
+    `_remove_segments` (from the list only) and `_delete_segment_files` (rename to
+    `.deleted`, unlinked after `file.delete.delay.ms`)."""
+
+    segments: list[LogSegment]
+
+    @property
+    def active_segment(self) -> LogSegment: ...
+
+    def _add_segment(self, seg: LogSegment) -> None: ...
+
+    def _remove_segments(self, segs: list[LogSegment]) -> None: ...
+
+    def _delete_segment_files(self, segs: list[LogSegment]) -> None: ...
+
+
+def segments_unchanged(log: SegmentOwner, segments: list[LogSegment], sizes: list[int]
+                       ) -> bool:
     """True when `segments` are still all the log's, none active, their sizes unchanged (no
     truncation, retention or DeleteRecords since the cleaner measured them)."""
     present = {id(s) for s in log.segments}
@@ -47,7 +67,7 @@ def segments_unchanged(log: Log, segments: list[LogSegment], sizes: list[int]) -
                 or any(s.size != n for s, n in zip(segments, sizes, strict=True)))
 
 
-def replace_segments(log: Log, new: LogSegment, old: list[LogSegment],
+def replace_segments(log: SegmentOwner, new: LogSegment, old: list[LogSegment],
                      old_sizes: list[int]) -> bool:
     """Swap `new` (files `*.cleaned`) in for `old` if `segments_unchanged(log, old,
     old_sizes)`; returns False (nothing changed) otherwise."""

@@ -27,10 +27,12 @@ import bisect
 import dataclasses
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from protocol.records import RecordBatch
-from storage.cleaner_swap import complete_interrupted_swaps
+from storage.cleaner_swap import SegmentOwner, complete_interrupted_swaps
+from storage.config import LogConfig
+from storage.epoch_cache import LeaderEpochFileCache
 from storage.index import CorruptIndexError
 from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.segment import (
@@ -40,14 +42,29 @@ from storage.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    LogSegment,
 )
 from storage.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
 
-if TYPE_CHECKING:
-    from storage.log import Log
+__all__ = ["LoadResult", "LoadingLog", "load_segments", "rebuild_txn_index",
+           "record_completed_txn", "replay_producer_state"]
 
 _MIN_RECOVERY_BATCH = 64 * 1024 * 1024
 log_ = logging.getLogger(__name__)
+
+
+class LoadingLog(SegmentOwner, Protocol):
+    """What loading uses of the `storage.log.Log` it fills (the log passes itself; this
+    module never imports it): its partition directory `dir`, `config` (segment and index
+    sizes), `leader_epoch_cache`, `producer_state`, and `_new_segment(base_offset, active)`
+    (opens `<base>.log` and its indexes) besides the segment list edits of `SegmentOwner`."""
+
+    dir: str
+    config: LogConfig
+    leader_epoch_cache: LeaderEpochFileCache
+    producer_state: ProducerStateManager
+
+    def _new_segment(self, base_offset: int, active: bool = True) -> LogSegment: ...
 
 
 @dataclasses.dataclass
@@ -78,7 +95,7 @@ def _cleanup_dir(dir_path: str) -> list[int]:
     return sorted(logs)
 
 
-def load_segments(log: Log, recovery_point: int, log_start_offset: int,
+def load_segments(log: LoadingLog, recovery_point: int, log_start_offset: int,
                   clean_shutdown: bool) -> LoadResult:
     bases = _cleanup_dir(log.dir)
     for i, base in enumerate(bases):
@@ -174,8 +191,8 @@ def record_completed_txn(producer_state: ProducerStateManager, seg,
     producer_state.complete_txn(completed)
 
 
-def replay_producer_state(log: Log, producer_state: ProducerStateManager, from_offset: int,
-                          to_offset: int) -> int:
+def replay_producer_state(log: LoadingLog, producer_state: ProducerStateManager,
+                          from_offset: int, to_offset: int) -> int:
     """Feed `producer_state` the batches in [from_offset, to_offset) from trusted segments
     (headers only; markers are read whole for their type and coordinator epoch). Completed
     transactions are not indexed again (their `.txnindex` entries exist). Returns the
@@ -205,7 +222,7 @@ def replay_producer_state(log: Log, producer_state: ProducerStateManager, from_o
     return n
 
 
-def rebuild_txn_index(log: Log, seg) -> None:
+def rebuild_txn_index(log: LoadingLog, seg) -> None:
     """Rebuild one segment's `.txnindex` after it was recovered outside the ordered replay
     (its indexes were corrupt on a clean start): the producer state as of the segment's base
     offset (snapshot + replay, in a scratch manager that deletes nothing) then the segment."""
