@@ -14,7 +14,7 @@ share coordinator of `__share_group_state` today):
 - `timer` is `WheelTimer` over the broker's `SystemTimer` (the purgatory's hierarchical
   timing wheel).
 - `watch_leadership` hooks LeaderAndIsr / StopReplica / UpdateMetadata (topic deletion)
-  through `broker.coordinator.wiring.hook_coordinator_partitions`, as the group and
+  through `broker.coordinator_wiring.hook_coordinator_partitions`, as the group and
   transaction coordinators are hooked.
 """
 
@@ -151,7 +151,7 @@ class BrokerCoordinatorRuntime:
         return None if name is None else cache.num_partitions(name)
 
     def watch_leadership(self, topic: str, coordinator: CoordinatorPartitions) -> None:
-        from broker.coordinator.wiring import hook_coordinator_partitions
+        from broker.coordinator_wiring import hook_coordinator_partitions
         hook_coordinator_partitions(self.listener, topic, self.services.broker_id,
                                     coordinator.on_election, coordinator.on_resignation,
                                     coordinator.owned_partitions)

@@ -1,7 +1,7 @@
 """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69): KIP-848 consumer groups.
 
 Behaviour (Kafka's ``GroupMetadataManager``; the state machine is
-``broker.coordinator.consumer_coordinator``):
+``coordinator.group.consumer_coordinator``):
 - ConsumerGroupHeartbeat: join (epoch 0), heartbeat, leave (-1) or static leave (-2);
   answers the member id, member epoch, ``group.consumer.heartbeat.interval.ms`` and the
   assignment (topic ids) when it changed or the request was a full one. Errors (top level,

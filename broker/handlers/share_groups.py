@@ -1,7 +1,7 @@
 """ShareGroupHeartbeat (76) and ShareGroupDescribe (77): KIP-932 share groups.
 
 Behaviour (Kafka's ``GroupMetadataManager`` share paths; the state machine is
-``broker.coordinator.share_groups``):
+``coordinator.group.share_groups``):
 - ShareGroupHeartbeat: join (epoch 0), heartbeat, leave (-1); answers the member id, member
   epoch, the heartbeat interval and the assignment (topic ids) when the member joined or
   its assignment changed. Errors (top level, with a message): INVALID_REQUEST,

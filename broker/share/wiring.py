@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 
-from broker.coordinator.transaction.links import BrokerLinks
+from broker.broker_links import BrokerLinks
 from broker.coordinator_runtime import BrokerCoordinatorRuntime
 from broker.replication.wiring import inter_broker_listener
 from broker.share.dead_letters import DeadLetterWriter
