@@ -51,6 +51,7 @@ from broker.config_keys import (
     ConfigType,
 )
 from broker.properties import PropertiesError, load_properties
+from common.config_error import ConfigError, ConfigFileError
 from controller.zk_data import SECURITY_PROTOCOL_IDS, Endpoint
 
 __all__ = [
@@ -86,40 +87,6 @@ _INT_RE = re.compile(r"[+-]?[0-9]+")
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)://\[?(?P<host>[0-9A-Za-z\-%._:]*?)\]?:(?P<port>-?[0-9]+)$")
 _SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 LISTENER_PREFIX = "listener.name."
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid. ``key``, ``value`` and ``allowed`` say which and why.
-
-    The message reads like Kafka's ``ConfigException``:
-    ``Invalid value abc for configuration num.partitions: allowed: a 32-bit integer in [1,...]``.
-    """
-
-    def __init__(self, key: str, value: Any, allowed: str, reason: str | None = None):
-        self.key = key
-        self.value = value
-        self.allowed = allowed
-        shown = "[hidden]" if _is_sensitive(key) else value
-        msg = f"Invalid value {shown!r} for configuration {key}"
-        if reason:
-            msg += f": {reason}"
-        msg += f" (allowed: {allowed})"
-        super().__init__(msg)
-
-
-class ConfigFileError(ConfigError):
-    """The properties file cannot be read or is not valid properties syntax."""
-
-    def __init__(self, path: str, reason: str):
-        ValueError.__init__(self, f"Cannot load config file {path}: {reason}")
-        self.key = "config file"
-        self.value = path
-        self.allowed = "a readable file in Java properties syntax"
-
-
-def _is_sensitive(key: str) -> bool:
-    k = BROKER_CONFIG_KEYS.get(key)
-    return bool(k and k.sensitive)
 
 
 @dataclass(frozen=True)
