@@ -1,12 +1,10 @@
-"""Plumbing shared by the transaction coordinator's parts: `BrokerLinks`, one connection per
-other broker on the inter-broker listener (markers, KIP-890 verification), and `TaskSet`,
-the background tasks a component owns and cancels when it stops."""
+"""`BrokerLinks`: one connection per other broker on the inter-broker listener (transaction
+markers, KIP-890 verification, the share persister); the coordinators' `inter_broker`
+(`coordinator.runtime.InterBrokerClient`)."""
 
 from __future__ import annotations
 
-import asyncio
-
-__all__ = ["BrokerLinks", "TaskSet"]
+__all__ = ["BrokerLinks"]
 
 
 class BrokerLinks:
@@ -53,27 +51,4 @@ class BrokerLinks:
             try:
                 await conn.close()
             except Exception:  # noqa: BLE001 - closing anyway
-                pass
-
-
-class TaskSet:
-    """Tasks started with `spawn` (kept until done); `cancel_all()` cancels and awaits them."""
-
-    def __init__(self) -> None:
-        self.tasks: set[asyncio.Task] = set()
-
-    def spawn(self, coro, name: str | None = None) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
-
-    async def cancel_all(self) -> None:
-        tasks = list(self.tasks)
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
                 pass

@@ -226,7 +226,7 @@ class BrokerServer:
             from broker.replication.wiring import replication_reconfigurable
             self.services.dynamic_config.listeners.append(
                 replication_reconfigurable(self.replica_manager, cfg))
-        from broker.txn_wiring import attach_transaction_coordinator
+        from broker.coordinator_wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
         from broker.share.wiring import attach_share_groups  # issue 28: KIP-932
         attach_share_groups(self.services, listener)
@@ -544,7 +544,7 @@ class BrokerServer:
         if pid_manager is not None:
             steps.append(("producer id manager", pid_manager.shutdown))
         if self.services is not None and self.services.transaction_coordinator is not None:
-            from broker.txn_wiring import shutdown_transaction_coordinator
+            from broker.coordinator_wiring import shutdown_transaction_coordinator
             steps.append(("transaction coordinator",
                           functools.partial(shutdown_transaction_coordinator, self.services)))
         if self.services is not None and self.services.share_partitions is not None:

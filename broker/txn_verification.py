@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 
-from broker.broker_links import BrokerLinks
 from coordinator.transaction.versions import TV_2
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import AddPartitionsToTxnRequest
@@ -60,13 +59,13 @@ def batch_producer_info(records) -> tuple[int, int, int] | None:
 
 
 class TransactionVerifier:
-    """See the module docstring. `services`: BrokerServices; `listener`: inter-broker."""
+    """See the module docstring. `services`: BrokerServices; `links`: requests to the other
+    brokers over the inter-broker listener (`broker.broker_links.BrokerLinks`)."""
 
-    def __init__(self, services, listener: str, broker_id: int) -> None:
+    def __init__(self, services, links, broker_id: int) -> None:
         self.services = services
-        self.listener = listener
+        self.links = links
         self.broker_id = broker_id
-        self.links = BrokerLinks(services, listener, f"broker-{broker_id}-txn-verify")
 
     async def close(self) -> None:
         await self.links.close()

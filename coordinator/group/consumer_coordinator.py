@@ -50,10 +50,9 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 
-from broker.purgatory.timer_task import TimerTask
+from common.config_error import ConfigError
 from coordinator.group.assignors import ASSIGNORS, MemberSpec
 from coordinator.group.consumer_group import (
     ClassicMemberMetadata,
@@ -81,6 +80,7 @@ from coordinator.group.group import (
     SyncResult,
 )
 from coordinator.group.records import group_metadata_record, group_tombstone
+from coordinator.runtime import Deadline
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
@@ -115,7 +115,6 @@ class ConsumerGroupConfig:
         self.assignors = tuple(_ASSIGNOR_CLASSES.get(a, a) for a in assignors)
         unknown = [a for a in self.assignors if a not in ASSIGNORS]
         if unknown or not self.assignors:
-            from broker.config import ConfigError
             raise ConfigError("group.consumer.assignors", ",".join(assignors),
                               "uniform, range (or their Kafka class names)")
         self.migration_policy = migration_policy.lower()
@@ -133,7 +132,6 @@ class ConsumerGroupConfig:
     def from_kafka_config(cls, config) -> ConsumerGroupConfig:
         """Raises ConfigError (startup stops naming the key) for a session timeout or
         heartbeat interval outside its min/max, as Kafka's GroupCoordinatorConfig."""
-        from broker.config import ConfigError
         for name in ("session.timeout.ms", "heartbeat.interval.ms"):
             key = f"group.consumer.{name}"
             lo = config.get(f"group.consumer.min.{name}")
@@ -208,15 +206,6 @@ class _Fail(Exception):
         self.message = message
 
 
-class _MemberTimer(TimerTask):
-    def __init__(self, delay_ms: int, fn: Callable[[], None]) -> None:
-        super().__init__(delay_ms)
-        self.fn = fn
-
-    def run(self) -> None:
-        self.fn()
-
-
 def _encode_assignment(assigned: dict, topics: TopicView) -> bytes:
     A = ConsumerProtocolAssignment
     parts = []
@@ -252,8 +241,8 @@ class ConsumerGroupCoordinator:
         self.config = config
         self.topics = topics
         self.groups: dict[str, ConsumerGroup] = coordinator.consumer_groups
-        self._session: dict[tuple[str, str], _MemberTimer] = {}
-        self._rebalance: dict[tuple[str, str], _MemberTimer] = {}
+        self._session: dict[tuple[str, str], Deadline] = {}
+        self._rebalance: dict[tuple[str, str], Deadline] = {}
         self._regex_cache: dict[str, object] = {}
         self.rebalances = 0  # group epoch bumps
 
@@ -379,9 +368,9 @@ class ConsumerGroupCoordinator:
         old = self._session.pop(key, None)
         if old is not None:
             old.cancel()
-        task = _MemberTimer(timeout_ms, lambda: self._expire(key, "session", task))
-        self._session[key] = task
-        self.coordinator.timer.add(task)
+        task = self._session[key] = Deadline()
+        task.schedule(self.coordinator.timer, timeout_ms,
+                      lambda: self._expire(key, "session", task))
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
         for timers in (self._session, self._rebalance):
@@ -396,10 +385,9 @@ class ConsumerGroupCoordinator:
         if m.state is MemberState.UNREVOKED_PARTITIONS and not m.uses_classic_protocol:
             if key not in self._rebalance:
                 epoch = m.member_epoch
-                task = _MemberTimer(max(m.rebalance_timeout_ms, 1),
-                                    lambda: self._expire_revocation(key, epoch, task))
-                self._rebalance[key] = task
-                self.coordinator.timer.add(task)
+                task = self._rebalance[key] = Deadline()
+                task.schedule(self.coordinator.timer, max(m.rebalance_timeout_ms, 1),
+                              lambda: self._expire_revocation(key, epoch, task))
         else:
             t = self._rebalance.pop(key, None)
             if t is not None:

@@ -9,28 +9,36 @@ so an id that never comes back is forgotten.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from broker.purgatory import DelayedOperation
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from coordinator.group.group import GroupMetadata
-    from coordinator.group.group_coordinator import GroupCoordinator
 
 __all__ = ["DelayedHeartbeat"]
 
 
-class DelayedHeartbeat(DelayedOperation):
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str,
+class HeartbeatExpirer(Protocol):
+    """Who removes a member whose session ran out (the group coordinator)."""
+
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str,
+                            is_pending: bool) -> None: ...
+
+
+class DelayedHeartbeat:
+    """A member's session timeout (a ``coordinator.runtime.DelayedWork``)."""
+
+    __slots__ = ("delay_ms", "coordinator", "group", "member_id", "pending_member", "timed_out")
+
+    def __init__(self, coordinator: HeartbeatExpirer, group: GroupMetadata, member_id: str,
                  is_pending: bool, delay_ms: int) -> None:
-        super().__init__(int(delay_ms))
+        self.delay_ms = int(delay_ms)
         self.coordinator = coordinator
         self.group = group
         self.member_id = member_id
         self.pending_member = is_pending
         self.timed_out = False
 
-    def try_complete(self) -> bool:
+    def can_complete(self) -> bool:
         """Complete (without effect) when one of these holds:
 
         Case A: a pending member has joined with its id, or is no longer pending.
@@ -42,17 +50,14 @@ class DelayedHeartbeat(DelayedOperation):
         """
         group = self.group
         if self.pending_member:
-            if self.member_id in group or not group.is_pending_member(self.member_id):
-                return self.force_complete()
-            return False
+            return self.member_id in group or not group.is_pending_member(self.member_id)
         member = group.members.get(self.member_id)
-        if member is None or member.is_leaving or member.has_satisfied_heartbeat():
-            return self.force_complete()
-        return False
+        return member is None or member.is_leaving or member.has_satisfied_heartbeat()
 
     def on_expiration(self) -> None:
         self.timed_out = True
 
     def on_complete(self) -> None:
         if self.timed_out:
-            self.coordinator.on_expire_heartbeat(self.group, self.member_id, self.pending_member)
+            self.coordinator.on_expire_heartbeat(self.group, self.member_id,
+                                                 self.pending_member)

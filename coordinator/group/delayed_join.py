@@ -13,27 +13,36 @@ whose consumers start together form in one rebalance.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from broker.purgatory import DelayedOperation, DelayedOperationPurgatory, GroupKey
+from coordinator.keys import GroupKey
+from coordinator.runtime import CoordinatorPurgatory
 
 if TYPE_CHECKING:
     from coordinator.group.group import GroupMetadata
-    from coordinator.group.group_coordinator import GroupCoordinator
 
 __all__ = ["DelayedJoin", "InitialDelayedJoin"]
 
 
-class DelayedJoin(DelayedOperation):
-    """Completes the join phase of ``group``'s rebalance; ``delay_ms`` = rebalance timeout."""
+class JoinCompleter(Protocol):
+    """Who forms the generation when the join phase ends (the group coordinator)."""
 
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata,
+    def on_complete_join(self, group: GroupMetadata) -> None: ...
+
+
+class DelayedJoin:
+    """Completes the join phase of ``group``'s rebalance; ``delay_ms`` = rebalance timeout
+    (a ``coordinator.runtime.DelayedWork``)."""
+
+    __slots__ = ("delay_ms", "coordinator", "group")
+
+    def __init__(self, coordinator: JoinCompleter, group: GroupMetadata,
                  delay_ms: int) -> None:
-        super().__init__(int(delay_ms))
+        self.delay_ms = int(delay_ms)
         self.coordinator = coordinator
         self.group = group
 
-    def try_complete(self) -> bool:
+    def can_complete(self) -> bool:
         """Complete when one of these holds:
 
         Case A: every member of the group has an outstanding JoinGroup and no pending
@@ -43,9 +52,10 @@ class DelayedJoin(DelayedOperation):
         (Case C, the rebalance timeout, is the timer: members that did not rejoin are
         removed, then the generation is formed with the rest.)
         """
-        if self.group.has_all_members_joined():
-            return self.force_complete()
-        return False
+        return self.group.has_all_members_joined()
+
+    def on_expiration(self) -> None:
+        pass
 
     def on_complete(self) -> None:
         self.coordinator.on_complete_join(self.group)
@@ -54,7 +64,9 @@ class DelayedJoin(DelayedOperation):
 class InitialDelayedJoin(DelayedJoin):
     """The first rebalance of an Empty group (see the module docstring)."""
 
-    def __init__(self, coordinator: GroupCoordinator, purgatory: DelayedOperationPurgatory,
+    __slots__ = ("purgatory", "configured_delay_ms", "remaining_ms")
+
+    def __init__(self, coordinator: JoinCompleter, purgatory: CoordinatorPurgatory,
                  group: GroupMetadata, configured_delay_ms: int, delay_ms: int,
                  remaining_ms: int) -> None:
         super().__init__(coordinator, group, delay_ms)
@@ -62,7 +74,7 @@ class InitialDelayedJoin(DelayedJoin):
         self.configured_delay_ms = configured_delay_ms
         self.remaining_ms = remaining_ms
 
-    def try_complete(self) -> bool:
+    def can_complete(self) -> bool:
         """Never completes early: only the delay (timer) ends it (Case A of the module
         docstring: waits again while new members arrive and rebalance time remains)."""
         return False

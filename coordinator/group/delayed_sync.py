@@ -13,33 +13,40 @@ member that joined and then only heartbeats would hold its partitions unassigned
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from broker.purgatory import DelayedOperation
 from coordinator.group.group import GroupState
 
 if TYPE_CHECKING:
     from coordinator.group.group import GroupMetadata
-    from coordinator.group.group_coordinator import GroupCoordinator
 
 __all__ = ["DelayedSync"]
 
 S = GroupState
 
 
-class DelayedSync(DelayedOperation):
-    """Waits for every member of ``generation_id`` to send SyncGroup; ``delay_ms`` = the
-    group's rebalance timeout when the generation formed."""
+class SyncExpirer(Protocol):
+    """Who removes the members still pending sync at the deadline (the group coordinator)."""
 
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int,
+    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None: ...
+
+
+class DelayedSync:
+    """Waits for every member of ``generation_id`` to send SyncGroup; ``delay_ms`` = the
+    group's rebalance timeout when the generation formed (a ``coordinator.runtime.
+    DelayedWork``)."""
+
+    __slots__ = ("delay_ms", "coordinator", "group", "generation_id", "timed_out")
+
+    def __init__(self, coordinator: SyncExpirer, group: GroupMetadata, generation_id: int,
                  delay_ms: int) -> None:
-        super().__init__(int(delay_ms))
+        self.delay_ms = int(delay_ms)
         self.coordinator = coordinator
         self.group = group
         self.generation_id = generation_id
         self.timed_out = False
 
-    def try_complete(self) -> bool:
+    def can_complete(self) -> bool:
         """Complete (without effect) when one of these holds:
 
         Case A: every member of the generation has sent SyncGroup (no pending-sync member).
@@ -50,13 +57,9 @@ class DelayedSync(DelayedOperation):
         members still pending and rebalances.)
         """
         group = self.group
-        if group.generation_id != self.generation_id:
-            return self.force_complete()
-        if group.state in (S.DEAD, S.EMPTY, S.PREPARING_REBALANCE):
-            return self.force_complete()
-        if group.has_received_sync_from_all_members():
-            return self.force_complete()
-        return False
+        return (group.generation_id != self.generation_id
+                or group.state in (S.DEAD, S.EMPTY, S.PREPARING_REBALANCE)
+                or group.has_received_sync_from_all_members())
 
     def on_expiration(self) -> None:
         self.timed_out = True

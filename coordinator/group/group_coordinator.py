@@ -31,7 +31,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from broker.purgatory import DelayedOperationPurgatory
 from coordinator.group.group import (
     GroupMetadata,
     GroupState,
@@ -43,6 +42,7 @@ from coordinator.group.group_membership import GroupMembership
 from coordinator.group.group_store import GroupStore
 from coordinator.group.partition_loading import PartitionLoading
 from coordinator.group.records import group_tombstone, offset_commit_record, offset_tombstone
+from coordinator.runtime import CoordinatorTimer
 from protocol.errors import ErrorCode
 
 __all__ = ["GroupConfig", "GroupCoordinator", "JoinResult", "SyncResult"]
@@ -89,18 +89,20 @@ class GroupConfig:
 
 class GroupCoordinator(PartitionLoading, GroupMembership):
     """See the module docstring. ``store`` is a GroupStore (or anything with its
-    ``partition_for``/``append``/``load``), ``timer`` the purgatory Timer."""
+    ``partition_for``/``append``/``load``), ``timer`` the runtime's CoordinatorTimer (its
+    purgatories park the DelayedJoin/DelayedSync/DelayedHeartbeat operations)."""
 
-    def __init__(self, broker_id: int, config: GroupConfig, store: GroupStore, timer,
+    def __init__(self, broker_id: int, config: GroupConfig, store: GroupStore,
+                 timer: CoordinatorTimer,
                  time_ms: Callable[[], int] = _now_ms) -> None:
         self.broker_id = broker_id
         self.config = config
         self.store = store
         self.timer = timer
         self.time_ms = time_ms
-        self.join_purgatory = DelayedOperationPurgatory("Rebalance", timer)
-        self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", timer)
-        self.sync_purgatory = DelayedOperationPurgatory("Sync", timer)
+        self.join_purgatory = timer.purgatory("Rebalance")
+        self.heartbeat_purgatory = timer.purgatory("Heartbeat")
+        self.sync_purgatory = timer.purgatory("Sync")
         self.groups: dict[str, GroupMetadata] = {}
         # KIP-848 groups (coordinator.group.consumer_coordinator sets ``consumer``)
         self.consumer_groups: dict = {}

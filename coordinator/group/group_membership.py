@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from broker.purgatory import GroupKey, MemberKey
 from coordinator.group.delayed_heartbeat import DelayedHeartbeat
 from coordinator.group.delayed_join import DelayedJoin, InitialDelayedJoin
 from coordinator.group.delayed_sync import DelayedSync
@@ -40,6 +39,7 @@ from coordinator.group.group import (
     new_member_id,
 )
 from coordinator.group.records import group_metadata_record
+from coordinator.keys import GroupKey, MemberKey
 from protocol.errors import ErrorCode
 
 __all__ = ["GroupMembership", "NEW_MEMBER_JOIN_TIMEOUT_MS", "UNKNOWN_MEMBER_ID"]

@@ -5,15 +5,15 @@
   number as in Kafka.
 - ``append(partition, records)``: one v2 RecordBatch (CreateTime = now ms), compressed with
   ``offsets.topic.compression.codec`` (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd; Kafka's
-  default none), of ``(key, value)`` pairs (value None = tombstone) appended as leader with acks=-1 through the
-  ReplicaManager (``origin="coordinator"``). Returns the error code mapped as Kafka maps a
+  default none), of ``(key, value)`` pairs (value None = tombstone) appended as leader with
+  acks=-1 through the coordinator runtime (``coordinator.runtime``). Returns the error code mapped as Kafka maps a
   failed group/offset append for clients: UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
   REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER,
   KAFKA_STORAGE_ERROR -> NOT_COORDINATOR; MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
   INVALID_FETCH_SIZE -> the caller's size error; anything else UNKNOWN_SERVER_ERROR.
-- ``load(partition)``: reads the partition from its log start to its log end offset in
-  chunks of ``offsets.load.buffer.size`` bytes (file reads in the default executor, so the
-  event loop never blocks on disk) and replays the records: the last value of each key wins,
+- ``load(partition)``: reads the partition from its log start to its log end offset through
+  the runtime (chunks of ``offsets.load.buffer.size`` bytes read off the event loop) and
+  replays the records: the last value of each key wins,
   tombstones remove. Returns ``{group_id: GroupMetadata}`` with offsets attached (groups that
   only have offsets are Empty). Offsets in transactional batches (TxnOffsetCommit) wait for
   their producer's marker (``coordinator.group.txn_offsets.TxnOffsetReplay``); those of
@@ -22,39 +22,35 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
 from collections.abc import Callable
 
+from coordinator.append_errors import COORDINATOR_APPEND_ERRORS
 from coordinator.group.consumer_records import ConsumerGroupReplay
 from coordinator.group.group import GroupMetadata, GroupState
-from coordinator.group.records import GroupRecord, OffsetRecord, decode_record, group_from_value
+from coordinator.group.records import (
+    GROUP_METADATA_TOPIC,
+    GroupRecord,
+    OffsetRecord,
+    decode_record,
+    group_from_value,
+)
 from coordinator.group.share_group_records import ShareGroupReplay
+from coordinator.group.txn_offsets import TxnOffsetReplay
 from coordinator.keys import java_string_hashcode
+from coordinator.runtime import CoordinatorRuntime
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import RecordBatchBuilder, iter_batches_lenient
+from protocol.records import RecordBatchBuilder
 
-__all__ = ["COMPRESSION_CODECS", "GROUP_METADATA_TOPIC", "GroupStore", "java_string_hashcode",
-           "partition_for"]
+__all__ = ["COMPRESSION_CODECS", "COORDINATOR_APPEND_ERRORS", "GROUP_METADATA_TOPIC",
+           "GroupStore", "java_string_hashcode", "partition_for"]
 
 log = logging.getLogger(__name__)
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
 #: OffsetCommit/group writes wait at most this long for acks=-1 (offsets.commit.timeout.ms).
 DEFAULT_COMMIT_TIMEOUT_MS = 5000
-
-#: how a failed coordinator append is answered to clients (Kafka's group and transaction
-#: state managers map alike)
-COORDINATOR_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-}
 #: offsets.topic.compression.codec values (Kafka's CompressionType ids)
 COMPRESSION_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 COMPRESSION_CODECS_ALLOWED = ", ".join(f"{k} ({v})" for k, v in COMPRESSION_CODECS.items())
@@ -74,17 +70,15 @@ def _now_ms() -> int:
 class GroupStore:
     """I/O of the coordinator against ``__consumer_offsets`` (see the module docstring)."""
 
-    def __init__(self, replica_manager, num_partitions: int = 50,
-                 load_buffer_size: int = 5 * 1024 * 1024,
+    def __init__(self, runtime: CoordinatorRuntime, num_partitions: int = 50,
                  commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS,
                  time_ms: Callable[[], int] = _now_ms, compression_type: int = 0) -> None:
         if compression_type not in COMPRESSION_CODECS:
             raise ValueError(f"unknown compression codec {compression_type} "
                              f"(allowed: {COMPRESSION_CODECS_ALLOWED})")
         self.compression_type = compression_type
-        self.replica_manager = replica_manager
+        self.runtime = runtime
         self.num_partitions = num_partitions
-        self.load_buffer_size = max(int(load_buffer_size), 1024)
         self.commit_timeout_ms = commit_timeout_ms
         self.time_ms = time_ms
         self.appends = 0
@@ -104,21 +98,15 @@ class GroupStore:
         """Append ``records`` to ``__consumer_offsets-<partition>``; the mapped error code."""
         if not records:
             return ErrorCode.NONE
-        tp = (GROUP_METADATA_TOPIC, partition)
         try:
             batch = self.build_batch(records)
-            result = self.replica_manager.append_records(
-                self.commit_timeout_ms, -1, {tp: memoryview(batch)}, origin="coordinator")
-            if isinstance(result, asyncio.Future):
-                result = await result
         except KafkaError as e:
             return self.map_error(e.code)
+        r = await self.runtime.append_batch(GROUP_METADATA_TOPIC, partition, batch,
+                                            self.commit_timeout_ms)
         self.appends += 1
-        r = result.get(tp)
-        if r is None:
-            return ErrorCode.UNKNOWN_SERVER_ERROR
         if r.error != ErrorCode.NONE:
-            log.warning("append to %s-%d failed: %s %s", tp[0], tp[1],
+            log.warning("append to %s-%d failed: %s %s", GROUP_METADATA_TOPIC, partition,
                         ErrorCode(r.error).name, r.error_message or "")
         return self.map_error(r.error)
 
@@ -135,70 +123,63 @@ class GroupStore:
                    ) -> dict[str, GroupMetadata]:
         """Replay ``__consumer_offsets-<partition>`` (see the module docstring). Stops early
         (returning what it has) once ``is_current()`` turns False (the partition emigrated)."""
-        part = self.replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)
-        if part is None:
-            return {}
-        plog = part.log
-        loop = asyncio.get_running_loop()
         offsets: dict[str, dict[tuple[str, int], object]] = {}
         groups: dict[str, object] = {}
-        removed_groups: set[str] = set()
-        from coordinator.group.txn_offsets import TxnOffsetReplay
         txn = TxnOffsetReplay(offsets)  # transactional offset commits (KIP-98)
         consumer_replay = ConsumerGroupReplay()  # KIP-848 records (key versions 3-8)
         share_replay = ShareGroupReplay()  # KIP-932 records (key versions 10-15)
-        position = plog.log_start_offset
-        end = plog.log_end_offset
-        while position < end and is_current():
-            info = plog.read(position, self.load_buffer_size, max_offset=end,
-                             min_one_message=True)
-            data = await loop.run_in_executor(None, info.records.read_bytes)
-            next_position = position
-            for batch in iter_batches_lenient(data):
-                next_position = max(next_position, batch.next_offset)
-                if batch.is_control:
-                    if batch.base_offset >= position:
-                        _replay_marker(txn, batch)
-                    continue
-                for rec in batch:
-                    if rec.offset < position:
+        try:
+            async for batches in self.runtime.read_batches(GROUP_METADATA_TOPIC, partition,
+                                                           is_current):
+                for batch in batches:
+                    if batch.marker is not None:
+                        txn.on_marker(batch.producer_id, batch.marker)
                         continue
-                    try:
-                        parsed = decode_record(rec.key, rec.value)
-                    except KafkaError as e:
-                        log.warning("skipping unreadable record at %s-%d offset %d: %s",
-                                    GROUP_METADATA_TOPIC, partition, rec.offset, e)
-                        continue
-                    if isinstance(parsed, OffsetRecord) and batch.is_transactional:
-                        txn.add(batch.producer_id, parsed.group_id,
-                                (parsed.topic, parsed.partition), parsed.value, rec.offset)
-                    elif isinstance(parsed, OffsetRecord):
-                        tp = (parsed.topic, parsed.partition)
-                        txn.note_plain(parsed.group_id, tp, rec.offset)
-                        group_offsets = offsets.setdefault(parsed.group_id, {})
-                        if parsed.value is None:
-                            group_offsets.pop(tp, None)
-                        else:
-                            group_offsets[tp] = parsed.value
-                    elif parsed is None and rec.key is not None:
-                        try:
-                            consumer_replay.add(rec.key, rec.value) or \
-                                share_replay.add(rec.key, rec.value)
-                        except KafkaError as e:
-                            log.warning("skipping unreadable record at %s-%d offset %d: %s",
-                                        GROUP_METADATA_TOPIC, partition, rec.offset, e)
-                    elif isinstance(parsed, GroupRecord):
-                        if parsed.value is None:
-                            groups.pop(parsed.group_id, None)
-                            removed_groups.add(parsed.group_id)
-                        else:
-                            groups[parsed.group_id] = parsed.value
-                            removed_groups.discard(parsed.group_id)
-            if next_position <= position:
-                log.warning("%s-%d: no complete batch at offset %d; stopping the load",
-                            GROUP_METADATA_TOPIC, partition, position)
-                break
-            position = next_position
+                    for rec in batch.records:
+                        self._replay(partition, batch, rec, offsets, groups, txn,
+                                     consumer_replay, share_replay)
+        except KafkaError as e:
+            if e.code != ErrorCode.CORRUPT_MESSAGE:
+                raise
+            log.warning("%s; stopping the load", e.message)
+        return self._loaded(groups, offsets, txn, consumer_replay, share_replay)
+
+    @staticmethod
+    def _replay(partition: int, batch, rec, offsets: dict, groups: dict,
+                txn: TxnOffsetReplay, consumer_replay: ConsumerGroupReplay,
+                share_replay: ShareGroupReplay) -> None:
+        try:
+            parsed = decode_record(rec.key, rec.value)
+        except KafkaError as e:
+            log.warning("skipping unreadable record at %s-%d offset %d: %s",
+                        GROUP_METADATA_TOPIC, partition, rec.offset, e)
+            return
+        if isinstance(parsed, OffsetRecord) and batch.is_transactional:
+            txn.add(batch.producer_id, parsed.group_id, (parsed.topic, parsed.partition),
+                    parsed.value, rec.offset)
+        elif isinstance(parsed, OffsetRecord):
+            tp = (parsed.topic, parsed.partition)
+            txn.note_plain(parsed.group_id, tp, rec.offset)
+            group_offsets = offsets.setdefault(parsed.group_id, {})
+            if parsed.value is None:
+                group_offsets.pop(tp, None)
+            else:
+                group_offsets[tp] = parsed.value
+        elif parsed is None and rec.key is not None:
+            try:
+                consumer_replay.add(rec.key, rec.value) or share_replay.add(rec.key, rec.value)
+            except KafkaError as e:
+                log.warning("skipping unreadable record at %s-%d offset %d: %s",
+                            GROUP_METADATA_TOPIC, partition, rec.offset, e)
+        elif isinstance(parsed, GroupRecord):
+            if parsed.value is None:
+                groups.pop(parsed.group_id, None)
+            else:
+                groups[parsed.group_id] = parsed.value
+
+    def _loaded(self, groups: dict, offsets: dict, txn: TxnOffsetReplay,
+                consumer_replay: ConsumerGroupReplay, share_replay: ShareGroupReplay
+                ) -> dict[str, GroupMetadata]:
         out: dict[str, GroupMetadata] = {}
         for group_id, value in groups.items():
             out[group_id] = group_from_value(group_id, value, self.time_ms)
@@ -218,12 +199,3 @@ class GroupStore:
                 group = out[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.time_ms)
             group.pending_txn_offsets.update(by_producer)
         return out
-
-
-def _replay_marker(txn, batch) -> None:
-    try:
-        marker = batch.control_record()
-    except KafkaError:
-        return
-    if marker is not None:
-        txn.on_marker(batch.producer_id, marker.is_commit)

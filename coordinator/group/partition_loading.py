@@ -28,9 +28,10 @@ import asyncio
 import logging
 import time
 
-from broker.purgatory import GroupKey, MemberKey, TimerTask
 from coordinator.group.group import GroupMetadata, GroupState, JoinResult, SyncResult
-from coordinator.group.group_store import GROUP_METADATA_TOPIC
+from coordinator.group.records import GROUP_METADATA_TOPIC
+from coordinator.keys import GroupKey, MemberKey
+from coordinator.runtime import Deadline
 from protocol.errors import ErrorCode
 
 __all__ = ["LOAD_RETRY_BACKOFF_MS", "LOAD_RETRY_MAX_BACKOFF_MS", "PartitionLoading"]
@@ -45,17 +46,16 @@ LOAD_RETRY_BACKOFF_MS = 1000
 LOAD_RETRY_MAX_BACKOFF_MS = 30000
 
 
-class _LoadRetry(TimerTask):
-    def __init__(self, owner: PartitionLoading, partition: int, epoch: int, attempt: int,
-                 delay_ms: int) -> None:
-        super().__init__(delay_ms)
-        self.owner = owner
+class _LoadRetry(Deadline):
+    """A load attempt scheduled on the timer after a failed one."""
+
+    __slots__ = ("partition", "epoch", "attempt")
+
+    def __init__(self, partition: int, epoch: int, attempt: int) -> None:
+        super().__init__()
         self.partition = partition
         self.epoch = epoch
         self.attempt = attempt
-
-    def run(self) -> None:
-        self.owner._retry_load(self)
 
 
 class PartitionLoading:
@@ -90,9 +90,9 @@ class PartitionLoading:
             log.error("Loading %s-%d (epoch %d, attempt %d) failed: %r; its groups answer "
                       "COORDINATOR_LOAD_IN_PROGRESS, retrying in %d ms", GROUP_METADATA_TOPIC,
                       partition, epoch, attempt, e, delay, exc_info=attempt == 1)
-            task = _LoadRetry(self, partition, epoch, attempt + 1, delay)
+            task = _LoadRetry(partition, epoch, attempt + 1)
             self._load_retries[partition] = task
-            self.timer.add(task)
+            task.schedule(self.timer, delay, lambda: self._retry_load(task))
             return
         if not self._is_loading(partition, epoch):
             return self._maybe_restart_load(partition)
@@ -145,6 +145,10 @@ class PartitionLoading:
         task = self._load_retries.pop(partition, None)
         if task is not None:
             task.cancel()
+
+    def owned_partitions(self) -> set[int]:
+        """The ``__consumer_offsets`` partitions loaded or loading here."""
+        return self.owned | self.loading
 
     def on_resignation(self, partition: int) -> None:
         """No longer leader: drop the partition's groups; waiters answer NOT_COORDINATOR."""

@@ -25,6 +25,7 @@ from protocol.coordinator_records import decode_group_key, decode_value, encode_
 from protocol.messages import MESSAGES
 
 __all__ = [
+    "GROUP_METADATA_TOPIC",
     "GroupRecord",
     "OffsetRecord",
     "decode_record",
@@ -34,6 +35,9 @@ __all__ = [
     "offset_tombstone",
     "group_from_value",
 ]
+
+#: the internal topic these records live in (Kafka's Topic.GROUP_METADATA_TOPIC_NAME)
+GROUP_METADATA_TOPIC = "__consumer_offsets"
 
 OffsetCommitKey = MESSAGES["OffsetCommitKey"]
 OffsetCommitValue = MESSAGES["OffsetCommitValue"]

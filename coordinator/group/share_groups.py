@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import replace
 
-from coordinator.group.consumer_coordinator import HeartbeatResult, TopicView, _MemberTimer
+from coordinator.group.consumer_coordinator import HeartbeatResult, TopicView
 from coordinator.group.group import GroupState
 from coordinator.group.share_group import Assignment, ShareGroup, ShareGroupMember
 from coordinator.group.share_group_records import (
@@ -50,6 +50,7 @@ from coordinator.group.share_group_records import (
     target_epoch_record,
     target_member_record,
 )
+from coordinator.runtime import Deadline
 from coordinator.share.assignor import DEFAULT_ALL_MEMBERS_LIMIT, assign_share_group
 from coordinator.share.persister import (
     DeleteStateRequest,
@@ -109,7 +110,7 @@ class ShareGroupCoordinator:
         self.topics = topics
         self.persister = persister
         self.groups: dict[str, ShareGroup] = {}
-        self._session: dict[tuple[str, str], _MemberTimer] = {}
+        self._session: dict[tuple[str, str], Deadline] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     # --- helpers -----------------------------------------------------------------------------
@@ -182,10 +183,9 @@ class ShareGroupCoordinator:
         old = self._session.pop(key, None)
         if old is not None:
             old.cancel()
-        task = _MemberTimer(self.config.timeouts(group_id)[0],
-                            lambda: self._expire(key, task))
-        self._session[key] = task
-        self.coordinator.timer.add(task)
+        task = self._session[key] = Deadline()
+        task.schedule(self.coordinator.timer, self.config.timeouts(group_id)[0],
+                      lambda: self._expire(key, task))
 
     def _cancel_session(self, group_id: str, member_id: str) -> None:
         t = self._session.pop((group_id, member_id), None)

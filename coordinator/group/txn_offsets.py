@@ -26,12 +26,12 @@ GroupMetadata / GroupMetadataManager).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
+from coordinator.append_errors import COORDINATOR_APPEND_ERRORS
 from coordinator.group.group import GroupMetadata, GroupState, OffsetAndMetadata
-from coordinator.group.group_store import COORDINATOR_APPEND_ERRORS, GROUP_METADATA_TOPIC
-from coordinator.group.records import offset_commit_record
+from coordinator.group.records import GROUP_METADATA_TOPIC, offset_commit_record
+from coordinator.runtime import TransactionVerifier
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_builder import RecordBatchBuilder
 
@@ -68,8 +68,8 @@ def _validate(group: GroupMetadata, member_id: str, instance_id: str | None,
     return E.NONE
 
 
-async def handle_txn_commit_offsets(coordinator, verifier, group_id: str,
-                                    transactional_id: str, producer_id: int,
+async def handle_txn_commit_offsets(coordinator, verifier: TransactionVerifier | None,
+                                    group_id: str, transactional_id: str, producer_id: int,
                                     producer_epoch: int, member_id: str,
                                     group_instance_id: str | None, generation_id: int,
                                     offsets: dict[tuple[str, int], OffsetAndMetadata],
@@ -87,12 +87,12 @@ async def handle_txn_commit_offsets(coordinator, verifier, group_id: str,
     partition = coordinator.partition_for(group_id)
     tp_offsets = (GROUP_METADATA_TOPIC, partition)
     store = coordinator.store
-    rm = store.replica_manager
+    runtime = store.runtime
     guard = None
-    if verifier is not None and (add_partition or rm.transaction_verification_enabled):
+    if verifier is not None:
         try:
-            guard = rm.get_partition_or_error(*tp_offsets).maybe_start_transaction_verification(
-                producer_id, -1, producer_epoch)
+            guard = runtime.start_transaction_verification(
+                *tp_offsets, producer_id, producer_epoch, add_partition)
         except KafkaError as e:
             return all_(convert_offset_commit_error(e.code))
         if guard is not None:
@@ -128,15 +128,10 @@ async def handle_txn_commit_offsets(coordinator, verifier, group_id: str,
     previous = {tp: pending[tp] for tp in valid if tp in pending}
     pending.update(valid)  # visible to OffsetFetch(require_stable) while being written
     try:
-        res = rm.append_records(store.commit_timeout_ms, -1,
-                                {tp_offsets: memoryview(bytearray(builder.build()))},
-                                origin="coordinator",
-                                verification_guards={tp_offsets: guard} if guard else None)
-        if isinstance(res, asyncio.Future):
-            res = await res
-        r = res.get(tp_offsets)
-        error = E.UNKNOWN_SERVER_ERROR if r is None else E(r.error)
-        if r is not None and r.error:
+        r = await runtime.append_batch(*tp_offsets, builder.build(), store.commit_timeout_ms,
+                                       verification=guard)
+        error = E(r.error)
+        if r.error:
             log.info("transactional offset commit of %s (producer %d) failed: %s %s",
                      group_id, producer_id, error.name, r.error_message or "")
     except BaseException:

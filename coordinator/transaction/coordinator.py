@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from broker.broker_links import TaskSet
 from coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from coordinator.transaction.metadata import (
     NO_PRODUCER_EPOCH,
@@ -62,6 +61,7 @@ from coordinator.transaction.state_manager import (
     LOAD_RETRY_MAX_BACKOFF_MS,
     TransactionStateManager,
 )
+from coordinator.transaction.tasks import TaskSet
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["TransactionCoordinator"]
@@ -158,6 +158,10 @@ class TransactionCoordinator:
             log.info("Sending txn markers for %s (%s) after loading partition %d", txn_id,
                      md.state, partition)
             self.markers.add_txn_markers_to_send(epoch, commit, md, md.prepare_complete(now))
+
+    def owned_partitions(self) -> set[int]:
+        """The ``__transaction_state`` partitions loaded or loading here."""
+        return set(self.state.cache) | set(self.state.loading)
 
     def on_resignation(self, partition: int) -> None:
         if partition in self.state.cache or partition in self.state.loading:

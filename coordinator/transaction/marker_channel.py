@@ -31,9 +31,9 @@ import asyncio
 import dataclasses
 import logging
 
-from broker.broker_links import BrokerLinks, TaskSet
-from broker.txn_markers import write_txn_markers
+from coordinator.runtime import CoordinatorRuntime
 from coordinator.transaction.metadata import TransactionMetadata, TxnTransitMetadata
+from coordinator.transaction.tasks import TaskSet
 from protocol.errors import ErrorCode
 from protocol.messages import WriteTxnMarkersRequest
 
@@ -70,18 +70,17 @@ class _MarkerEntry:
 
 
 class TransactionMarkerChannelManager:
-    """See the module docstring. `state_manager`: the TransactionStateManager; `services`:
-    the broker's BrokerServices (metadata cache, replica manager, group coordinator)."""
+    """See the module docstring. `state_manager`: the TransactionStateManager; `runtime`: the
+    coordinator runtime (partition leaders, inter-broker requests, this broker's markers)."""
 
-    def __init__(self, broker_id: int, state_manager, services, listener: str) -> None:
+    def __init__(self, broker_id: int, state_manager, runtime: CoordinatorRuntime) -> None:
         self.broker_id = broker_id
         self.state_manager = state_manager
-        self.services = services
-        self.listener = listener
+        self.runtime = runtime
         self.pending: dict[str, PendingCompleteTxn] = {}
         self.queues: dict[int, list[_MarkerEntry]] = {}
         self.in_flight: set[int] = set()
-        self.links = BrokerLinks(services, listener, f"broker-{broker_id}-txn-markers")
+        self.links = runtime.inter_broker(f"broker-{broker_id}-txn-markers")
         self._wakeup = asyncio.Event()
         self._tasks = TaskSet()
         self.requests_sent = 0
@@ -119,15 +118,12 @@ class TransactionMarkerChannelManager:
                                     partitions: set[tuple[str, int]]) -> None:
         by_broker: dict[int, set[tuple[str, int]]] = {}
         gone: set[tuple[str, int]] = set()
-        cache = self.services.metadata_cache
         for tp in partitions:
-            state = cache.partition_state(*tp) if cache is not None else None
-            if state is None:
+            leader = self.runtime.partition_leader(*tp)
+            if leader is None:
                 gone.add(tp)
-            elif state.leader < 0 or not cache.is_alive(state.leader):
-                by_broker.setdefault(UNKNOWN_BROKER, set()).add(tp)
-            else:
-                by_broker.setdefault(state.leader, set()).add(tp)
+            else:  # -1 (no live leader) is UNKNOWN_BROKER
+                by_broker.setdefault(leader, set()).add(tp)
         txn_partition = self.state_manager.partition_for(pending.transactional_id)
         for broker, tps in by_broker.items():
             self.queues.setdefault(broker, []).append(
@@ -223,7 +219,7 @@ class TransactionMarkerChannelManager:
         try:
             self.requests_sent += 1
             if broker == self.broker_id:
-                results = await write_txn_markers(self.services, request.markers)
+                results = await self.runtime.write_txn_markers(request.markers)
             else:
                 results = await self._send_remote(broker, request)
         except (TimeoutError, ConnectionError, OSError) as e:

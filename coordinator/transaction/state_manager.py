@@ -24,18 +24,20 @@ TransactionStateManager, KIP-98).
   aborts them); `remove_expired_transactional_ids()`: Empty/Complete* ids idle for
   `transactional.id.expiration.ms` get a tombstone and leave the cache (Dead).
 - `list_transaction_states(...)`: ListTransactions' filters.
-Event loop only; I/O through the ReplicaManager (reads in the executor).
+Event loop only; I/O through the coordinator runtime (`coordinator.runtime`: reads off the
+event loop).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
 
-from coordinator.group.group_store import COORDINATOR_APPEND_ERRORS, java_string_hashcode
+from coordinator.append_errors import COORDINATOR_APPEND_ERRORS
+from coordinator.keys import java_abs, java_string_hashcode
+from coordinator.runtime import CoordinatorRuntime
 from coordinator.transaction.log_records import (
     TRANSACTION_STATE_TOPIC,
     decode_record,
@@ -49,7 +51,6 @@ from coordinator.transaction.metadata import (
 )
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_builder import RecordBatchBuilder
-from protocol.records import iter_batches_lenient
 
 __all__ = ["TransactionStateManager", "TxnConfig", "CoordinatorEpochAndMetadata",
            "partition_for"]
@@ -66,8 +67,7 @@ _APPEND_ERRORS = {**COORDINATOR_APPEND_ERRORS,
 
 def partition_for(transactional_id: str, num_partitions: int) -> int:
     """Kafka's `Utils.abs(transactionalId.hashCode) % partitions` (abs(MIN_VALUE) = 0)."""
-    h = java_string_hashcode(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+    return java_abs(java_string_hashcode(transactional_id)) % num_partitions
 
 
 def _now_ms() -> int:
@@ -112,10 +112,10 @@ class _CacheEntry:
 class TransactionStateManager:
     """See the module docstring."""
 
-    def __init__(self, broker_id: int, replica_manager, config: TxnConfig,
+    def __init__(self, broker_id: int, runtime: CoordinatorRuntime, config: TxnConfig,
                  time_ms: Callable[[], int] = _now_ms) -> None:
         self.broker_id = broker_id
-        self.replica_manager = replica_manager
+        self.runtime = runtime
         self.config = config
         self.time_ms = time_ms
         self.loading: dict[int, int] = {}  # partition -> coordinator epoch being loaded
@@ -165,20 +165,11 @@ class TransactionStateManager:
         return bytearray(b.build())
 
     async def _append(self, partition: int, records, timeout_ms: int) -> ErrorCode:
-        tp = (TRANSACTION_STATE_TOPIC, partition)
-        try:
-            result = self.replica_manager.append_records(
-                timeout_ms, -1, {tp: memoryview(self._batch(records))}, origin="coordinator")
-            if isinstance(result, asyncio.Future):
-                result = await result
-        except KafkaError as e:
-            return _APPEND_ERRORS.get(e.code, e.code)
-        r = result.get(tp)
-        if r is None:
-            return E.UNKNOWN_SERVER_ERROR
+        r = await self.runtime.append_batch(TRANSACTION_STATE_TOPIC, partition,
+                                            self._batch(records), timeout_ms)
         if r.error:
-            log.warning("append to %s-%d failed: %s %s", tp[0], tp[1], ErrorCode(r.error).name,
-                        r.error_message or "")
+            log.warning("append to %s-%d failed: %s %s", TRANSACTION_STATE_TOPIC, partition,
+                        ErrorCode(r.error).name, r.error_message or "")
         return _APPEND_ERRORS.get(ErrorCode(r.error), ErrorCode(r.error))
 
     async def append_transaction_to_log(self, transactional_id: str, coordinator_epoch: int,
@@ -242,25 +233,13 @@ class TransactionStateManager:
     async def _read_partition(self, partition: int, current: Callable[[], bool]
                               ) -> dict[str, TransactionMetadata]:
         out: dict[str, TransactionMetadata] = {}
-        part = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        if part is None:
+        if self.runtime.log_end_offset(TRANSACTION_STATE_TOPIC, partition) < 0:
             log.warning("no log for %s-%d to load transactions from", TRANSACTION_STATE_TOPIC,
                         partition)
             return out
-        plog = part.log
-        loop = asyncio.get_running_loop()
-        position, end = plog.log_start_offset, plog.log_end_offset
-        while position < end and current():
-            info = plog.read(position, self.config.load_buffer_size, max_offset=end)
-            data = await loop.run_in_executor(None, info.records.read_bytes)
-            next_position = position
-            for batch in iter_batches_lenient(data):
-                next_position = max(next_position, batch.next_offset)
-                if batch.is_control:
-                    continue
-                for rec in batch:
-                    if rec.offset < position:
-                        continue
+        try:
+            async for records in self.runtime.read(TRANSACTION_STATE_TOPIC, partition, current):
+                for rec in records:
                     try:
                         txn_id, md = decode_record(rec.key, rec.value)
                     except (KafkaError, ValueError) as e:
@@ -271,11 +250,10 @@ class TransactionStateManager:
                         out.pop(txn_id, None)
                     else:
                         out[txn_id] = md
-            if next_position <= position:
-                log.warning("%s-%d: no complete batch at offset %d; stopping the load",
-                            TRANSACTION_STATE_TOPIC, partition, position)
-                break
-            position = next_position
+        except KafkaError as e:
+            if e.code != ErrorCode.CORRUPT_MESSAGE:
+                raise
+            log.warning("%s; stopping the load", e.message)
         return out
 
     def unload_partition(self, partition: int) -> None:

@@ -5,7 +5,9 @@ real ReplicaManager in test_group_store_load.py)."""
 from __future__ import annotations
 
 import asyncio
+import types
 
+from broker.coordinator_runtime import BrokerCoordinatorRuntime, WheelTimer
 from broker.purgatory import MockTime, MockTimer
 from coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from coordinator.group.group_store import partition_for
@@ -13,6 +15,13 @@ from coordinator.group.records import decode_record
 from protocol.errors import ErrorCode
 
 START_MS = 1_700_000_000_000
+
+
+def runtime_over(replica_manager, timer, **kw) -> BrokerCoordinatorRuntime:
+    """The broker's coordinator runtime over a ReplicaManager and a purgatory timer."""
+    services = types.SimpleNamespace(replica_manager=replica_manager, timer=timer,
+                                     metadata_cache=None, broker_id=1, config=None)
+    return BrokerCoordinatorRuntime(services, **kw)
 
 
 class MemoryStore:
@@ -58,7 +67,8 @@ class Harness:
         cfg = dict(min_session_timeout_ms=1000, max_session_timeout_ms=60000,
                    initial_rebalance_delay_ms=0)
         cfg.update(config)
-        self.coordinator = GroupCoordinator(1, GroupConfig(**cfg), self.store, self.timer,
+        self.coordinator = GroupCoordinator(1, GroupConfig(**cfg), self.store,
+                                            WheelTimer(self.timer),
                                             time_ms=self.time.milliseconds)
 
     async def start(self, partitions=None) -> GroupCoordinator:

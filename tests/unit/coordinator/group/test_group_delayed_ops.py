@@ -3,10 +3,12 @@ MockTimer (the coordinator is a recorder: these tests check when the operations 
 
 from __future__ import annotations
 
-from broker.purgatory import DelayedOperationPurgatory, GroupKey, MemberKey, MockTimer
+from broker.coordinator_runtime import WheelTimer
+from broker.purgatory import MockTimer
 from coordinator.group.delayed_heartbeat import DelayedHeartbeat
 from coordinator.group.delayed_join import DelayedJoin, InitialDelayedJoin
 from coordinator.group.group import GroupMetadata, GroupState, MemberMetadata
+from coordinator.keys import GroupKey, MemberKey
 
 
 class Recorder:
@@ -27,7 +29,7 @@ def member(mid: str) -> MemberMetadata:
 
 def setup():
     timer = MockTimer()
-    return timer, DelayedOperationPurgatory("Rebalance", timer), Recorder()
+    return timer, WheelTimer(timer).purgatory("Rebalance"), Recorder()
 
 
 def test_delayed_join_case_a_all_members_rejoined():
@@ -93,10 +95,10 @@ def test_initial_delayed_join_without_new_members_completes_after_one_delay():
     assert rec.joins == [g]
 
 
-def heartbeat(purgatory, rec, g, mid, pending=False, delay=1000):
+def heartbeat(purgatory, rec, g, mid, pending=False, delay=1000) -> bool:
+    """Park a DelayedHeartbeat; True if it completed at once."""
     op = DelayedHeartbeat(rec, g, mid, pending, delay)
-    purgatory.try_complete_else_watch(op, [MemberKey("g", mid)])
-    return op
+    return purgatory.try_complete_else_watch(op, [MemberKey("g", mid)])
 
 
 def test_delayed_heartbeat_cases():
@@ -131,8 +133,8 @@ def test_delayed_heartbeat_case_c_member_gone_and_new_member_rule():
     new.is_new = True
     g.add(new, callback=lambda r: None)
     g.add(old, callback=lambda r: None)
-    new_op = heartbeat(purgatory, rec, g, "new")
-    old_op = heartbeat(purgatory, rec, g, "old")
-    assert old_op.is_completed and not new_op.is_completed
+    new_completed = heartbeat(purgatory, rec, g, "new")
+    old_completed = heartbeat(purgatory, rec, g, "old")
+    assert old_completed and not new_completed
     timer.advance(1000)
     assert rec.expired == [("new", False)]

@@ -4,9 +4,11 @@ rebalance timeout are removed and the group rebalances. MockTimer throughout."""
 
 from __future__ import annotations
 
-from broker.purgatory import DelayedOperationPurgatory, GroupKey, MockTimer
+from broker.coordinator_runtime import WheelTimer
+from broker.purgatory import MockTimer
 from coordinator.group.delayed_sync import DelayedSync
 from coordinator.group.group import GroupMetadata, GroupState, MemberMetadata
+from coordinator.keys import GroupKey
 from protocol.errors import ErrorCode as E
 from tests.unit.coordinator.group.coordinator_helpers import Harness
 
@@ -34,7 +36,7 @@ def _group_awaiting_sync(state=S.COMPLETING_REBALANCE) -> GroupMetadata:
 
 def _watch(g: GroupMetadata, delay_ms=5000):
     timer = MockTimer()
-    purgatory = DelayedOperationPurgatory("Sync", timer)
+    purgatory = WheelTimer(timer).purgatory("Sync")
     rec = Recorder()
     completed = purgatory.try_complete_else_watch(
         DelayedSync(rec, g, g.generation_id, delay_ms), [GroupKey("g")])

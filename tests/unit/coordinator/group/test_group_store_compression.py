@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from broker.config import ConfigError, KafkaConfig
+from broker.coordinator_runtime import WheelTimer
 from broker.coordinator_wiring import group_store_from_config
 from coordinator.group.group import OffsetAndMetadata
 from coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
@@ -15,6 +16,7 @@ from protocol.errors import ErrorCode as E
 from protocol.records import iter_batches
 from storage.config import LogConfig
 from tests.unit.broker.dataplane_helpers import leader_and_isr, make_replica_manager
+from tests.unit.coordinator.group.coordinator_helpers import runtime_over
 
 NUM = 2
 
@@ -30,7 +32,7 @@ async def rm_timer(tmp_path):
 
 def coordinator(store, timer) -> GroupCoordinator:
     c = GroupCoordinator(1, GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0,
-                                        num_partitions=NUM), store, timer)
+                                        num_partitions=NUM), store, WheelTimer(timer))
     c.startup(run_expiry=False)
     return c
 
@@ -38,7 +40,7 @@ def coordinator(store, timer) -> GroupCoordinator:
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
 async def test_coordinator_batches_use_the_configured_codec(rm_timer, codec):
     rm, timer = rm_timer
-    c = coordinator(GroupStore(rm, NUM, compression_type=codec), timer)
+    c = coordinator(GroupStore(runtime_over(rm, timer), NUM, compression_type=codec), timer)
     for p in range(NUM):
         c.on_election(p, 0)
     await c.wait_idle()
@@ -48,7 +50,7 @@ async def test_coordinator_batches_use_the_configured_codec(rm_timer, codec):
     part = rm.get_partition(GROUP_METADATA_TOPIC, partition_for("s", NUM))
     batches = list(iter_batches(part.log.read(0, 1 << 20).records.read_bytes()))
     assert batches and {b.compression_type for b in batches} == {codec}
-    c2 = coordinator(GroupStore(rm, NUM), timer)
+    c2 = coordinator(GroupStore(runtime_over(rm, timer), NUM), timer)
     for p in range(NUM):
         c2.on_election(p, 1)
     await c2.wait_idle()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.coordinator_runtime import WheelTimer
 from coordinator.group.group import GroupState, OffsetAndMetadata
 from coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from coordinator.group.group_store import (
@@ -22,6 +23,7 @@ from protocol.errors import ErrorCode as E
 from protocol.records import iter_batches
 from storage.config import LogConfig
 from tests.unit.broker.dataplane_helpers import leader_and_isr, make_replica_manager
+from tests.unit.coordinator.group.coordinator_helpers import runtime_over
 
 NUM = 4
 
@@ -66,9 +68,9 @@ async def env(tmp_path):
 
 
 def coordinator(rm, timer) -> GroupCoordinator:
-    store = GroupStore(rm, NUM, load_buffer_size=2048)
+    store = GroupStore(runtime_over(rm, timer, load_buffer_size=2048), NUM)
     c = GroupCoordinator(1, GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0,
-                                        num_partitions=NUM), store, timer)
+                                        num_partitions=NUM), store, WheelTimer(timer))
     c.startup(run_expiry=False)
     return c
 
@@ -142,7 +144,7 @@ async def test_resignation_then_reelection_reloads(env):
 
 async def test_append_to_a_partition_not_led_maps_to_coordinator_errors(env):
     rm, timer = env
-    store = GroupStore(rm, NUM)
+    store = GroupStore(runtime_over(rm, timer), NUM)
     k, v = group_tombstone("g")
     assert await store.append(NUM + 5, [(k, v)]) == E.COORDINATOR_NOT_AVAILABLE
     await rm.become_leader_or_follower(leader_and_isr(GROUP_METADATA_TOPIC, [0], leader=2,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import types
 
+from broker.coordinator_runtime import BrokerCoordinatorRuntime
 from broker.txn_verification import TransactionVerifier
 from coordinator.transaction.coordinator import TransactionCoordinator
 from coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
@@ -81,7 +82,7 @@ class TxnHarness:
 
     async def start(self, data_partitions=(("t", 0), ("t", 1), ("u", 0))):
         if self.rm is None:
-            self.rm, _, self.lm = make_replica_manager(self.tmp_path)
+            self.rm, self.timer, self.lm = make_replica_manager(self.tmp_path)
             for topic in {t for t, _ in data_partitions}:
                 parts = [p for t, p in data_partitions if t == topic]
                 await self.rm.become_leader_or_follower(leader_and_isr(topic, parts))
@@ -93,16 +94,17 @@ class TxnHarness:
             self.cache.leaders[(TRANSACTION_STATE_TOPIC, p)] = BROKER_ID
         self.services = types.SimpleNamespace(
             replica_manager=self.rm, metadata_cache=self.cache, config=Config(),
-            group_coordinator=None, producer_id_manager=self.pids)
-        self.services.transaction_verifier = TransactionVerifier(self.services, "PLAINTEXT",
-                                                                 BROKER_ID)
+            group_coordinator=None, producer_id_manager=self.pids, timer=self.timer,
+            broker_id=BROKER_ID)
+        self.runtime = BrokerCoordinatorRuntime(self.services, inter_broker_listener="PLAINTEXT")
+        self.services.transaction_verifier = TransactionVerifier(
+            self.services, self.runtime.inter_broker("txn-verify"), BROKER_ID)
         return await self._coordinator(0)
 
     async def _coordinator(self, epoch: int):
         """A coordinator over the logs, elected for every partition at `epoch`."""
-        self.state = TransactionStateManager(BROKER_ID, self.rm, self.config, self.clock)
-        self.channel = TransactionMarkerChannelManager(BROKER_ID, self.state, self.services,
-                                                       "PLAINTEXT")
+        self.state = TransactionStateManager(BROKER_ID, self.runtime, self.config, self.clock)
+        self.channel = TransactionMarkerChannelManager(BROKER_ID, self.state, self.runtime)
         self.coordinator = TransactionCoordinator(BROKER_ID, self.state, self.channel,
                                                   self.pids)
         self.services.transaction_coordinator = self.coordinator
