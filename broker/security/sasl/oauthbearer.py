@@ -23,7 +23,7 @@ import json
 import re
 import time
 
-from broker.security.sasl import IllegalSaslStateError, SaslAuthenticationError, SaslServer
+from broker.security.sasl.server import IllegalSaslStateError, SaslAuthenticationError, SaslServer
 
 __all__ = ["OAuthBearerSaslServer", "TokenError", "UnsecuredJws", "client_initial_response",
            "unsecured_token", "validate_unsecured"]

@@ -20,7 +20,7 @@ import hmac as _hmac
 import re
 
 from broker.security.principal import KafkaPrincipal
-from broker.security.sasl import (
+from broker.security.sasl.server import (
     IllegalSaslStateError,
     SaslAuthenticationError,
     SaslCredentialError,
