@@ -50,8 +50,8 @@ from broker.config_keys import (
     ConfigSource,
     ConfigType,
 )
-from broker.properties import PropertiesError, load_properties
 from common.config_error import ConfigError, ConfigFileError
+from common.properties import PropertiesError, load_properties
 from controller.zk_data import SECURITY_PROTOCOL_IDS, Endpoint
 
 __all__ = [

@@ -80,7 +80,7 @@ def _alter(client, args) -> int:
 
 
 def _alter_scram(client, user: str, added: dict[str, str], deleted: list[str]) -> None:
-    from broker.security.scram import MECHANISMS, random_nonce, salted_password
+    from common.security.scram import MECHANISMS, random_nonce, salted_password
 
     upsertions = []
     for mech_name, text in added.items():

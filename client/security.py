@@ -113,7 +113,7 @@ class ClientSecurity:
         self._context = None
         self.jaas_options: dict[str, str] = {}
         if self.uses_sasl:
-            from broker.security.jaas import parse_jaas_config
+            from common.security.jaas import parse_jaas_config
 
             text = props.get("sasl.jaas.config")
             if not text:
@@ -132,7 +132,7 @@ class ClientSecurity:
 
     def ssl_context(self):
         if self._context is None:
-            from broker.security.ssl_factory import SslConfig, client_context
+            from common.security.ssl_factory import SslConfig, client_context
 
             def get(key: str):
                 v = self.props.get(key)
@@ -151,7 +151,7 @@ class ClientSecurity:
 
 def load_client_properties(path: str) -> dict[str, str]:
     """A client properties file (Java properties syntax) as a dict."""
-    from broker.properties import load_properties
+    from common.properties import load_properties
     return dict(load_properties(path))
 
 

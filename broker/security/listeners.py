@@ -19,14 +19,6 @@ from typing import Any
 
 from broker.config import ConfigError, Endpoint
 from broker.security.authenticator import SaslServerAuthenticator
-from broker.security.jaas import (
-    OAUTHBEARER_LOGIN_MODULE,
-    PLAIN_LOGIN_MODULE,
-    SCRAM_LOGIN_MODULE,
-    JaasConfigError,
-    JaasEntry,
-    parse_jaas_config,
-)
 from broker.security.principal import (
     ANONYMOUS,
     KafkaPrincipal,
@@ -35,7 +27,15 @@ from broker.security.principal import (
     dn_of_certificate,
 )
 from broker.security.sasl import SUPPORTED_MECHANISMS
-from broker.security.ssl_factory import SslConfig, SslConfigError, load_keystore, server_context
+from common.security.jaas import (
+    OAUTHBEARER_LOGIN_MODULE,
+    PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
+    JaasConfigError,
+    JaasEntry,
+    parse_jaas_config,
+)
+from common.security.ssl_factory import SslConfig, SslConfigError, load_keystore, server_context
 
 __all__ = ["ListenerSecurity", "Session"]
 

@@ -26,7 +26,7 @@ from broker.security.sasl.server import (
     SaslCredentialError,
     SaslServer,
 )
-from broker.security.scram import MECHANISMS, random_nonce, salted_password
+from common.security.scram import MECHANISMS, random_nonce, salted_password
 
 __all__ = ["ScramClient", "ScramSaslServer", "escape_saslname", "unescape_saslname"]
 

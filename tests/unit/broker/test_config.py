@@ -7,7 +7,7 @@ import pytest
 
 from broker.config import ConfigError, Endpoint, KafkaConfig, parse_override
 from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
-from broker.properties import load_properties
+from common.properties import load_properties
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -7,7 +7,6 @@ import base64
 
 import pytest
 
-from broker.security.jaas import JaasConfigError, parse_jaas_config
 from broker.security.principal import (
     KafkaPrincipal,
     NoMatchingRule,
@@ -27,7 +26,8 @@ from broker.security.sasl.oauthbearer import (
 )
 from broker.security.sasl.plain import PlainSaslServer
 from broker.security.sasl.scram import ScramClient, ScramSaslServer
-from broker.security.scram import MECHANISMS, ScramCredential, credential_from_password
+from common.security.jaas import JaasConfigError, parse_jaas_config
+from common.security.scram import MECHANISMS, ScramCredential, credential_from_password
 
 
 class Creds:
@@ -95,7 +95,7 @@ def test_scram_accepts_a_repeated_client_nonce_as_kafka_does():
     that text); Kafka only checks that the nonce ends with the server-first nonce."""
     import re
 
-    from broker.security.scram import salted_password
+    from common.security.scram import salted_password
 
     mech = MECHANISMS["SCRAM-SHA-256"]
     creds = Creds()

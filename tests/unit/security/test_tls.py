@@ -11,7 +11,8 @@ import pytest
 
 from broker.config import ConfigError, KafkaConfig
 from broker.security.listeners import ListenerSecurity
-from broker.security.ssl_factory import (
+from broker.security.tls_transport import TlsServerProtocol
+from common.security.ssl_factory import (
     SslConfig,
     SslConfigError,
     client_context,
@@ -19,7 +20,6 @@ from broker.security.ssl_factory import (
     load_keystore,
     server_context,
 )
-from broker.security.tls_transport import TlsServerProtocol
 from tests.tls_certs import make_certs
 
 
