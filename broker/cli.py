@@ -197,16 +197,22 @@ def _logger_levels(items: list[str]) -> dict[str, int]:
 
 def _raise_open_files_limit() -> None:
     """Raise the soft RLIMIT_NOFILE to the hard limit, as the JVM running Kafka does (HotSpot's
-    MaxFDLimit): every segment keeps file descriptors open (.log, .index, .timeindex and
-    their maps), so the common soft limit of 1024 is used up by a few hundred partitions."""
+    MaxFDLimit), and log both: segment files and connections need descriptors (the log keeps
+    at most one per segment, bounded by ``storage.descriptor_cache``, sized from this
+    limit at startup)."""
     try:
         import resource
+
+        def show(n: int) -> str:
+            return "unlimited" if n == resource.RLIM_INFINITY else str(n)
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != hard and soft != resource.RLIM_INFINITY:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            log.info("raised the open files limit from %d to %s", soft,
-                     "unlimited" if hard == resource.RLIM_INFINITY else hard)
+            log.info("open files limit (RLIMIT_NOFILE): soft %s raised to the hard limit %s",
+                     show(soft), show(hard))
+        else:
+            log.info("open files limit (RLIMIT_NOFILE): soft %s, hard %s", show(soft), show(hard))
     except (ImportError, ValueError, OSError) as e:  # not POSIX, or refused
         log.warning("could not raise the open files limit: %s", e)
 

@@ -66,7 +66,7 @@ class Broker:
         return None if e is None else Node(self.id, e.host, e.port, self.rack)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # 100,000 of them: no per-instance dict
 class PartitionState:
     topic: str
     partition: int
@@ -77,6 +77,21 @@ class PartitionState:
     zk_version: int
     replicas: tuple[int, ...]
     offline_replicas: tuple[int, ...]
+
+
+_TUPLES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def _shared(ids) -> tuple[int, ...]:
+    """One tuple object per distinct replica list (a cluster has a few hundred of them for
+    100,000 partitions)."""
+    t = tuple(ids)
+    got = _TUPLES.get(t)
+    if got is None:
+        if len(_TUPLES) > 100_000:
+            _TUPLES.clear()
+        got = _TUPLES[t] = t
+    return got
 
 
 @dataclass
@@ -178,10 +193,10 @@ class MetadataCache:
             controller_epoch=ps.controller_epoch,
             leader=ps.leader,
             leader_epoch=ps.leader_epoch,
-            isr=tuple(ps.isr),
+            isr=_shared(ps.isr),
             zk_version=ps.zk_version,
-            replicas=tuple(ps.replicas),
-            offline_replicas=tuple(getattr(ps, "offline_replicas", None) or ()),
+            replicas=_shared(ps.replicas),
+            offline_replicas=_shared(getattr(ps, "offline_replicas", None) or ()),
         )
 
     def _remove(self, topic: str, partition: int) -> bool:

@@ -21,7 +21,8 @@ Everything runs on one event loop; ``num.network.threads`` has no meaning here.
 * ``accept()`` failing for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM):
   asyncio stops listening for 1 s and retries, reporting each failed call with a full
   traceback; ``AcceptErrorLimiter`` (installed while the server runs) turns those reports
-  into one WARNING per 10 s with a count, as Kafka's Acceptor logs and backs off.
+  into one WARNING per 10 s with a count, as Kafka's Acceptor logs and backs off, and calls
+  its ``on_failure`` hook (the broker releases idle segment descriptors there).
 * Memory: ``queued.max.request.bytes`` (> 0) bounds the request bytes all connections hold
   together (``broker.memory_pool.MemoryPool``, Kafka's non-strict SimpleMemoryPool; -1 = no
   bound, Kafka's default): receive buffers grow with the bytes that arrive and a connection
@@ -79,7 +80,9 @@ class AcceptErrorLimiter:
     failing with EMFILE/ENFILE/ENOBUFS/ENOMEM: at most one WARNING per ``interval_ms``
     (default 10 000 ms, by ``clock`` in ms) giving the number of failures since the last one;
     every other report goes to the handler installed before (or the loop's default).
-    asyncio itself already backs off (the listener is paused 1 s per failure)."""
+    asyncio itself already backs off (the listener is paused 1 s per failure).
+    ``on_failure`` (if set) is called on each failure: the broker gives back idle segment
+    descriptors there (``storage.descriptor_cache``), so the retry a second later finds one."""
 
     def __init__(self, clock: Callable[[], float], interval_ms: float = 10_000.0) -> None:
         self.clock = clock
@@ -89,6 +92,7 @@ class AcceptErrorLimiter:
         self._last_log_ms: float | None = None
         self._previous: Callable[..., object] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.on_failure: Callable[[], object] | None = None
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         self._previous = loop.get_exception_handler()
@@ -115,6 +119,11 @@ class AcceptErrorLimiter:
             return
         self.failures += 1
         self._unlogged += 1
+        if self.on_failure is not None:
+            try:
+                self.on_failure()
+            except Exception:  # noqa: BLE001 - never let the hook break the acceptor
+                log.exception("releasing descriptors after an accept() failure failed")
         now = self.clock()
         if self._last_log_ms is not None and now - self._last_log_ms < self.interval_ms:
             return

@@ -72,6 +72,10 @@ SASL_HANDSHAKE = 17  # int16 api_key, int16 api_version, int32 correlation_id
 SMALL_WRITE_JOIN = 64 * 1024  # responses up to this size are joined into one write
 PREAD_CHUNK = 1024 * 1024  # fallback read size for file slices
 SENDFILE_BURST = 4 * 1024 * 1024  # most bytes sent with os.sendfile before yielding
+# file slices up to this many bytes in all are read with os.pread (page cache) and written
+# with the response, as bytes: cheaper than a sending task, a dup'ed socket and sendfile calls
+# for the small fetch answers a busy follower gets (issue 21)
+INLINE_FILE_BYTES = 64 * 1024
 MSG_MORE = getattr(socket, "MSG_MORE", 0)  # Linux: hold a header back for the file bytes
 
 
@@ -512,6 +516,9 @@ class ProcessorBase:
                 self.close()
                 return
             self.last_active_ms = self.server.clock()
+            if response.has_file_parts and \
+                    response.size - response.memory_size <= INLINE_FILE_BYTES:
+                response = _inline_file_parts(response)
             if response.has_file_parts:
                 self._sending = True
                 request.send_start_ns = time.monotonic_ns()
@@ -786,3 +793,24 @@ def _addr(addr: Any) -> str:
     if isinstance(addr, tuple) and len(addr) >= 2:
         return f"{addr[0]}:{addr[1]}"
     return str(addr)
+
+
+def _inline_file_parts(response: Response) -> Response:
+    """`response` with its (small) file slices read into bytes (in place), or as it is when
+    a read fails or comes up short (the sending task then reports the error and closes)."""
+    parts = []
+    try:
+        for part in response.parts:
+            if isinstance(part, FileSlice):
+                data = os.pread(part.fileno(), part.length, part.position)
+                if len(data) != part.length:
+                    return response
+                parts.append(data)
+            else:
+                parts.append(part)
+    except (OSError, ValueError):
+        return response
+    response.parts = parts
+    response.memory_size = response.size
+    response.has_file_parts = False
+    return response

@@ -31,8 +31,9 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from broker.log_dir_failure import after_flushes, flush_failure
+from broker.loop_slice import LoopSlice
 from broker.metadata_cache import INTERNAL_TOPICS
-from broker.partition import READ_UNCOMMITTED, Partition, timestamp_bounds
+from broker.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition, timestamp_bounds
 from broker.purgatory.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -40,14 +41,21 @@ from broker.purgatory.delayed_fetch import (
     FetchPartitionStatus,
     PartitionFetchInfo,
 )
-from broker.purgatory.delayed_operation import DelayedOperationPurgatory, TopicPartitionKey
+from broker.purgatory.delayed_operation import (
+    DelayedOperationPurgatory,
+    FetchSessionKey,
+    TopicPartitionKey,
+)
 from broker.purgatory.delayed_produce import (
     DelayedProduce,
     ProducePartitionResult,
     ProducePartitionStatus,
 )
+from broker.purgatory.wakeups import PartitionWakeups
 from broker.replication.fetcher import InitialFetchState
 from broker.replication.quota import ReplicationQuotaManager, parse_throttled_partitions
+from broker.replication.replica_selector import preferred_read_replica
+from broker.request_channel import Deferred
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
 
@@ -130,6 +138,12 @@ class ReplicaManager:
         # bound once: every parked fetch gets the same callable (one allocation fewer per
         # DelayedFetch, so the cyclic GC runs less often under many parked fetches)
         self._delayed_fetch_read = self._read_for_delayed_fetch
+        # issue 21: the KIP-227 session cache the fetch handler uses (set by the server) and
+        # the per-turn wakeups of sessions and purgatories after a partition changed
+        self.fetch_session_cache = None
+        self.wakeups = PartitionWakeups(self.delayed_fetch_purgatory,
+                                        self.delayed_produce_purgatory,
+                                        lambda: self.fetch_session_cache)
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -151,6 +165,7 @@ class ReplicaManager:
             await self.fetcher_manager.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.shutdown()
+        self.wakeups.closed = True
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
 
@@ -256,7 +271,8 @@ class ReplicaManager:
         KafkaError(STALE_CONTROLLER_EPOCH); a partition whose leader epoch is older than the
         one applied answers STALE_CONTROLLER_EPOCH, one whose replicas do not name this broker
         UNKNOWN_TOPIC_OR_PARTITION, one in a failed log dir (or, while a dir is offline, one
-        without a log that is not new: its log may be there) KAFKA_STORAGE_ERROR (KIP-112).
+        without a log that is not new: its log may be there) or whose log cannot be created
+        (any OSError: EMFILE, ENOSPC, ...) KAFKA_STORAGE_ERROR (KIP-112).
         Leaders: their replica fetchers stop, then they lead
         (Partition.make_leader). Followers (Kafka's makeFollowers): the partition stops taking
         client writes, its fetcher stops, parked operations complete, then a fetcher starts
@@ -264,15 +280,18 @@ class ReplicaManager:
         leader by epochs. FULL requests drop hosted partitions they do not list. Returns
         (topic, partition) -> error code."""
         self._check_controller_epoch(request.controller_epoch)
+        await self._create_missing_logs(request)
         results: dict[TopicPartition, int] = {}
         listed: set[TopicPartition] = set()
         changed: list[TopicPartition] = []
         leaders: list[tuple[Partition, object, object]] = []
         followers: list[tuple[Partition, object, object]] = []
+        slicer = LoopSlice()  # thousands of partitions: let other requests run meanwhile
         for ts in request.topic_states:
             topic = ts.topic_name
             topic_id = ts.topic_id if ts.topic_id not in (None, ZERO_UUID) else None
             for ps in ts.partition_states:
+                await slicer.tick()
                 tp = (topic, ps.partition_index)
                 listed.add(tp)
                 part = self.partitions.get(tp)
@@ -292,6 +311,11 @@ class ReplicaManager:
                     except KafkaError as e:
                         results[tp] = e.code
                         continue
+                    except OSError as e:  # not the log's (that is a KafkaError already)
+                        log.error("could not create partition %s-%d: %s", topic,
+                                  ps.partition_index, e)
+                        results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                        continue
                 (leaders if ps.leader == self.broker_id else followers).append(
                     (part, ps, topic_id))
                 results[tp] = ErrorCode.NONE
@@ -300,21 +324,47 @@ class ReplicaManager:
             fetchers.remove_fetcher_for_partitions(
                 [(p.topic, p.partition) for p, _, _ in leaders])
         for part, ps, topic_id in leaders:
+            await slicer.tick()
             if part.make_leader(ps, topic_id):
                 changed.append((part.topic, part.partition))
-        new_followers = [part for part, ps, topic_id in followers
-                         if part.make_follower(ps, topic_id)]
+        new_followers = []
+        for part, ps, topic_id in followers:
+            await slicer.tick()
+            if part.make_follower(ps, topic_id):
+                new_followers.append(part)
         if new_followers:
             self._make_followers(new_followers)
             changed.extend((p.topic, p.partition) for p in new_followers)
         if getattr(request, "type", 0) == 2:  # TYPE_FULL: drop what the controller forgot
             for tp in [tp for tp in self.partitions if tp not in listed]:
-                self._remove_partition(tp, delete=False)
-        for tp in changed:
-            self._wake(tp)
+                self._remove_partition(tp, delete=False, wake=False)
+                changed.append(tp)
+        self._wake_many(changed)
         if fetchers is not None:
             await fetchers.shutdown_idle_fetchers()
         return results
+
+    async def _create_missing_logs(self, request) -> None:
+        """Create the logs of new partitions off the event loop, in bulk (the disk's time
+        for thousands of directories and files); one that fails is created again, and
+        answered, by `_create_partition`."""
+        lm = self.log_manager
+        create_logs = getattr(lm, "create_logs", None)
+        channel = getattr(lm, "failure_channel", None)
+        degraded = channel is not None and channel.has_offline_dirs()
+        specs = []
+        for ts in request.topic_states:
+            topic_id = ts.topic_id if ts.topic_id not in (None, ZERO_UUID) else None
+            for ps in ts.partition_states:
+                tp = (ts.topic_name, ps.partition_index)
+                if tp in self.partitions or tp in self.offline_partitions or \
+                        (degraded and not ps.is_new):  # its log may be in the failed dir
+                    continue
+                if not ps.replicas or self.broker_id in ps.replicas:
+                    specs.append((tp, self.log_config_for(tp[0]),
+                                  None if topic_id is None else str(topic_id)))
+        if create_logs is not None and len(specs) > 1:
+            await create_logs(specs)
 
     def _make_followers(self, parts: list[Partition]) -> None:
         """Restart the fetchers of partitions whose leader or leader epoch changed."""
@@ -380,9 +430,8 @@ class ReplicaManager:
 
     def on_follower_progress(self, tp: TopicPartition, hw_moved: bool) -> None:
         """A replica fetcher appended to / truncated a follower partition: parked consumer
-        fetches on it (KIP-392) may complete."""
-        if self.delayed_fetch_purgatory.num_keys:
-            self.delayed_fetch_purgatory.check_and_complete(TopicPartitionKey(*tp))
+        fetches on it (KIP-392) may complete (at the end of this loop turn)."""
+        self.wakeups.note(tp)
 
     async def stop_replicas(self, request) -> dict[TopicPartition, int]:
         """Apply a StopReplica decision (v4 shape): stop hosting each partition; delete its
@@ -402,20 +451,23 @@ class ReplicaManager:
                 if tp in self.offline_partitions:
                     results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
                     continue
-                self._remove_partition(tp, delete)
+                self._remove_partition(tp, delete, wake=False)
                 results[tp] = ErrorCode.NONE
+        self._wake_many(results)
         return results
 
     def partitions_deleted(self, tps: Iterable[TopicPartition]) -> None:
         """UpdateMetadata removed these partitions (topic deletion in progress): complete the
         operations parked on them. Logs are deleted by the StopReplica that follows."""
+        keys = []
         for tp in tps:
             part = self.partitions.get(tuple(tp))
             if part is not None:
                 part.leader_id = -1
-            self._wake(tuple(tp))
+            keys.append(tuple(tp))
+        self._wake_many(keys)
 
-    def _remove_partition(self, tp: TopicPartition, delete: bool) -> None:
+    def _remove_partition(self, tp: TopicPartition, delete: bool, wake: bool = True) -> None:
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_fetcher_for_partitions([tp])
         part = self.partitions.pop(tp, None)
@@ -423,12 +475,19 @@ class ReplicaManager:
             part.deleted = True
         if delete:
             self.log_manager.delete_log(tp)
-        self._wake(tp)
+        if wake:
+            self._wake(tp)
 
     def _wake(self, tp: TopicPartition) -> None:
-        key = TopicPartitionKey(*tp)
-        self.delayed_fetch_purgatory.check_and_complete(key)
-        self.delayed_produce_purgatory.check_and_complete(key)
+        """Fetches and acks=-1 produces parked on `tp` re-check, at the end of this turn."""
+        self.wakeups.note(tp, True)
+
+    def _wake_many(self, tps: Iterable[TopicPartition]) -> None:
+        """`_wake` for many partitions; the end-of-turn flush tries each parked operation
+        once for a large batch (`PartitionWakeups`)."""
+        note = self.wakeups.note
+        for tp in tps:
+            note(tuple(tp), True)
 
     # --- produce -------------------------------------------------------------------------------
     def append_records(self, timeout_ms: int, required_acks: int,
@@ -456,8 +515,7 @@ class ReplicaManager:
                                                error_message=f"acks {required_acks}")
                     for tp in entries}
         results: dict[TopicPartition, ProducePartitionResult] = {}
-        wake_fetch = []
-        wake_produce = False
+        note = self.wakeups.note
         flushes = None  # tp -> flush_future, only when some append reached flush.messages
         for tp, records in entries.items():
             if origin == "client" and tp[0] in INTERNAL_TOPICS:
@@ -493,16 +551,8 @@ class ReplicaManager:
                 if flushes is None:
                     flushes = {}
                 flushes[tp] = info.flush_future
-            if hw_moved or part.followers:
-                wake_fetch.append(tp)
-            wake_produce = wake_produce or hw_moved
-        fetch_purgatory = self.delayed_fetch_purgatory
-        if fetch_purgatory.num_keys:
-            for tp in wake_fetch:
-                fetch_purgatory.check_and_complete(TopicPartitionKey(*tp))
-        if wake_produce and self.delayed_produce_purgatory.num_keys:
-            for tp in wake_fetch:
-                self.delayed_produce_purgatory.check_and_complete(TopicPartitionKey(*tp))
+            if hw_moved or part.followers:  # fetchers and sessions, once per loop turn
+                note(tp, hw_moved)
         out = results if required_acks != -1 else self._maybe_delay_produce(timeout_ms, results)
         if flushes is None:
             return out
@@ -578,8 +628,8 @@ class ReplicaManager:
                 else:
                     if params.rack_id and self.replica_selector is not None and \
                             part.is_leader and part.followers:
-                        preferred = self._preferred_read_replica(part, info.fetch_offset,
-                                                                 params.rack_id)
+                        preferred = preferred_read_replica(self, part, info.fetch_offset,
+                                                           params.rack_id)
                         if preferred is not None:
                             out[tp] = FetchPartitionData(
                                 ErrorCode.NONE, part.high_watermark, part.last_stable_offset,
@@ -606,34 +656,19 @@ class ReplicaManager:
             if size:
                 min_one = False
                 limit = max(0, limit - size)
+            if follower:
+                end, end_bytes = read.log_end_offset, part.end_bytes
+            else:
+                end = read.last_stable_offset if params.isolation_level == READ_COMMITTED \
+                    else read.high_watermark
+                end_bytes = part.hw_bytes
             out[tp] = FetchPartitionData(ErrorCode.NONE, read.high_watermark,
                                          read.last_stable_offset, read.log_start_offset,
                                          read.records, diverging_epoch=diverging,
-                                         aborted_transactions=read.aborted_transactions)
-        for tp in hw_moved:
-            self._wake(tp)
+                                         aborted_transactions=read.aborted_transactions,
+                                         end_offset=end, end_bytes=end_bytes, partition=part)
+        self._wake_many(hw_moved)
         return out
-
-    def _preferred_read_replica(self, part: Partition, fetch_offset: int, rack: str
-                                ) -> int | None:
-        """KIP-392: the replica the selector prefers for a consumer in `rack`, if it is not
-        this leader (Kafka's findPreferredReadReplica: ISR followers holding the offset)."""
-        from broker.replication.replica_selector import ReplicaView
-
-        cache = self.metadata_cache
-        racks = {b.id: b.rack for b in cache.alive_brokers()} \
-            if hasattr(cache, "alive_brokers") else {}
-        now = self.time_ms()
-        leader = ReplicaView(self.broker_id, racks.get(self.broker_id), part.log_end_offset, 0)
-        candidates = [leader] + [
-            ReplicaView(f.broker_id, racks.get(f.broker_id), f.log_end_offset,
-                        now - f.last_caught_up_ms)
-            for f in part.followers.values()
-            if f.broker_id in part.isr and f.broker_id in racks
-            and f.log_start_offset <= fetch_offset <= f.log_end_offset]
-        chosen = self.replica_selector.select(rack, leader, candidates)
-        return None if chosen is None or chosen.broker_id == self.broker_id \
-            else chosen.broker_id
 
     def _leader_throttled(self, part: Partition, replica_id: int) -> bool:
         """KIP-73 on the leader: a throttled partition's out-of-sync follower gets no data
@@ -655,22 +690,27 @@ class ReplicaManager:
                                            error_message=str(e)) for tp, _ in fetch_infos}
 
     def fetch_messages(self, params: FetchParams,
-                       fetch_infos: list[tuple[TopicPartition, PartitionFetchInfo]]
-                       ) -> dict[TopicPartition, FetchPartitionData] | asyncio.Future:
+                       fetch_infos: list[tuple[TopicPartition, PartitionFetchInfo]],
+                       session=None, then: Callable[[dict], object] | None = None):
         """Kafka's fetchMessages: answer at once if `max_wait_ms` <= 0, nothing was asked,
         some partition failed, or at least `min_bytes` were found; else park a DelayedFetch
         (completed by appends / HW moves / leader changes / deletion / `max_wait_ms`) and
-        return a Future of the same dict."""
+        return a Future of the same dict. `session`: the incremental fetch session whose
+        changed partitions `fetch_infos` are; parked, the fetch watches the whole session
+        (FetchSessionKey), so an empty `fetch_infos` waits too. `then(results)`: returned
+        instead of the results (or set on the Future; its exception too), which spares the
+        caller a Future of its own. The Future is a `broker.request_channel.Deferred`: the
+        response leaves in the callback that completes the fetch (no loop turn later)."""
         results = self.read_from_local_log(params, fetch_infos)
-        if params.max_wait_ms <= 0 or not fetch_infos or self._shutdown:
-            return results
+        if params.max_wait_ms <= 0 or self._shutdown or (not fetch_infos and session is None):
+            return results if then is None else then(results)
         total = 0
         for r in results.values():
             if r.error != ErrorCode.NONE or r.preferred_read_replica >= 0:
-                return results
+                return results if then is None else then(results)
             total += len(r.records)
         if total >= params.min_bytes:
-            return results
+            return results if then is None else then(results)
         follower = params.replica_id >= 0
         statuses = []
         for (tp, info) in fetch_infos:
@@ -678,19 +718,25 @@ class ReplicaManager:
             counter = part.end_bytes if follower else part.hw_bytes
             statuses.append(FetchPartitionStatus(tp[0], tp[1], info, part,
                                                  counter - len(results[tp].records)))
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
+        fut = Deferred()  # answered the moment the fetch completes, no loop turn later
 
         def done(res: dict) -> None:
-            if not fut.done():
+            if fut.done():
+                return
+            if then is None:
                 fut.set_result(res)
+                return
+            try:
+                fut.set_result(then(res))
+            except Exception as e:  # noqa: BLE001 - the caller's error, on its Future
+                fut.set_exception(e)
 
         op = DelayedFetch(max(int(params.max_wait_ms), 0), params, statuses, list(fetch_infos),
-                          self.get_partition, self._delayed_fetch_read, done)
-        keys = [TopicPartitionKey(*tp) for tp, _ in fetch_infos]
-        self.delayed_fetch_purgatory.try_complete_else_watch(op, keys)
-        if fut.done():
-            return fut.result()
+                          self.get_partition, self._delayed_fetch_read, done, session)
+        # just read and found short: park without trying again (nothing ran meanwhile)
+        self.delayed_fetch_purgatory.watch(
+            op, (FetchSessionKey(session.id),) if session is not None else
+            tuple({TopicPartitionKey(*tp): None for tp, _ in fetch_infos}))
         return fut
 
 

@@ -80,6 +80,8 @@ from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
 from storage.cleaner import CleanerConfig
 from storage.config import LogConfig
+from storage.descriptor_cache import EMERGENCY_RELEASE, descriptor_cache
+from storage.descriptor_cache import configure_for_limit as configure_descriptor_cache
 from storage.log_manager import LogManager
 
 __all__ = ["BrokerServer", "BrokerServices", "FatalStartupError", "run_server"]
@@ -177,6 +179,9 @@ class BrokerServer:
         if not cfg.embedded_mode:
             await self._connect_zookeeper()
 
+        capacity = configure_descriptor_cache()
+        log.info("keeping at most %d segment files open (open files limit minus a reserve "
+                 "for connections, ZooKeeper and log rolls)", capacity)
         self.log_manager = LogManager(
             cfg.log_dirs, default_log_config, broker_id=self.broker_id,
             cluster_id=self._stored_cluster_id,
@@ -384,6 +389,8 @@ class BrokerServer:
             from broker.fetch_session import FetchSessionCache
             self.services.fetch_session_cache = FetchSessionCache(
                 max_entries=self.config.get("max.incremental.fetch.session.cache.slots"))
+            if self.replica_manager is not None:  # issue 21: partition changes reach sessions
+                self.replica_manager.fetch_session_cache = self.services.fetch_session_cache
         except ModuleNotFoundError as e:
             if e.name != "broker.fetch_session":
                 raise
@@ -403,6 +410,9 @@ class BrokerServer:
             max_connections_per_ip=cfg.get("max.connections.per.ip"),
             queued_max_request_bytes=cfg.get("queued.max.request.bytes"),
             security=self.security)
+        # accept() out of descriptors: give back idle segment descriptors (reopened on use)
+        self.socket_server.accept_errors.on_failure = functools.partial(
+            descriptor_cache().release_idle, EMERGENCY_RELEASE)
         try:
             await self.socket_server.start()
         except OSError as e:

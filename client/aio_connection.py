@@ -28,7 +28,8 @@ import struct
 
 from client.versions import default_max_version
 from protocol import api
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, FrameTooLargeError, InvalidFrameSizeError
+from protocol.frames import FrameDecoder
 from protocol.headers import (
     RequestHeader,
     decode_response_header,
@@ -68,10 +69,11 @@ class BrokerConnection:
         self.opener = opener
         self.versions: dict[int, tuple[int, int]] = {}
         self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task | None = None
-        self._pending: collections.deque = collections.deque()  # (cid, api_key, version, fut)
+        # (correlation id, api key, version, future, deadline on the loop's clock)
+        self._pending: collections.deque = collections.deque()
         self._correlation = 0
         self._error: BrokerConnectionError | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
 
     @property
     def address(self) -> str:
@@ -126,8 +128,11 @@ class BrokerConnection:
 
     async def _started(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
-        self._reader_task = asyncio.create_task(self._read_loop(reader),
-                                                name=f"conn-{self.address}")
+        # responses are read by a protocol on the transport itself (no reader task, no
+        # StreamReader copies): each complete frame resolves its request's future from the
+        # transport's callback. The opener's reader is done with: a broker sends nothing
+        # but answers, and the opener read every answer it asked for.
+        writer.transport.set_protocol(_ResponseReader(self))
         try:
             self.versions = await self._api_versions()
         except BaseException:
@@ -137,16 +142,13 @@ class BrokerConnection:
     async def close(self) -> None:
         """Close the socket; outstanding requests fail with BrokerConnectionError."""
         self._fail(BrokerConnectionError(f"{self.address}: connection closed"))
-        task, self._reader_task = self._reader_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            # asyncio.wait: the reader's own end is not raised here, while a cancellation
-            # of the caller still is (a swallowed one left shutdowns waiting forever)
-            await asyncio.wait({task})
 
     def _fail(self, error: BrokerConnectionError) -> None:
         if self._error is None:
             self._error = error
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
@@ -206,38 +208,43 @@ class BrokerConnection:
         cid = self._correlation
         header = encode_request_header(RequestHeader(api_key, version, cid, self.client_id))
         payload = header + body.encode(version)
-        fut = asyncio.get_running_loop().create_future()
-        self._pending.append((cid, api_key, version, fut))
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        deadline = loop.time() + (self.timeout_s if timeout_s is None else timeout_s)
+        self._pending.append((cid, api_key, version, fut, deadline))
         self._writer.write(_SIZE.pack(len(payload)) + payload)
-        try:
-            return await asyncio.wait_for(fut, self.timeout_s if timeout_s is None else timeout_s)
-        except TimeoutError:
-            self._fail(RequestTimeout(f"{self.address}: request {api_key} v{version} timed "
-                                      f"out"))
-            raise self._error from None
+        if self._watchdog is None or deadline < self._watchdog.when():
+            self._arm(loop, deadline)
+        return await fut
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                head = await reader.readexactly(4)
-                (size,) = _SIZE.unpack(head)
-                if size < 0 or size > self.max_response_bytes:
-                    raise BrokerConnectionError(f"{self.address}: response of {size} bytes "
-                                                "refused")
-                buf = memoryview(await reader.readexactly(size))
-                self._dispatch(buf)
-        except asyncio.IncompleteReadError:
-            self._fail(BrokerConnectionError(f"{self.address}: connection closed by the "
-                                             "broker"))
-        except BrokerConnectionError as e:
-            self._fail(e)
-        except OSError as e:
-            self._fail(BrokerConnectionError(f"{self.address}: {e.strerror or e}"))
+    # one timer per connection, not one per request (a replica fetcher sends hundreds of
+    # requests a second): it fires at the earliest deadline of the requests in flight
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog = loop.call_at(when, self._check_deadlines)
+
+    def _check_deadlines(self) -> None:
+        self._watchdog = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        earliest = None
+        for _, api_key, version, fut, deadline in self._pending:
+            if fut.done():
+                continue  # its caller gave up (cancelled): no timeout for it
+            if deadline <= now:
+                self._fail(RequestTimeout(f"{self.address}: request {api_key} v{version} "
+                                          f"timed out"))
+                return
+            if earliest is None or deadline < earliest:
+                earliest = deadline
+        if earliest is not None:
+            self._arm(loop, earliest)
 
     def _dispatch(self, buf: memoryview) -> None:
         if not self._pending:
             raise BrokerConnectionError(f"{self.address}: unexpected response")
-        cid, api_key, version, fut = self._pending.popleft()
+        cid, api_key, version, fut, _ = self._pending.popleft()
         hv = 0 if api_key == API_VERSIONS else response_header_version(api_key, version)
         try:
             got, pos = decode_response_header(buf, hv)
@@ -256,3 +263,52 @@ class BrokerConnection:
             raise err from None
         if not fut.done():
             fut.set_result(resp)
+
+
+class _ResponseReader(asyncio.BufferedProtocol):
+    """The transport's protocol once connected: frames (4-byte size, body) to
+    `BrokerConnection._dispatch`; a size above `max_response_bytes`, a malformed response, EOF
+    or a lost connection fail the connection. Socket transports read straight into the
+    frame's buffer (`get_buffer` / `buffer_updated`); transports that hand over bytes
+    (TLS) call `data_received`."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self.conn = conn
+        self.decoder = FrameDecoder(conn.max_response_bytes)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames(self.decoder.buffer_updated, nbytes)
+
+    def data_received(self, data: bytes) -> None:
+        self._frames(self.decoder.feed, data)
+
+    def _frames(self, decode, arg) -> None:
+        conn = self.conn
+        try:
+            for frame in decode(arg):
+                conn._dispatch(frame)
+        except (FrameTooLargeError, InvalidFrameSizeError) as e:
+            conn._fail(BrokerConnectionError(f"{conn.address}: response refused: {e}"))
+        except BrokerConnectionError as e:
+            conn._fail(e)
+
+    def eof_received(self) -> bool:
+        self.conn._fail(BrokerConnectionError(f"{self.conn.address}: connection closed by "
+                                              "the broker"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        if exc is None:
+            conn._fail(BrokerConnectionError(f"{conn.address}: connection closed by the broker"))
+        else:
+            conn._fail(BrokerConnectionError(f"{conn.address}: {getattr(exc, 'strerror', None) or exc}"))
+
+    def pause_writing(self) -> None:  # requests are small; nothing waits for a drain
+        pass
+
+    def resume_writing(self) -> None:
+        pass

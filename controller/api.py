@@ -134,10 +134,11 @@ class BrokerMetadataListener(abc.ABC):
 class ControllerChannel(abc.ABC):
     """Carries decisions from the controller to brokers (Kafka's ControllerChannelManager).
     ``send_*`` return once the broker has applied the decision; a broker failure is logged
-    by the channel and not raised to the controller."""
+    by the channel and not raised to the controller. ``send_leader_and_isr`` returns the
+    broker's ``{(topic, partition): error code}`` (None when it failed or is not known)."""
 
     @abc.abstractmethod
-    async def send_leader_and_isr(self, broker_id: int, request: Any) -> None: ...
+    async def send_leader_and_isr(self, broker_id: int, request: Any) -> dict | None: ...
 
     @abc.abstractmethod
     async def send_update_metadata(self, broker_id: int, request: Any) -> None: ...

@@ -27,16 +27,18 @@ class LocalControllerChannel(ControllerChannel):
         if broker_id != self.broker_id:
             raise ValueError(f"local channel of broker {self.broker_id} cannot reach {broker_id}")
 
-    async def _deliver(self, kind: str, call: Any) -> None:
+    async def _deliver(self, kind: str, call: Any) -> Any:
         try:
-            await call
+            return await call
         except Exception:
             self.failures += 1
             log.exception("broker %d failed to apply %s", self.broker_id, kind)
+            return None
 
-    async def send_leader_and_isr(self, broker_id: int, request: Any) -> None:
+    async def send_leader_and_isr(self, broker_id: int, request: Any) -> dict | None:
+        """The broker's ``{(topic, partition): error code}`` (None if it failed)."""
         self._check(broker_id)
-        await self._deliver("LeaderAndIsr", self.listener.on_leader_and_isr(request))
+        return await self._deliver("LeaderAndIsr", self.listener.on_leader_and_isr(request))
 
     async def send_update_metadata(self, broker_id: int, request: Any) -> None:
         self._check(broker_id)

@@ -48,6 +48,8 @@ class PartitionState(enum.Enum):
     OFFLINE = "OfflinePartition"
     NON_EXISTENT = "NonExistentPartition"
 
+    __hash__ = object.__hash__  # members are singletons: identity, in C (Enum's is Python)
+
     def __str__(self) -> str:
         return self.value
 
@@ -60,6 +62,8 @@ class ReplicaState(enum.Enum):
     DELETION_SUCCESSFUL = "ReplicaDeletionSuccessful"
     DELETION_INELIGIBLE = "ReplicaDeletionIneligible"
     NON_EXISTENT = "NonExistentReplica"
+
+    __hash__ = object.__hash__  # members are singletons: identity, in C (Enum's is Python)
 
     def __str__(self) -> str:
         return self.value
@@ -173,12 +177,12 @@ class ControllerContext:
     def is_replica_online(self, broker_id: int, tp: TopicPartition,
                           include_shutting_down: bool = False) -> bool:
         """The broker is live (or shutting down, if included) and the replica is not in
-        one of its failed log dirs."""
-        if include_shutting_down:
-            live = broker_id in self.live_brokers
-        else:
-            live = self.is_live_broker(broker_id)
-        return live and tp not in self.replicas_on_offline_dirs.get(broker_id, ())
+        one of its failed log dirs (called once per replica at failover: kept tight)."""
+        if broker_id not in self.live_brokers or (
+                not include_shutting_down and broker_id in self.shutting_down_broker_ids):
+            return False
+        offline = self.replicas_on_offline_dirs
+        return not offline or tp not in offline.get(broker_id, ())
 
     # ------------------------------------------------------------------ topics and assignment
 
@@ -221,13 +225,13 @@ class ControllerContext:
                 for r in a.replicas]
 
     def remove_topic(self, topic: str) -> None:
-        for p in self.assignments.pop(topic, {}):
+        for p, a in self.assignments.pop(topic, {}).items():
             tp = (topic, p)
             self.leadership.pop(tp, None)
             self.partition_states.pop(tp, None)
             self.partitions_being_reassigned.discard(tp)
-        for key in [k for k in self.replica_states if k[0][0] == topic]:
-            del self.replica_states[key]
+            for r in a.replicas:  # its replicas only, not a scan of every replica state
+                self.replica_states.pop((tp, r), None)
         self.all_topics.discard(topic)
         tid = self.topic_ids.pop(topic, None)
         if tid is not None:

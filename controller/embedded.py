@@ -164,6 +164,7 @@ class EmbeddedController(TopicAdmin, BrokerConfigAdmin, Controller):
     async def shutdown(self) -> None:
         async with self._lock:
             self._started = False
+        await self._store.close()
 
     async def _register(self) -> None:
         s = self._store
@@ -285,15 +286,18 @@ class EmbeddedController(TopicAdmin, BrokerConfigAdmin, Controller):
         return [v for t in self._topics.values() for v in self._views(t)]
 
     async def _send(self, views: list[decisions.PartitionView], request_type: int,
-                    is_new: bool) -> None:
-        """LeaderAndIsr for partitions hosted here, then UpdateMetadata for all of them."""
+                    is_new: bool) -> dict | None:
+        """LeaderAndIsr for partitions hosted here, then UpdateMetadata for all of them;
+        returns the broker's LeaderAndIsr answer ``{(topic, partition): error code}``."""
         me = self._broker.id
         hosted = [v for v in views if me in v.assignment.replicas]
+        errors = None
         if hosted or request_type == TYPE_FULL:
-            await self._channel.send_leader_and_isr(me, decisions.leader_and_isr(
+            errors = await self._channel.send_leader_and_isr(me, decisions.leader_and_isr(
                 me, self._epoch, self._broker_epoch, request_type, hosted, self._live(), is_new))
         await self._channel.send_update_metadata(me, decisions.update_metadata(
             me, self._epoch, self._broker_epoch, request_type, views, self._live()))
+        return errors
 
     # ------------------------------------------------------------------ configs
 

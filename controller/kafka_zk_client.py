@@ -356,9 +356,18 @@ class KafkaZkClient:
             return None
 
     async def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, zd.TopicAssignment]:
+        """Every topic's assignment, read pipelined (absent or malformed ones left out)."""
         names = list(topics)
-        got = await asyncio.gather(*(self.get_topic_assignment(t) for t in names))
-        return {t: g[0] for t, g in zip(names, got, strict=True) if g is not None}
+        got = await self.zk.get_data_many([zd.TopicZNode.path(t) for t in names])
+        out = {}
+        for t, g in zip(names, got, strict=True):
+            if g is None:
+                continue
+            try:
+                out[t] = zd.TopicZNode.decode(t, g[0])
+            except zd.ZkDataError as e:
+                log.error("skipping malformed topic znode %s: %s", zd.TopicZNode.path(t), e)
+        return out
 
     async def set_topic_assignment(self, topic: str, topic_id: uuid.UUID | None,
                                    partitions: dict[int, zd.ReplicaAssignment], ezv: int = -1,
@@ -386,9 +395,20 @@ class KafkaZkClient:
 
     async def get_partition_states(self, tps: Iterable[TopicPartition]
                                    ) -> dict[TopicPartition, State]:
+        """The states of ``tps``, read pipelined (Kafka's getTopicPartitionStates; absent or
+        malformed ones left out)."""
         items = list(tps)
-        got = await asyncio.gather(*(self.get_partition_state(tp) for tp in items))
-        return {tp: s for tp, s in zip(items, got, strict=True) if s is not None}
+        paths = [zd.TopicPartitionStateZNode.path(*tp) for tp in items]
+        got = await self.zk.get_data_many(paths)
+        out = {}
+        for tp, path, g in zip(items, paths, got, strict=True):
+            if g is None:
+                continue
+            try:
+                out[tp] = zd.TopicPartitionStateZNode.decode(g[0], g[1].version)
+            except zd.ZkDataError as e:
+                log.error("skipping malformed partition state %s: %s", path, e)
+        return out
 
     async def create_partition_states(self, states: dict[TopicPartition, State], ezv: int
                                       ) -> dict[TopicPartition, Exception | None]:
@@ -580,15 +600,25 @@ class KafkaZkClient:
 
     async def get_entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
         """The overrides of ``/config/<type>/<name>`` ({} when absent or malformed)."""
-        path = zd.ConfigEntityZNode.path(entity_type, name)
-        got = await self.zk.get_data(path)
-        if got is None:
-            return {}
-        try:
-            return zd.ConfigEntityZNode.decode(got[0])
-        except zd.ZkDataError as e:
-            log.error("ignoring malformed config znode %s: %s", path, e)
-            return {}
+        return (await self.get_entity_configs_many(entity_type, [name]))[name]
+
+    async def get_entity_configs_many(self, entity_type: str, names: Iterable[str]
+                                      ) -> dict[str, dict[str, str]]:
+        """``get_entity_configs`` for many entities, read pipelined (multiRead)."""
+        names = list(names)
+        paths = [zd.ConfigEntityZNode.path(entity_type, n) for n in names]
+        got = await self.zk.get_data_many(paths) if len(paths) > 1 else \
+            [await self.zk.get_data(p) for p in paths]
+        out: dict[str, dict[str, str]] = {}
+        for name, path, g in zip(names, paths, got, strict=True):
+            out[name] = {}
+            if g is None:
+                continue
+            try:
+                out[name] = zd.ConfigEntityZNode.decode(g[0])
+            except zd.ZkDataError as e:
+                log.error("ignoring malformed config znode %s: %s", path, e)
+        return out
 
     async def get_all_entities_with_config(self, entity_type: str) -> list[str]:
         return sorted(await self.zk.get_children(zd.ConfigEntityTypeZNode.path(entity_type)) or [])
@@ -643,6 +673,5 @@ class KafkaZkClient:
 
 
 def _with_epoch(state: State, version: int) -> State:
-    from dataclasses import replace
-
-    return replace(state, partition_epoch=version)
+    return State(state.leader, state.leader_epoch, state.isr, state.controller_epoch, version,
+                 state.leader_recovery_state)

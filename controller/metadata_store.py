@@ -1,4 +1,4 @@
-"""The embedded single-node metadata store: a ZooKeeper-shaped tree in one JSON file.
+"""The embedded single-node metadata store: a ZooKeeper-shaped tree in one SQLite database.
 
 Used when ``zookeeper.connect`` is not set. It holds the same documents, under the same
 paths, as Kafka keeps in ZooKeeper (see :mod:`controller.zk_data`): cluster id, controller
@@ -12,32 +12,40 @@ Parents must exist unless ``make_parents`` is set. :meth:`EmbeddedMetadataStore.
 applies a list of operations atomically (ZooKeeper's ``multi``): all succeed and are
 persisted, or none is applied and the first failure is raised.
 
-On disk: ``<dir>/josef-metadata.json``::
+On disk: ``<dir>/josef-metadata.db``, SQLite (the standard library's ``sqlite3``) in WAL mode
+with ``synchronous=FULL`` (+ its ``-wal`` and ``-shm`` files)::
 
-  {"format":"josef-metadata","version":1,"zxid":<last transaction id>,
-   "znodes":{"<path>":{"data":"<utf-8 text>"|null,"version":v,"czxid":c,"mzxid":m,
-                       "cversion":k}, ...}}
+  znodes(path TEXT PRIMARY KEY, data BLOB NULL, version, czxid, mzxid, cversion INTEGER)
+  meta(key TEXT PRIMARY KEY, value)          -- "format" = "josef-metadata", "version" = 2,
+                                             -- "zxid" = the last transaction id
 
-Every transaction rewrites the file atomically: write ``josef-metadata.json.tmp``, fsync,
-rename over the old file, fsync the directory (in an executor, never on the event loop).
-A crash leaves either the old or the new file; a leftover ``.tmp`` is ignored. A file that
-is not valid JSON of that shape stops startup with :class:`MetadataStoreCorruptError`.
+Incremental and crash-safe: a ``multi`` writes only the znodes it changes, in one SQLite
+transaction (a crash, SIGKILL included, leaves all of it or none), on the store's own writer
+thread, never on the event loop; the in-memory tree that serves reads changes only after the
+commit. Startup reads every row once (time proportional to the store's size). A store from
+before version 2 (``josef-metadata.json``, rewritten whole on every write) is imported on the
+first open and renamed ``josef-metadata.json.migrated``. A database that cannot be read
+stops startup with :class:`MetadataStoreCorruptError` naming the file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.zk_data import ZkVersion
 
-FILE_NAME = "josef-metadata.json"
+FILE_NAME = "josef-metadata.db"
+LEGACY_FILE_NAME = "josef-metadata.json"
 FORMAT_NAME = "josef-metadata"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_ROOT = "/"
 
 
 class MetadataStoreError(Exception):
@@ -155,13 +163,15 @@ def _check_data(path: str, data: bytes | None) -> bytes | None:
 
 
 class _Transaction:
-    """Overlay of pending changes over the committed tree (used by one ``multi``)."""
+    """Overlay of pending changes over the committed tree (used by one ``multi``). Child
+    sets change as deltas, so a transaction costs what it touches, not the tree's size."""
 
     def __init__(self, nodes: dict[str, _Node], children: dict[str, set[str]], zxid: int):
         self.base_nodes = nodes
         self.base_children = children
         self.nodes: dict[str, _Node | None] = {}
-        self.children: dict[str, set[str]] = {}
+        self.added: dict[str, set[str]] = {}  # parent -> child names created
+        self.removed: dict[str, set[str]] = {}  # parent -> child names deleted
         self.zxid = zxid
 
     def get(self, path: str) -> _Node | None:
@@ -170,17 +180,27 @@ class _Transaction:
         return self.base_nodes.get(path)
 
     def kids(self, path: str) -> set[str]:
-        if path not in self.children:
-            self.children[path] = set(self.base_children.get(path, ()))
-        return self.children[path]
+        """The child names of ``path`` as of this transaction."""
+        out = set(self.base_children.get(path, ()))
+        out |= self.added.get(path, set())
+        out -= self.removed.get(path, set())
+        return out
+
+    def _add_kid(self, parent: str, name: str) -> None:
+        self.added.setdefault(parent, set()).add(name)
+        self.removed.get(parent, set()).discard(name)
+
+    def _remove_kid(self, parent: str, name: str) -> None:
+        self.removed.setdefault(parent, set()).add(name)
+        self.added.get(parent, set()).discard(name)
 
     def create(self, op: Create) -> str:
         path = op.path
         validate_path(path + "0" if op.sequential else path)
-        if path == "/":
+        if path == _ROOT:
             raise NodeExistsError(path)
         parent = _parent(path)
-        if op.make_parents and parent != "/" and self.get(parent) is None:
+        if op.make_parents and parent != _ROOT and self.get(parent) is None:
             self.create(Create(parent, None, make_parents=True))
         parent_node = self.get(parent)
         if parent_node is None:
@@ -195,7 +215,7 @@ class _Transaction:
         self.nodes[parent] = replace(
             parent_node, stat=replace(parent_node.stat, cversion=parent_node.stat.cversion + 1)
         )
-        self.kids(parent).add(path.rsplit("/", 1)[1])
+        self._add_kid(parent, path.rsplit("/", 1)[1])
         return path
 
     def set_data(self, op: SetData) -> ZNodeStat:
@@ -211,7 +231,7 @@ class _Transaction:
 
     def delete(self, op: Delete) -> None:
         path = validate_path(op.path)
-        if path == "/":
+        if path == _ROOT:
             raise ValueError("cannot delete the root znode")
         node = self.get(path)
         if node is None:
@@ -227,8 +247,7 @@ class _Transaction:
             for kid in sorted(kids):
                 self.delete(Delete(f"{path}/{kid}", recursive=True))
         self.nodes[path] = None
-        self.children[path] = set()
-        self.kids(_parent(path)).discard(path.rsplit("/", 1)[1])
+        self._remove_kid(_parent(path), path.rsplit("/", 1)[1])
 
     def check(self, op: Check) -> None:
         node = self.get(validate_path(op.path))
@@ -238,72 +257,135 @@ class _Transaction:
             raise BadVersionError(op.path, op.expected_version, node.stat.version)
 
 
-class EmbeddedMetadataStore:
-    """ZooKeeper-like tree persisted to ``<directory>/josef-metadata.json``.
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS znodes (path TEXT PRIMARY KEY, data BLOB, version INTEGER "
+    "NOT NULL, czxid INTEGER NOT NULL, mzxid INTEGER NOT NULL, cversion INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)",
+)
 
-    Call ``await open()`` once before use. Reads are synchronous and in-memory; writes go
-    through :meth:`multi` (or the one-op helpers) and return after the file is durable.
-    Single-process, single-writer: all writes are serialised by an ``asyncio.Lock``.
+
+class EmbeddedMetadataStore:
+    """ZooKeeper-like tree persisted to ``<directory>/josef-metadata.db``.
+
+    Call ``await open()`` once before use (and ``close()`` at the end). Reads are
+    synchronous and in-memory; writes go through :meth:`multi` (or the one-op helpers) and
+    return after the SQLite transaction is committed (durable: WAL, ``synchronous=FULL``).
+    Single-process, single-writer: all writes are serialised by an ``asyncio.Lock`` and run
+    on one writer thread that owns the database connection.
     """
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.file_path = os.path.join(directory, FILE_NAME)
-        self._nodes: dict[str, _Node] = {"/": _Node(None, ZNodeStat(0, 0, 0, 0))}
+        self._nodes: dict[str, _Node] = {_ROOT: _Node(None, ZNodeStat(0, 0, 0, 0))}
         self._children: dict[str, set[str]] = {}
         self._zxid = 0
         self._lock = asyncio.Lock()
         self._opened = False
+        self._db: sqlite3.Connection | None = None
+        self._writer = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="metadata-store")
 
     # ------------------------------------------------------------------ lifecycle
 
     async def open(self) -> None:
-        """Load the file if it exists (in an executor). Raises MetadataStoreCorruptError."""
+        """Open (or create) the database and load the tree, on the writer thread. Raises
+        MetadataStoreCorruptError."""
         loop = asyncio.get_running_loop()
-        doc = await loop.run_in_executor(None, self._read_file)
-        if doc is not None:
-            self._load(doc)
+        nodes, zxid = await loop.run_in_executor(self._writer, self._open_db)
+        self._load(nodes, zxid)
         self._opened = True
 
-    def _read_file(self) -> dict[str, Any] | None:
+    async def close(self) -> None:
+        """Close the database (pending writes finish first)."""
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            await loop.run_in_executor(self._writer, self._close_db)
+        self._writer.shutdown(wait=False)
+
+    def _close_db(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+    def _open_db(self) -> tuple[list[tuple], int]:
         os.makedirs(self.directory, exist_ok=True)
+        fresh = not os.path.exists(self.file_path)
         try:
-            with open(self.file_path, "rb") as f:
+            db = sqlite3.connect(self.file_path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            for stmt in _SCHEMA:
+                db.execute(stmt)
+            meta = dict(db.execute("SELECT key, value FROM meta"))
+            if fresh or not meta:
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
+                    ("format", FORMAT_NAME), ("version", FORMAT_VERSION), ("zxid", 0)])
+                imported = self._import_legacy(db)
+                db.execute("COMMIT")
+                if imported:
+                    os.replace(os.path.join(self.directory, LEGACY_FILE_NAME),
+                               os.path.join(self.directory, LEGACY_FILE_NAME + ".migrated"))
+                meta = dict(db.execute("SELECT key, value FROM meta"))
+            if meta.get("format") != FORMAT_NAME:
+                raise MetadataStoreCorruptError(self.file_path, f"not a {FORMAT_NAME} database")
+            if meta.get("version") != FORMAT_VERSION:
+                raise MetadataStoreCorruptError(
+                    self.file_path, f"unsupported format version {meta.get('version')!r}")
+            rows = db.execute(
+                "SELECT path, data, version, czxid, mzxid, cversion FROM znodes").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise MetadataStoreCorruptError(self.file_path, f"cannot be read: {exc}") from exc
+        self._db = db
+        return rows, int(meta["zxid"])
+
+    def _import_legacy(self, db: sqlite3.Connection) -> bool:
+        """Copy a version-1 ``josef-metadata.json`` into ``db`` (inside its transaction)."""
+        legacy = os.path.join(self.directory, LEGACY_FILE_NAME)
+        try:
+            with open(legacy, "rb") as f:
                 raw = f.read()
         except FileNotFoundError:
-            return None
+            return False
+        bad = MetadataStoreCorruptError
         try:
             doc = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
-            raise MetadataStoreCorruptError(self.file_path, f"not valid JSON: {exc}") from exc
-        return doc
-
-    def _load(self, doc: Any) -> None:
-        bad = MetadataStoreCorruptError
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
-            raise bad(self.file_path, f"not a {FORMAT_NAME} file")
-        if doc.get("version") != FORMAT_VERSION:
-            raise bad(self.file_path, f"unsupported format version {doc.get('version')!r}")
-        znodes = doc.get("znodes")
-        zxid = doc.get("zxid")
+            raise bad(legacy, f"not valid JSON: {exc}") from exc
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME or doc.get("version") != 1:
+            raise bad(legacy, f"not a version 1 {FORMAT_NAME} file")
+        znodes, zxid = doc.get("znodes"), doc.get("zxid")
         if not isinstance(znodes, dict) or not isinstance(zxid, int):
-            raise bad(self.file_path, "missing 'znodes' or 'zxid'")
-        nodes: dict[str, _Node] = {"/": _Node(None, ZNodeStat(0, 0, 0, 0))}
+            raise bad(legacy, "missing 'znodes' or 'zxid'")
+        rows = []
         try:
             for path, rec in znodes.items():
-                validate_path(path)
                 data = rec["data"]
                 if data is not None and not isinstance(data, str):
                     raise TypeError("data is not text")
-                stat = ZNodeStat(
-                    int(rec["version"]), int(rec["czxid"]), int(rec["mzxid"]), int(rec["cversion"])
-                )
-                nodes[path] = _Node(None if data is None else data.encode("utf-8"), stat)
+                rows.append((validate_path(path), None if data is None else data.encode(),
+                             int(rec["version"]), int(rec["czxid"]), int(rec["mzxid"]),
+                             int(rec["cversion"])))
         except (KeyError, TypeError, ValueError) as exc:
+            raise bad(legacy, f"bad znode record: {exc}") from exc
+        db.executemany("INSERT OR REPLACE INTO znodes VALUES (?, ?, ?, ?, ?, ?)", rows)
+        db.execute("UPDATE meta SET value = ? WHERE key = 'zxid'", (zxid,))
+        return True
+
+    def _load(self, rows: list[tuple], zxid: int) -> None:
+        bad = MetadataStoreCorruptError
+        nodes: dict[str, _Node] = {_ROOT: _Node(None, ZNodeStat(0, 0, 0, 0))}
+        try:
+            for path, data, version, czxid, mzxid, cversion in rows:
+                if data is not None:
+                    data = bytes(data)
+                nodes[path] = _Node(data, ZNodeStat(version, czxid, mzxid, cversion))
+        except (TypeError, ValueError) as exc:
             raise bad(self.file_path, f"bad znode record: {exc}") from exc
         children: dict[str, set[str]] = {}
         for path in nodes:
-            if path == "/":
+            if path == _ROOT:
                 continue
             parent = _parent(path)
             if parent not in nodes:
@@ -346,7 +428,8 @@ class EmbeddedMetadataStore:
         """Apply ``ops`` atomically and durably. Returns one result per op: the created path
         for Create, the new stat for SetData, None otherwise. Raises the first op's error
         (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError, ValueError) with
-        nothing applied, or OSError if the file cannot be written (nothing applied)."""
+        nothing applied, or OSError / sqlite3.Error if the database cannot be written
+        (nothing applied)."""
         ops = list(ops)
         async with self._lock:
             tx = _Transaction(self._nodes, self._children, self._zxid + 1)
@@ -362,23 +445,57 @@ class EmbeddedMetadataStore:
                     results.append(tx.check(op))
                 else:
                     raise TypeError(f"not a store operation: {op!r}")
-            nodes = dict(self._nodes)
+            upserts, deletes = [], []
             for path, node in tx.nodes.items():
+                if path == _ROOT:
+                    continue
                 if node is None:
-                    nodes.pop(path, None)
+                    deletes.append((path,))
                 else:
-                    nodes[path] = node
-            snapshot = self._snapshot(nodes, tx.zxid)
+                    st = node.stat
+                    upserts.append((path, node.data, st.version, st.czxid, st.mzxid, st.cversion))
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, self._write_file, snapshot)
-            children = dict(self._children)
-            for path, kids in tx.children.items():
-                if kids:
-                    children[path] = kids
-                else:
-                    children.pop(path, None)
-            self._nodes, self._children, self._zxid = nodes, children, tx.zxid
+            await loop.run_in_executor(self._writer, self._commit, upserts, deletes, tx.zxid)
+            self._apply(tx)
             return results
+
+    def _commit(self, upserts: list[tuple], deletes: list[tuple], zxid: int) -> None:
+        db = self._db
+        if db is None:
+            raise OSError(f"{self.file_path}: the metadata store is closed")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            if deletes:
+                db.executemany("DELETE FROM znodes WHERE path = ?", deletes)
+            if upserts:
+                db.executemany("INSERT OR REPLACE INTO znodes VALUES (?, ?, ?, ?, ?, ?)",
+                               upserts)
+            db.execute("UPDATE meta SET value = ? WHERE key = 'zxid'", (zxid,))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def _apply(self, tx: _Transaction) -> None:
+        """Make a committed transaction visible (in place: O(what it changed))."""
+        nodes, children = self._nodes, self._children
+        for path, node in tx.nodes.items():
+            if node is None:
+                nodes.pop(path, None)
+                children.pop(path, None)
+            else:
+                nodes[path] = node
+        for parent, names in tx.removed.items():
+            kids = children.get(parent)
+            if kids is not None:
+                kids -= names
+                if not kids:
+                    del children[parent]
+        for parent, names in tx.added.items():
+            if names and parent in nodes:
+                children.setdefault(parent, set()).update(names)
+        self._zxid = tx.zxid
 
     async def create(self, path: str, data: bytes | None = None, *, make_parents: bool = False,
                      sequential: bool = False) -> str:
@@ -392,39 +509,14 @@ class EmbeddedMetadataStore:
                      expected_version: int = ZkVersion.MATCH_ANY) -> None:
         await self.multi([Delete(path, expected_version, recursive)])
 
-    # ------------------------------------------------------------------ persistence
 
-    @staticmethod
-    def _snapshot(nodes: dict[str, _Node], zxid: int) -> dict[str, Any]:
-        znodes = {}
-        for path in sorted(nodes):
-            if path == "/":
-                continue
-            node = nodes[path]
-            znodes[path] = {
-                "data": None if node.data is None else node.data.decode("utf-8"),
-                "version": node.stat.version,
-                "czxid": node.stat.czxid,
-                "mzxid": node.stat.mzxid,
-                "cversion": node.stat.cversion,
-            }
-        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "zxid": zxid, "znodes": znodes}
-
-    def _write_file(self, snapshot: dict[str, Any]) -> None:
-        payload = json.dumps(snapshot, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        tmp = self.file_path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(payload)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.file_path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+def read_znodes(directory: str) -> dict[str, dict[str, Any]]:
+    """Every znode of the store in ``directory`` as ``{path: {"data": text | None,
+    "version", "czxid", "mzxid", "cversion"}}`` (read-only, blocking; for tools and tests)."""
+    db = sqlite3.connect(f"file:{os.path.join(directory, FILE_NAME)}?mode=ro", uri=True)
+    try:
+        return {path: {"data": None if data is None else bytes(data).decode("utf-8"),
+                       "version": v, "czxid": c, "mzxid": m, "cversion": k}
+                for path, data, v, c, m, k in db.execute("SELECT * FROM znodes")}
+    finally:
+        db.close()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from controller import elections
 from controller.context import (
@@ -75,10 +75,9 @@ def new_leader_and_isr(state: State, leader: int, isr: Iterable[int], controller
                        recovery: int | None = None) -> State:
     """The next state: leader epoch + 1; the partition epoch stays the version the write is
     conditional on (the written znode's new version replaces it afterwards)."""
-    return replace(state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=tuple(isr),
-                   controller_epoch=controller_epoch,
-                   leader_recovery_state=state.leader_recovery_state if recovery is None
-                   else recovery)
+    return State(leader, state.leader_epoch + 1, tuple(isr), controller_epoch,
+                 state.partition_epoch,
+                 state.leader_recovery_state if recovery is None else recovery)
 
 
 class PartitionStateMachine:
@@ -163,7 +162,7 @@ class PartitionStateMachine:
                 changes = ChangeLog(logging.INFO, f"Changed partitions to {target} by {strategy}")
                 for tp, r in results.items():
                     if not isinstance(r, Exception):
-                        changes.add(f"{tp[0]}-{tp[1]} from {ctx.partition_state(tp)} {_fmt(r)}")
+                        changes.add_lazy(_from_fmt, tp, ctx.partition_state(tp), r)
                         ctx.partition_states[tp] = PartitionState.ONLINE
                 changes.emit()
             return results
@@ -206,7 +205,7 @@ class PartitionStateMachine:
             ctx.leadership[tp] = state
             self.batch.add_leader_and_isr(state.isr, tp, state,
                                           ctx.partition_full_replica_assignment(tp), is_new=True)
-            changes.add(f"{tp[0]}-{tp[1]} {_fmt(state)}")
+            changes.add_lazy(_tp_fmt, tp, state)
             done.append(tp)
         failed.emit()
         changes.emit()
@@ -335,19 +334,39 @@ class ChangeLog:
     def __init__(self, level: int, head: str) -> None:
         self.level, self.head = level, head
         self.items: list[str] = []
+        self.n = 0
+        self._debug = log.isEnabledFor(logging.DEBUG)
 
     def add(self, text: str) -> None:
-        self.items.append(text)
-        if log.isEnabledFor(logging.DEBUG):
+        self.n += 1
+        if len(self.items) < self.SHOWN:
+            self.items.append(text)
+        if self._debug:
             log.debug("%s: %s", self.head, text)
 
+    def add_lazy(self, fn, *args) -> None:
+        """``add(fn(*args))``, formatting only when the text is shown (100,000 partitions'
+        state changes are counted, not all formatted)."""
+        if self._debug or len(self.items) < self.SHOWN:
+            self.add(fn(*args))
+        else:
+            self.n += 1
+
     def emit(self) -> None:
-        n = len(self.items)
+        n = self.n
         if not n or not log.isEnabledFor(self.level):
             return
         more = f" (and {n - self.SHOWN} more)" if n > self.SHOWN else ""
         log.log(self.level, "%s (%d partition%s): %s%s", self.head, n, "" if n == 1 else "s",
                 "; ".join(self.items[:self.SHOWN]), more)
+
+
+def _tp_fmt(tp: TopicPartition, s: State) -> str:
+    return f"{tp[0]}-{tp[1]} {_fmt(s)}"
+
+
+def _from_fmt(tp: TopicPartition, previous, s: State) -> str:
+    return f"{tp[0]}-{tp[1]} from {previous} {_fmt(s)}"
 
 
 def _fmt(s: State) -> str:

@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from controller.context import (
+    EMPTY_ASSIGNMENT,
     VALID_PREVIOUS_REPLICA_STATES,
     ControllerContext,
     PartitionReplica,
@@ -32,7 +33,7 @@ from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from controller.partition_state_machine import (
     ChangeLog,
     StateChangeFailedError,
-    _fmt,
+    _tp_fmt,
     new_leader_and_isr,
 )
 from controller.request_batch import ControllerBrokerRequestBatch
@@ -51,12 +52,26 @@ class ReplicaStateMachine:
         self.batch = batch
 
     async def startup(self) -> None:
+        """Every replica Online (live broker) or ReplicaDeletionIneligible, then moved to
+        OnlineReplica / OfflineReplica (one pass over the assignments: 300,000 replicas at
+        100,000 partitions RF 3)."""
         ctx = self.context
-        for tp in ctx.all_partitions():
-            for r in ctx.partition_replica_assignment(tp):
-                ctx.replica_states[(tp, r)] = ReplicaState.ONLINE if \
-                    ctx.is_replica_online(r, tp) else ReplicaState.DELETION_INELIGIBLE
-        online, offline = ctx.online_and_offline_replicas()
+        states = ctx.replica_states
+        is_online = ctx.is_replica_online
+        online_state, ineligible = ReplicaState.ONLINE, ReplicaState.DELETION_INELIGIBLE
+        online: list[PartitionReplica] = []
+        offline: list[PartitionReplica] = []
+        for t, ps in ctx.assignments.items():
+            for p, a in ps.items():
+                tp = (t, p)
+                for r in a.replicas:
+                    key = (tp, r)
+                    if is_online(r, tp):
+                        states[key] = online_state
+                        online.append(key)
+                    else:
+                        states[key] = ineligible
+                        offline.append(key)
         await self.handle_state_changes(online, ReplicaState.ONLINE)
         await self.handle_state_changes(offline, ReplicaState.OFFLINE)
 
@@ -83,9 +98,17 @@ class ReplicaStateMachine:
     async def _do_handle_state_changes(self, replica_id: int, replicas: list[PartitionReplica],
                                        target: ReplicaState) -> None:
         ctx = self.context
+        states = ctx.replica_states
+        allowed = VALID_PREVIOUS_REPLICA_STATES[target]
+        valid: list[PartitionReplica] = []
+        invalid: list[PartitionReplica] = []
+        prior: dict[PartitionReplica, ReplicaState] = {}
         for r in replicas:
-            ctx.replica_states.setdefault(r, ReplicaState.NON_EXISTENT)
-        valid, invalid = ctx.check_valid_replica_state_change(replicas, target)
+            st = states.get(r)
+            if st is None:
+                states[r] = st = ReplicaState.NON_EXISTENT
+            prior[r] = st
+            (valid if st in allowed else invalid).append(r)
         bad = ChangeLog(logging.ERROR, f"Controller {self.controller_id} epoch {ctx.epoch} "
                         f"initiated state change of replica {replica_id} to {target} failed: it "
                         "should be in one of " + "/".join(
@@ -108,9 +131,12 @@ class ReplicaStateMachine:
                                                   is_new=True)
                 ctx.replica_states[r] = ReplicaState.NEW
         elif target == ReplicaState.ONLINE:
+            leadership, assignments = ctx.leadership, ctx.assignments
+            add = self.batch.add_leader_and_isr
+            brokers = (replica_id,)
             for r in valid:
                 tp = r[0]
-                if ctx.replica_state(r) == ReplicaState.NEW:
+                if prior[r] == ReplicaState.NEW:
                     a = ctx.partition_full_replica_assignment(tp)
                     if replica_id not in a.replicas:
                         log.error("Adding replica (%d) that is not part of the assignment %s",
@@ -118,12 +144,11 @@ class ReplicaStateMachine:
                         ctx.update_partition_full_replica_assignment(
                             tp, replace(a, replicas=a.replicas + (replica_id,)))
                 else:
-                    state = ctx.leadership.get(tp)
+                    state = leadership.get(tp)
                     if state is not None:
-                        self.batch.add_leader_and_isr([replica_id], tp, state,
-                                                      ctx.partition_full_replica_assignment(tp),
-                                                      is_new=False)
-                ctx.replica_states[r] = ReplicaState.ONLINE
+                        add(brokers, tp, state, assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT),
+                            False)
+                states[r] = ReplicaState.ONLINE
         elif target == ReplicaState.OFFLINE:
             for r in valid:
                 self.batch.add_stop_replica([replica_id], r[0], delete_partition=False)
@@ -134,7 +159,7 @@ class ReplicaStateMachine:
                                 f"{replica_id} from the ISR as part of transition to "
                                 "OfflineReplica")
             for tp, state in updated.items():
-                changes.add(f"{tp[0]}-{tp[1]} {_fmt(state)}")
+                changes.add_lazy(_tp_fmt, tp, state)
                 if not ctx.is_topic_queued_up_for_deletion(tp[0]):
                     recipients = [b for b in ctx.partition_replica_assignment(tp)
                                   if b != replica_id]
@@ -208,7 +233,8 @@ class ReplicaStateMachine:
                     "Aborting state change by this controller")
                 continue
             if replica_id not in state.isr:
-                fresh = replace(state, controller_epoch=ctx.epoch)
+                fresh = State(state.leader, state.leader_epoch, state.isr, ctx.epoch,
+                              state.partition_epoch, state.leader_recovery_state)
                 ctx.leadership[tp] = fresh
                 out[tp] = fresh
                 continue

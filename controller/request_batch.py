@@ -58,10 +58,14 @@ class ControllerBrokerRequestBatch:
         self._lai: dict[int, dict[TopicPartition, Any]] = {}
         self._stop: dict[int, dict[TopicPartition, Any]] = {}
         self._um_brokers: set[int] = set()
-        self._um_partitions: dict[TopicPartition, Any] = {}
+        self._um_all_live = False  # UpdateMetadata goes to every live broker too
+        self._um_partitions: dict[TopicPartition, None] = {}  # states built at send time
+        #: tp -> (state, assignment, is_new, LeaderAndIsrPartitionState): one object for all
+        #: the brokers a partition's LeaderAndIsr goes to in this batch
+        self._lai_objs: dict[TopicPartition, tuple] = {}
 
     def new_batch(self) -> None:
-        if self._lai or self._stop or self._um_brokers:
+        if self._lai or self._stop or self._um_brokers or self._um_all_live:
             raise RuntimeError("Controller to broker state change requests batch is not empty "
                                "while creating a new one")
 
@@ -69,26 +73,39 @@ class ControllerBrokerRequestBatch:
         self._lai.clear()
         self._stop.clear()
         self._um_brokers.clear()
+        self._um_all_live = False
         self._um_partitions.clear()
+        self._lai_objs.clear()
 
     # ------------------------------------------------------------------ adding
 
     def add_leader_and_isr(self, broker_ids: Iterable[int], tp: TopicPartition,
                            state: LeaderIsrAndControllerEpoch, assignment: ReplicaAssignment,
                            is_new: bool) -> None:
+        objs = self._lai_objs
         for b in broker_ids:
             if b < 0:
                 continue
-            per = self._lai.setdefault(b, {})
-            already_new = tp in per and per[tp].is_new
-            per[tp] = _LaiState(
+            per = self._lai.get(b)
+            if per is None:
+                per = self._lai[b] = {}
+            old = per.get(tp)
+            new = is_new or (old is not None and old.is_new)
+            got = objs.get(tp)
+            if got is not None and got[0] is state and got[1] is assignment and got[2] == new:
+                per[tp] = got[3]
+                continue
+            obj = _LaiState(
                 topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
                 leader=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
                 partition_epoch=state.partition_epoch, replicas=list(assignment.replicas),
                 adding_replicas=list(assignment.adding_replicas),
                 removing_replicas=list(assignment.removing_replicas),
-                is_new=is_new or already_new, leader_recovery_state=state.leader_recovery_state)
-        self.add_update_metadata(self.context.live_or_shutting_down_broker_ids, [tp])
+                is_new=new, leader_recovery_state=state.leader_recovery_state)
+            objs[tp] = (state, assignment, new, obj)
+            per[tp] = obj
+        self._um_all_live = True
+        self._um_partitions[tp] = None
 
     def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition,
                          delete_partition: bool) -> None:
@@ -104,22 +121,31 @@ class ControllerBrokerRequestBatch:
 
     def add_update_metadata(self, broker_ids: Iterable[int],
                             partitions: Iterable[TopicPartition] = ()) -> None:
-        ctx = self.context
+        """UpdateMetadata for ``partitions`` to ``broker_ids``; the partition states are
+        read from the context when the batch is sent (once per partition, however many
+        times it was added)."""
         self._um_brokers.update(b for b in broker_ids if b >= 0)
         for tp in partitions:
+            self._um_partitions[tp] = None
+
+    def _um_states(self) -> dict[TopicPartition, Any]:
+        ctx = self.context
+        out: dict[TopicPartition, Any] = {}
+        deleting = ctx.topics_to_be_deleted
+        for tp in self._um_partitions:
             state = ctx.leadership.get(tp)
             if state is None:
                 log.debug("Leader not yet assigned for partition %s-%d. Skip sending "
                           "UpdateMetadataRequest.", *tp)
                 continue
             replicas = ctx.partition_replica_assignment(tp)
-            leader = LEADER_DURING_DELETE if ctx.is_topic_queued_up_for_deletion(tp[0]) \
-                else state.leader
-            self._um_partitions[tp] = _UmState(
+            leader = LEADER_DURING_DELETE if deleting and tp[0] in deleting else state.leader
+            out[tp] = _UmState(
                 topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
                 leader=leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
                 zk_version=state.partition_epoch, replicas=list(replicas),
                 offline_replicas=[r for r in replicas if not ctx.is_replica_online(r, tp)])
+        return out
 
     # ------------------------------------------------------------------ sending
 
@@ -142,7 +168,7 @@ class ControllerBrokerRequestBatch:
             log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d "
                      "become-follower partitions", broker, n_lead, len(states) - n_lead)
             by_topic: dict[str, list] = {}
-            for (topic, _p), s in sorted(states.items()):
+            for (topic, _p), s in states.items():  # grouped by topic, in the order added
                 by_topic.setdefault(topic, []).append(s)
             live_leaders = []
             for b in ctx.live_or_shutting_down_brokers():
@@ -167,12 +193,15 @@ class ControllerBrokerRequestBatch:
 
     def _send_update_metadata(self, epoch: int) -> None:
         ctx = self.context
+        if self._um_all_live:
+            self._um_brokers |= ctx.live_or_shutting_down_broker_ids
         if not self._um_brokers:
             return
+        states = self._um_states()
         log.info("Sending UpdateMetadata request to brokers %s for %d partitions",
-                 sorted(self._um_brokers), len(self._um_partitions))
+                 sorted(self._um_brokers), len(states))
         by_topic: dict[str, list] = {}
-        for (topic, _p), s in sorted(self._um_partitions.items()):
+        for (topic, _p), s in states.items():  # grouped by topic, in the order added
             by_topic.setdefault(topic, []).append(s)
         topic_states = [UpdateMetadataRequest.UpdateMetadataTopicState(
             topic_name=t, topic_id=ctx.topic_ids.get(t, _ZERO_UUID), partition_states=ps)
@@ -196,7 +225,7 @@ class ControllerBrokerRequestBatch:
             if broker not in live:
                 continue
             by_topic: dict[str, list] = {}
-            for (topic, _p), s in sorted(states.items()):
+            for (topic, _p), s in states.items():  # grouped by topic, in the order added
                 by_topic.setdefault(topic, []).append(s)
             log.info("Sending StopReplica request for %d replicas to broker %d", len(states),
                      broker)
@@ -227,3 +256,4 @@ class ControllerBrokerRequestBatch:
 
 def _swap(handler: Callable[[Any, int], None], broker: int, response: Any) -> None:
     handler(response, broker)
+

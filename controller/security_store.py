@@ -1,6 +1,6 @@
 """``EmbeddedZNodeStore``: the ``broker.security.store.ZNodeStore`` interface over the
 embedded metadata store, so the broker's security components (credentials, ACLs, quotas,
-delegation tokens) keep Kafka's znode documents in ``josef-metadata.json`` when
+delegation tokens) keep Kafka's znode documents in ``josef-metadata.db`` when
 ``zookeeper.connect`` is not set. Watch callbacks run (``call_soon``) after this process's
 own writes: there is no other writer in embedded mode.
 """

@@ -9,10 +9,13 @@ decisions go out in Kafka's order (LeaderAndIsr, then UpdateMetadata, then StopR
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from broker.loop_slice import LoopSlice
 from controller import admin_validation as av
 from controller import decisions
 from controller.api import (
@@ -41,6 +44,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["TopicAdmin"]
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class _Topic:
@@ -65,21 +70,27 @@ class TopicAdmin:
         """One result per requested topic, in order. Error codes: INVALID_REQUEST
         (duplicate name in the request; counts given together with an assignment),
         INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
-        INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG."""
+        INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG;
+        KAFKA_STORAGE_ERROR when this broker could not create a partition's log (EMFILE,
+        ENOSPC, ...): the topic is deleted again, so nothing reports a success that is not
+        true and a retry may succeed. All topics go in one store transaction and one
+        LeaderAndIsr/UpdateMetadata; the work is O(topics) and gives the event loop way
+        every few ms (a Metadata storm's auto-creation lands here)."""
         reqs = [t if isinstance(t, CreatableTopic) else CreatableTopic(*t) for t in topics]
-        counts: dict[str, int] = {}
-        for r in reqs:
-            counts[r.name] = counts.get(r.name, 0) + 1
+        counts = Counter(r.name for r in reqs)
         async with self._lock:
             results: list[CreateTopicResult] = []
             created: list[_Topic] = []
+            pending = av.CollisionIndex()
             ops: list[Op] = []
+            slicer = LoopSlice()
             for r in reqs:
+                await slicer.tick()
                 try:
                     if counts[r.name] > 1:
                         raise KafkaError(ErrorCode.INVALID_REQUEST,
                                          f"Create topics request contains duplicate topic {r.name}")
-                    topic = self._new_topic(r, [c.name for c in created])
+                    topic = self._new_topic(r, pending)
                 except KafkaError as e:
                     results.append(CreateTopicResult(r.name, int(e.code), e.message))
                     continue
@@ -89,25 +100,60 @@ class TopicAdmin:
                     dict(topic.configs)))
                 if not validate_only:
                     created.append(topic)
+                    pending.add(r.name)
                     ops += self._create_ops(topic)
             if created:
                 await self._store.multi(ops)
                 views = []
+                index = self._collision_index()
                 for t in created:
+                    await slicer.tick()
                     self._topics[t.name] = t
                     self._ids[t.topic_id] = t.name
+                    index.add(t.name)
                     if t.configs:
                         await self._channel.send_topic_config_change(self._broker.id, t.name,
                                                                      dict(t.configs))
                     views += self._views(t)
-                await self._send(views, TYPE_INCREMENTAL, is_new=True)
+                errors = await self._send(views, TYPE_INCREMENTAL, is_new=True)
+                await self._undo_unhosted(created, errors, results)
             return results
 
-    def _new_topic(self, r: CreatableTopic, pending: list[str]) -> _Topic:
+    async def _undo_unhosted(self, created: list[_Topic], errors: dict | None,
+                             results: list[CreateTopicResult]) -> None:
+        """Delete the topics a partition log of which this broker could not create (its
+        LeaderAndIsr answer), answering KAFKA_STORAGE_ERROR for them."""
+        failed: dict[str, list[int]] = {}
+        for (topic, p), code in (errors or {}).items():
+            if code == ErrorCode.KAFKA_STORAGE_ERROR:
+                failed.setdefault(topic, []).append(p)
+        if not failed:
+            return
+        for t in created:
+            if t.name in failed:
+                log.error("could not create the logs of %s partitions %s: deleting the topic",
+                          t.name, sorted(failed[t.name]))
+                await self._delete_topic(t)
+        for i, res in enumerate(results):
+            if res.name in failed and res.error_code == ErrorCode.NONE:
+                results[i] = CreateTopicResult(
+                    res.name, int(ErrorCode.KAFKA_STORAGE_ERROR),
+                    f"Could not create the log of partitions {sorted(failed[res.name])} of "
+                    f"topic {res.name} on broker {self._broker.id} (see its log).")
+
+    def _collision_index(self) -> av.CollisionIndex:
+        """The existing topics' names by collision key (built once, kept up to date)."""
+        index = getattr(self, "_collisions", None)
+        if index is None:
+            index = self._collisions = av.CollisionIndex(self._topics)
+        return index
+
+    def _new_topic(self, r: CreatableTopic, pending: av.CollisionIndex) -> _Topic:
         av.validate_topic_name(r.name)
         if r.name in self._topics or r.name in pending:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{r.name}' already exists.")
-        av.check_collision(r.name, list(self._topics) + pending)
+        self._collision_index().check(r.name)
+        pending.check(r.name)
         live = self._live_ids()
         if r.replica_assignment:
             if r.num_partitions != -1 or r.replication_factor != -1:
@@ -209,6 +255,7 @@ class TopicAdmin:
             Delete(DeleteTopicsTopicZNode.path(t.name), must_exist=False),
         ])
         self._topics.pop(t.name, None)
+        self._collision_index().discard(t.name)
         if t.topic_id is not None:
             self._ids.pop(t.topic_id, None)
 

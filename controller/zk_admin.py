@@ -95,7 +95,7 @@ class ZkAdminMixin:
         counts: dict[str, int] = {}
         for r in reqs:
             counts[r.name] = counts.get(r.name, 0) + 1
-        existing = await self.kzk.get_all_topics()
+        existing = av.CollisionIndex(await self.kzk.get_all_topics())
         results: list[CreateTopicResult] = []
         created: dict[str, list[int]] = {}
         for r in reqs:
@@ -127,13 +127,13 @@ class ZkAdminMixin:
                                             "get leaders"
         return results
 
-    def _validate_new_topic(self: ZkBroker, r: CreatableTopic, existing: set[str],
+    def _validate_new_topic(self: ZkBroker, r: CreatableTopic, existing: av.CollisionIndex,
                             brokers: list[tuple[int, str | None]],
                             rack_mode: str = ra.RACK_AWARE_ENFORCED):
         av.validate_topic_name(r.name)
         if r.name in existing or self.metadata_cache.contains_topic(r.name):
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{r.name}' already exists.")
-        av.check_collision(r.name, existing)
+        existing.check(r.name)
         raw = r.configs if isinstance(r.configs, dict) else dict(r.configs)
         nulls = sorted(k for k, v in raw.items() if v is None)
         if nulls:
@@ -176,23 +176,35 @@ class ZkAdminMixin:
         return tid
 
     async def auto_create_topics(self: ZkBroker, topics) -> list[CreateTopicResult]:
+        """Kafka's AutoTopicCreationManager in ZooKeeper mode (any broker writes the topic
+        znodes; the controller creates the partitions): validated together, then written
+        concurrently (pipelined on the ZooKeeper session), not one topic per round trip."""
         reqs = [t if isinstance(t, CreatableTopic) else CreatableTopic(*t) for t in topics]
-        existing = await self.kzk.get_all_topics()
+        existing = av.CollisionIndex(await self.kzk.get_all_topics())
         brokers = [(b, info.rack) for b, (info, _e) in
                    (await self.kzk.get_all_brokers_and_epochs()).items()]
-        results = []
-        for r in reqs:
+        out: dict[int, CreateTopicResult] = {}
+        todo: list[tuple[int, CreatableTopic, dict, dict]] = []
+        for i, r in enumerate(reqs):
             try:
                 assignment, configs = self._validate_new_topic(r, existing, brokers,
                                                                ra.RACK_AWARE_SAFE)
-                tid = await self._write_new_topic(r.name, assignment, configs)
-                existing.add(r.name)
             except KafkaError as e:
-                results.append(CreateTopicResult(r.name, int(e.code), e.message))
+                out[i] = CreateTopicResult(r.name, int(e.code), e.message)
                 continue
-            results.append(CreateTopicResult(r.name, int(ErrorCode.NONE), None, tid,
-                                             len(assignment), len(assignment[0]), configs))
-        return results
+            existing.add(r.name)
+            todo.append((i, r, assignment, configs))
+
+        async def write(i: int, r: CreatableTopic, assignment: dict, configs: dict) -> None:
+            try:
+                tid = await self._write_new_topic(r.name, assignment, configs)
+            except KafkaError as e:
+                out[i] = CreateTopicResult(r.name, int(e.code), e.message)
+                return
+            out[i] = CreateTopicResult(r.name, int(ErrorCode.NONE), None, tid,
+                                       len(assignment), len(assignment[0]), configs)
+        await asyncio.gather(*(write(*t) for t in todo))
+        return [out[i] for i in range(len(reqs))]
 
     # ------------------------------------------------------------------ DeleteTopics
 

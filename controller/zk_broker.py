@@ -244,16 +244,22 @@ class ZkBroker(ZkAdminMixin, Controller):
     async def _ensure_topic_configs(self, request) -> None:
         """Read the configs of topics new to this broker before their logs are created
         (Kafka's LogManager reads them from ZooKeeper)."""
+        wanted: dict[str, bool] = {}  # topic -> has a new partition
         for ts in request.topic_states:
             fresh = any(ps.is_new for ps in ts.partition_states)
             if ts.topic_name not in self._topic_configs or fresh:
-                configs = await self.kzk.get_entity_configs("topics", ts.topic_name)
-                # a new topic's configs always reach the ReplicaManager: the broker that
-                # handled CreateTopics already cached them, but its partitions are new
-                if fresh or configs != self._topic_configs.get(ts.topic_name) or \
-                        ts.topic_name not in self._topic_configs:
-                    self._topic_configs[ts.topic_name] = configs
-                    await self.listener.on_topic_config_change(ts.topic_name, dict(configs))
+                wanted[ts.topic_name] = wanted.get(ts.topic_name, False) or fresh
+        if not wanted:
+            return
+        read = await self.kzk.get_entity_configs_many("topics", wanted)  # one pipelined read
+        for topic, fresh in wanted.items():
+            configs = read[topic]
+            # a new topic's configs always reach the ReplicaManager: the broker that
+            # handled CreateTopics already cached them, but its partitions are new
+            if fresh or configs != self._topic_configs.get(topic) or \
+                    topic not in self._topic_configs:
+                self._topic_configs[topic] = configs
+                await self.listener.on_topic_config_change(topic, dict(configs))
 
     # ------------------------------------------------------------------ controller requests
 

@@ -31,8 +31,11 @@ the sensitive ``/config/users``, ``/config/brokers``, ``/delegation_token`` subt
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,10 +52,18 @@ from kazoo.exceptions import (
     OperationTimeoutError,
     RolledBackError,
     SessionExpiredError,
+    UnimplementedError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import CheckVersion as _CheckVersion
+from kazoo.protocol.serialization import Create as _Create
+from kazoo.protocol.serialization import Delete as _Delete
+from kazoo.protocol.serialization import SetData as _SetData
+from kazoo.protocol.serialization import Transaction as _Transaction
 from kazoo.protocol.states import EventType, ZnodeStat
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
+
+from controller.zk_multi_read import GET_CHILDREN, GET_DATA, OPS_PER_REQUEST, MultiRead, ReadOp
 
 __all__ = [
     "BadVersionError", "CheckOp", "CreateOp", "DeleteOp", "KazooException", "NoNodeError",
@@ -64,6 +75,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _RETRIABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, OperationTimeoutError)
+_OPEN_ACL = list(OPEN_ACL_UNSAFE)
+#: requests a bulk read keeps outstanding on the session (see ZkClient._bulk)
+BULK_WINDOW = 100
 SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token")
 
 
@@ -180,6 +194,7 @@ class ZkClient:
         self._child_handlers: dict[str, ZNodeChildChangeHandler] = {}
         self._state_handlers: dict[str, StateChangeHandler] = {}
         self.requests_sent = 0
+        self._multi_read_unsupported = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -382,6 +397,77 @@ class ZkClient:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 0.5)
 
+    async def _bulk(self, starts: list[Callable[[KazooClient], Any]],
+                    window: int | None = None) -> list[tuple[Any, BaseException | None]]:
+        """Many requests pipelined on the session: up to ``window`` (default
+        :data:`BULK_WINDOW`) outstanding at once, not ``max_in_flight`` (ZooKeeper answers a
+        session's requests in order, so one round trip carries thousands), and completions
+        handed to the loop in batches (one wakeup for all that arrived meanwhile, not one
+        per request). Returns ``(value, exception)`` per start, in order; a request lost to
+        a ConnectionLoss or an expired session is sent again once connected. Kafka's
+        controller reads partition states this way (ZooKeeperClient.handleRequests)."""
+        window = window or BULK_WINDOW
+        out: list[Any] = [None] * len(starts)
+        todo = list(range(len(starts)))
+        loop = self._loop
+        while todo:
+            if self._closing or self._kazoo is None:
+                raise ConnectionClosedError("ZooKeeper client is closed")
+            await self._connected.wait()
+            kazoo = self._kazoo
+            arrived: collections.deque = collections.deque()
+            wake = asyncio.Event()
+            lock = threading.Lock()
+            armed = [False]
+
+            def on_done(idx: int, result, arrived=arrived, wake=wake, lock=lock,
+                        armed=armed) -> None:  # a kazoo thread
+                try:
+                    value, exc = result.get_nowait(), None
+                except BaseException as e:  # noqa: BLE001 - carried to the loop
+                    value, exc = None, e
+                with lock:
+                    arrived.append((idx, value, exc))
+                    if armed[0]:
+                        return
+                    armed[0] = True
+                if not loop.is_closed():
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(wake.set)
+
+            retry: list[int] = []
+            pos = outstanding = 0
+            while pos < len(todo) or outstanding:
+                while pos < len(todo) and outstanding < window and kazoo is not None:
+                    idx = todo[pos]
+                    pos += 1
+                    try:
+                        result = starts[idx](kazoo)
+                    except _RETRIABLE:
+                        retry.append(idx)
+                        continue
+                    self.requests_sent += 1
+                    result.rawlink(functools.partial(on_done, idx))
+                    outstanding += 1
+                if not outstanding:
+                    break
+                await wake.wait()
+                wake.clear()
+                with lock:
+                    batch = list(arrived)
+                    arrived.clear()
+                    armed[0] = False
+                for idx, value, exc in batch:
+                    outstanding -= 1
+                    if isinstance(exc, _RETRIABLE):
+                        retry.append(idx)
+                    else:
+                        out[idx] = (value, exc)
+            todo = sorted(retry)
+            if todo:
+                await asyncio.sleep(0.05)
+        return out
+
     def _complete(self, fut: asyncio.Future, result) -> None:
         """kazoo callback thread: copy the outcome to the loop."""
         try:
@@ -396,7 +482,7 @@ class ZkClient:
 
     def _acl(self, path: str) -> list:
         if not self.secure:
-            return list(OPEN_ACL_UNSAFE)
+            return _OPEN_ACL
         acl = list(CREATOR_ALL_ACL)
         if not any(path == p or path.startswith(p + "/") for p in SENSITIVE_ROOT_PATHS):
             acl += list(READ_ACL_UNSAFE)
@@ -411,6 +497,72 @@ class ZkClient:
             if watch is not None:
                 await self.exists(path)  # arm an existence watch instead
             return None
+
+    async def _multi_read(self, op_type: int, paths: list[str], handlers: dict
+                          ) -> list[tuple[Any, BaseException | None]] | None:
+        """Reads of ``paths`` in multiRead requests (ZooKeeper 3.6+, see
+        :mod:`controller.zk_multi_read`), several in flight; None when the server does not
+        know multiRead (then the caller pipelines single reads)."""
+        if self._multi_read_unsupported:
+            return None
+
+        def start(chunk: list[str], k: KazooClient):
+            root = k.chroot or ""  # our paths are absolute and normalised: no normpath
+            ops = [ReadOp(op_type, root + p if p != "/" or not root else root, p in handlers)
+                   for p in chunk]
+            result = k.handler.async_result()
+            k._call(MultiRead(ops, k, self._watcher), result)
+            return result
+        chunks = [paths[i:i + OPS_PER_REQUEST] for i in range(0, len(paths), OPS_PER_REQUEST)]
+        try:
+            parts = await asyncio.gather(*(self._call(functools.partial(start, c))
+                                           for c in chunks))
+        except UnimplementedError:
+            log.info("ZooKeeper does not support multiRead (3.6+): reading one znode per "
+                     "request")
+            self._multi_read_unsupported = True
+            return None
+        return [(None, r) if isinstance(r, BaseException) else (r, None)
+                for part in parts for r in part]
+
+    async def get_data_many(self, paths: list[str]) -> list[tuple[bytes | None, ZnodeStat] | None]:
+        """``get_data`` for many paths in multiRead requests (else pipelined single reads,
+        see :meth:`_bulk`); None for a missing znode. Raises the first failure other than
+        NoNode."""
+        def start(path: str, k: KazooClient):
+            return k.get_async(path, watch=self._watcher if path in self._data_handlers else None)
+        got = await self._multi_read(GET_DATA, paths, self._data_handlers)
+        if got is None:
+            got = await self._bulk([functools.partial(start, p) for p in paths])
+        out: list[Any] = []
+        for path, (value, exc) in zip(paths, got, strict=True):
+            if exc is None:
+                out.append(value)
+            elif isinstance(exc, NoNodeError):
+                if path in self._data_handlers:
+                    await self.exists(path)  # arm an existence watch instead
+                out.append(None)
+            else:
+                raise exc
+        return out
+
+    async def get_children_many(self, paths: list[str]) -> list[list[str] | None]:
+        """``get_children`` for many paths, pipelined; None for a missing znode."""
+        def start(path: str, k: KazooClient):
+            return k.get_children_async(
+                path, watch=self._watcher if path in self._child_handlers else None)
+        got = await self._multi_read(GET_CHILDREN, paths, self._child_handlers)
+        if got is None:
+            got = await self._bulk([functools.partial(start, p) for p in paths])
+        out: list[Any] = []
+        for value, exc in got:
+            if exc is None:
+                out.append(list(value))
+            elif isinstance(exc, NoNodeError):
+                out.append(None)
+            else:
+                raise exc
+        return out
 
     async def exists(self, path: str) -> ZnodeStat | None:
         watch = self._watcher if path in self._data_handlers else None
@@ -467,18 +619,24 @@ class ZkClient:
         created path, a ZnodeStat for a set, True for delete/check; when the transaction
         failed, the failing op's kazoo exception and ``RolledBackError`` for the others."""
         def start(k: KazooClient):
-            t = k.transaction()
+            # kazoo's wire objects built directly: its TransactionRequest normalises and
+            # type-checks every path (~100 us an op; a failover writes 100,000 states)
+            root = k.chroot or ""
+            wire = []
             for op in ops:
+                path = root + op.path if op.path != "/" or not root else root
                 if isinstance(op, CreateOp):
-                    t.create(op.path, op.data or b"", acl=self._acl(op.path),
-                             ephemeral=op.ephemeral, sequence=op.sequential)
+                    wire.append(_Create(path, op.data or b"", self._acl(op.path),
+                                        (1 if op.ephemeral else 0) | (2 if op.sequential else 0)))
                 elif isinstance(op, SetDataOp):
-                    t.set_data(op.path, op.data or b"", op.version)
+                    wire.append(_SetData(path, op.data or b"", op.version))
                 elif isinstance(op, DeleteOp):
-                    t.delete(op.path, op.version)
+                    wire.append(_Delete(path, op.version))
                 else:
-                    t.check(op.path, op.version)
-            return t.commit_async()
+                    wire.append(_CheckVersion(path, op.version))
+            result = k.handler.async_result()
+            k._call(_Transaction(wire), result)
+            return result
         results = await self._call(start)
         return [self._unroot(r) if isinstance(r, str) else r for r in results]
 

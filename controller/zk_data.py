@@ -412,8 +412,25 @@ class TopicPartitionStateZNode:
             doc["leader_recovery_state"] = state.leader_recovery_state
         return _dumps(doc)
 
+    #: decoded states by (raw JSON, znode version): a cluster's states repeat a few shapes
+    #: (leader, ISR, epochs), and a controller failover decodes 100,000 of them
+    _memo: dict[tuple[bytes, int], LeaderIsrAndControllerEpoch] = {}
+    MEMO_SIZE = 4096
+
     @staticmethod
     def decode(data: bytes | None, zk_version: int) -> LeaderIsrAndControllerEpoch:
+        memo = TopicPartitionStateZNode._memo
+        key = (bytes(data), zk_version) if data is not None else None
+        got = memo.get(key) if key is not None else None
+        if got is None:
+            got = TopicPartitionStateZNode._decode(data, zk_version)
+            if len(memo) >= TopicPartitionStateZNode.MEMO_SIZE:
+                memo.clear()
+            memo[key] = got
+        return got
+
+    @staticmethod
+    def _decode(data: bytes | None, zk_version: int) -> LeaderIsrAndControllerEpoch:
         what = "partition state"
         doc = _obj(data, what)
         recovery = doc.get("leader_recovery_state", 0)

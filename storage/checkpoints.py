@@ -44,6 +44,28 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def sync_filesystem(path: str) -> None:
+    """Make everything written to the file system holding `path` durable: Linux's
+    syncfs(2) (one call instead of an fsync per file: a clean shutdown of 100,000
+    partitions writes several files each), else os.sync()."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        syncfs = libc.syncfs
+    except (OSError, AttributeError):
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs({path}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: str, data: bytes, sync: bool = True) -> None:
     """Replace `path` by `data`: tmp file + fsync + rename + directory fsync."""
     tmp = path + ".tmp"

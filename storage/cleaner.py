@@ -203,7 +203,8 @@ class Cleaner:
             if end <= ltc.first_dirty_offset:
                 continue
             try:
-                for _, batch in iter_file_batches(seg.fd, 0, size, self.config.io_buffer_size):
+                handle = seg.log_file  # held for the scan (the descriptor cache may drop it)
+                for _, batch in iter_file_batches(handle.fd, 0, size, self.config.io_buffer_size):
                     if batch.last_offset >= ltc.first_dirty_offset and not txns.on(batch):
                         add_batch_to_map(batch, m, ltc.first_dirty_offset)
                     self._check()
@@ -272,7 +273,8 @@ class Cleaner:
             pending, meta = bytearray(), []
             for seg, _, size in group:
                 result.bytes_read += size
-                for _, batch in iter_file_batches(seg.fd, 0, size, self.config.io_buffer_size):
+                handle = seg.log_file  # held for the scan (the descriptor cache may drop it)
+                for _, batch in iter_file_batches(handle.fd, 0, size, self.config.io_buffer_size):
                     discard = txns.on(batch)
                     out = filter_batch(batch, self.offset_map, now_ms, cfg.delete_retention_ms,
                                        _is_last_of_producer(batch, last_offsets), discard)

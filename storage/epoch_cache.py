@@ -96,8 +96,10 @@ class LeaderEpochFileCache:
         if self._entries:
             self._entries, self._dirty = [], True
 
-    def flush(self, force: bool = False) -> None:
-        """Write the checkpoint file atomically if changed (blocking)."""
+    def flush(self, force: bool = False, sync: bool = True) -> None:
+        """Write the checkpoint file atomically if changed (blocking); `sync=False` skips
+        the fsyncs (the caller makes the file system durable at once, see
+        `storage.checkpoints.sync_filesystem`)."""
         if self._file and (self._dirty or force):
             self._dirty = False
-            self._file.write(self._entries)
+            self._file.write(self._entries, sync)

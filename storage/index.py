@@ -1,4 +1,4 @@
-"""Sparse, memory-mapped segment indexes: `OffsetIndex` (.index) and `TimeIndex` (.timeindex).
+"""Sparse segment indexes: `OffsetIndex` (.index) and `TimeIndex` (.timeindex).
 
 On-disk formats (big-endian, no header, Kafka's exactly):
 
@@ -8,29 +8,28 @@ On-disk formats (big-endian, no header, Kafka's exactly):
 `relative offset` = absolute offset - segment base offset; `position` is the byte position of
 a batch in the `.log` file. An entry is added at most once per `index.interval.bytes` of log
 (the caller, `LogSegment`, decides when). Entries are strictly increasing in offset (and, for
-the time index, in timestamp), so lookups are binary searches over the mmap.
+the time index, in timestamp), so lookups are binary searches over the entries.
 
 While the segment is active the file is preallocated to `segment.index.bytes` (rounded down to
-a whole entry) and mmap'd read-write; when the segment rolls or closes the file is trimmed to
-its entries (`trim_to_valid_size`). Only the owning `LogSegment` (hence the owning `Log`) may
-call mutating methods; none of this is thread-safe.
+a whole entry) and the entries are kept in memory, written to the file on flush; when the
+segment rolls or closes the file is trimmed to its entries (`trim_to_valid_size`) and later
+lookups map it read-only (see `AbstractIndex`). Only the owning `LogSegment` (hence the owning
+`Log`) may call mutating methods; reads may come from the cleaner thread and `flush` from the
+executor (both guarded by the index's lock).
 """
 
 from __future__ import annotations
 
-import errno
-import mmap
+import contextlib
 import os
 import struct
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
+
+from storage.descriptor_cache import open_with_retry
 
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
-#: blocks of an active index are allocated this many bytes at a time before the map writes
-#: into them (see AbstractIndex._reserve)
-RESERVE_BYTES = 64 * 1024
 
 
 class CorruptIndexError(Exception):
@@ -41,64 +40,55 @@ class IndexOffsetOverflowError(Exception):
     """An offset does not fit the index's 32-bit relative offset (the segment must roll)."""
 
 
-class MappedIndexLimit:
-    """Bounds how many full (non-active) indexes stay mapped, each holding one descriptor:
-    past `limit`, the least recently used is released (second-chance order: an index read
-    since the last pass is skipped once). Active (writable) indexes do not count. Kafka
-    has no such bound (a Java mapping holds no descriptor); it stands in for KIP-263's
-    closing of idle indexes. Thread-safe."""
+class _BufferEntries:
+    """An active index's entries in memory."""
 
-    def __init__(self, limit: int = 2048):
-        self.limit = limit
-        self._lru: OrderedDict[int, AbstractIndex] = OrderedDict()
-        self._lock = threading.Lock()
-        self.released = 0  # indexes released by the limit so far
+    __slots__ = ("buf", "entry")
 
-    def add(self, idx: AbstractIndex) -> None:
-        with self._lock:
-            self._lru[id(idx)] = idx
-            self._lru.move_to_end(id(idx))
-            budget = 2 * len(self._lru)
-            while len(self._lru) > self.limit and budget > 0:
-                budget -= 1
-                key, victim = self._lru.popitem(last=False)
-                if victim is idx or (victim._used and victim._mm is not None):
-                    victim._used = False
-                    self._lru[key] = victim
-                    continue
-                if victim.release(blocking=False):
-                    self.released += 1
-                elif victim._mm is not None and victim._capacity == victim._entries:
-                    self._lru[key] = victim  # busy on another thread: try again later
+    def __init__(self, buf: bytearray, entry: struct.Struct) -> None:
+        self.buf, self.entry = buf, entry
 
-    def discard(self, idx: AbstractIndex) -> None:
-        with self._lock:
-            self._lru.pop(id(idx), None)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return sum(1 for i in self._lru.values() if i._mm is not None)
+    def raw(self, n: int) -> tuple[int, int]:
+        return self.entry.unpack_from(self.buf, n * self.entry.size)
 
 
-_MAPPED = MappedIndexLimit()
+class _FileEntries:
+    """A non-active index file, read one entry per `os.pread`."""
 
+    __slots__ = ("fd", "entry")
 
-def mapped_index_limit() -> MappedIndexLimit:
-    """The process-wide `MappedIndexLimit` (set `.limit` to change the bound)."""
-    return _MAPPED
+    def __init__(self, fd: int, entry: struct.Struct) -> None:
+        self.fd, self.entry = fd, entry
+
+    def raw(self, n: int) -> tuple[int, int]:
+        size = self.entry.size
+        data = os.pread(self.fd, size, n * size)
+        if len(data) < size:
+            raise CorruptIndexError(f"index entry {n} is past the end of the file")
+        return self.entry.unpack(data)
 
 
 class AbstractIndex:
-    """Common mmap/resize/binary-search machinery; subclasses fix the entry layout.
+    """Common buffer/file/binary-search machinery; subclasses fix the entry layout.
 
-    File descriptors (Kafka keeps none open per index: its RandomAccessFile is closed once
-    mapped): the file object is closed as soon as the mmap exists, so a mapped index costs the
-    one descriptor CPython's `mmap` keeps (a dup of the file's); resizing, trimming and
-    `flush()` reopen the file by path for the call. An index built with `writable=False`
-    (a non-active segment's) is lazy, like Kafka's LazyIndex (KIP-263): construction only
-    `stat`s the file (for `entries`) and nothing is opened or mapped until the first lookup,
-    append, resize or `sanity_check`; `release()` unmaps it again (no descriptor) until the
-    next use. A writable (active) index is mapped at once, preallocated to `max_index_size`.
+    Two modes, neither holding a descriptor or a mapping between calls (Kafka maps its
+    indexes and a Java mapping holds no descriptor; CPython's `mmap` keeps one open, so a
+    mapped index would triple a segment's descriptors):
+
+    - active (writable; the active segment's index, or one being rebuilt): the entries live
+      in a `bytearray` read from the file on first use, and reach the file (`os.pwrite`) when
+      it is flushed (`flush()`, in an executor), trimmed on roll (`trim_to_valid_size`) or
+      closed. The file is still preallocated to `max_index_size` on disk (sparse), as Kafka's.
+      After a crash an index may lack entries appended since the last flush: the loader
+      recovers every segment from the one holding the recovery point, rebuilding its indexes,
+      and a flush writes the entries of everything below the recovery point. No mapping, so
+      100,000 active segments cost neither descriptors nor `vm.max_map_count` slots.
+    - non-active (read-only, exactly its entries; Kafka's LazyIndex, KIP-263): construction
+      only `stat`s the file; a lookup opens it, binary-searches with `os.pread` (one 8- or
+      12-byte read per probe, from the page cache) and closes it again.
+
+    A write (`append`, `truncate_entries`, `resize` beyond the entries) turns a non-active
+    index active; `trim_to_valid_size` turns an active one non-active.
     """
 
     ENTRY: struct.Struct
@@ -108,51 +98,103 @@ class AbstractIndex:
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self.max_index_size = max_index_size
-        self._lock = threading.RLock()  # guards load/unload (the cleaner thread reads too)
-        self._mm: mmap.mmap | None = None
+        self._lock = threading.RLock()  # guards mode changes and writes to the file
+        self._buf: bytearray | None = None  # active: the entries, once read
+        self._writable = False
+        self._flushed = 0  # active: entries already written to the file
         self._closed = False
-        self._dirty = False  # written through the map since the last flush()
-        self._used = False  # read since the mapped-index limit last looked (second chance)
+        self._dirty = False  # the file changed since the last fsync
         self._verify: tuple[int, Callable[[CorruptIndexError], None] | None] | None = None  # deferred check
-        self._reserved = 0  # bytes of the file known to be allocated (see _reserve)
-        #: the file did not exist and was created empty (a lost index: the loader rebuilds
-        #: it, as Kafka's LogSegment.sanityCheck does for a newly created index file)
+        #: the file did not exist (a new segment's, or a lost index: the loader recovers a
+        #: segment bigger than `index.interval.bytes` whose index is missing, as Kafka's
+        #: LogSegment.sanityCheck does)
         self.created = False
         try:
             length = os.stat(path).st_size
-        except FileNotFoundError:
+            self._disk_size: int | None = length  # the file's length; None: not created
+        except FileNotFoundError:  # created on the first write-out (a new segment's)
             length = 0
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # every segment has its files
-            os.close(fd)
+            self._disk_size = None
             self.created = True
         self._corrupt_length = length % self.entry_size != 0
         self._entries = length // self.entry_size
         self._file_size = length
         self._capacity = self._entries
         if writable:
-            self._load(max(self._round(max_index_size), self._entries * self.entry_size))
+            self._activate(max(self._round(max_index_size), self._entries * self.entry_size))
 
-    # --- mapping -------------------------------------------------------------------------
+    # --- modes ---------------------------------------------------------------------------
     def _round(self, n: int) -> int:
         return n - n % self.entry_size
 
     @property
     def is_loaded(self) -> bool:
-        """True while the file is mapped (holding one descriptor)."""
-        return self._mm is not None
+        """True once an active index's entries are in memory (nothing else is ever kept)."""
+        return self._buf is not None
 
-    def _load(self, size: int | None = None) -> None:
-        """Map the file (resized to `size` bytes first if given and different). Runs a
-        deferred sanity check on the first load (see `defer_sanity_check`)."""
+    @property
+    def writable(self) -> bool:
+        """True for an active index (entries in memory, written out on flush/trim)."""
+        return self._writable
+
+    def _activate(self, size: int) -> None:
+        """Become (or stay) active with the file sized to `size` bytes (>= the entries)."""
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.path}: index is closed")
-            if size is None:
-                size = self._capacity * self.entry_size
-                if self._mm is not None:
-                    return
-            self._unmap()
-            self._map(size)
+            if not self._writable:
+                self._writable = True
+                self._buf = None  # read on first use
+                self._flushed = self._entries
+            if self._file_size != size:
+                if self._disk_size is not None and size < self._disk_size:
+                    if self._buf is None and self._entries * self.entry_size > size:
+                        self._materialize_locked()
+                    self._size_file_locked(size)
+                self._file_size = size  # growing the file waits for the first write-out
+            self._capacity = size // self.entry_size
+
+    def _size_file_locked(self, size: int) -> None:
+        """Give the file exactly `size` bytes, creating it if needed. A new segment's
+        indexes reach the disk on their first write-out and a loaded active index is
+        preallocated then too, not at creation or load (a new partition costs two fewer
+        file creations, a restart two fewer truncations per partition)."""
+        if self._disk_size == size:
+            return
+        if self._disk_size is None:
+            fd = open_with_retry(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
+        else:
+            os.truncate(self.path, size)
+        self._disk_size = size
+        self._dirty = True
+
+    def _materialize_locked(self) -> bytearray:
+        n = self._entries * self.entry_size
+        data = b""
+        if n:
+            fd = open_with_retry(self.path, os.O_RDONLY)
+            try:
+                data = os.pread(fd, n, 0)
+            finally:
+                os.close(fd)
+        buf = bytearray(data)
+        if len(buf) < n:
+            buf.extend(bytes(n - len(buf)))
+        self._buf = buf
+        return buf
+
+    def _load(self) -> None:
+        """Make the entries readable (an active index's are read into memory) and run a
+        deferred sanity check on the first use (see `defer_sanity_check`)."""
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.path}: index is closed")
+            if self._writable and self._buf is None:
+                self._materialize_locked()
             verify, self._verify = self._verify, None
         if verify is not None:
             log_size, on_corrupt = verify
@@ -164,93 +206,98 @@ class AbstractIndex:
                 on_corrupt(e)
 
     def _ensure_loaded(self) -> None:
-        """Map a lazy index before reading its entries (an empty one needs no map)."""
-        if self._mm is None and (self._entries or self._verify is not None):
+        """Read an active index's entries, run a pending check, before reading entries."""
+        if (self._writable and self._buf is None) or self._verify is not None:
             self._load()
 
-    def _mapped(self) -> mmap.mmap:
-        """The map, loading it if needed. Readers keep this reference for the whole
-        operation, so a concurrent `release()` (which only drops the index's reference)
-        never unmaps pages under them."""
-        mm = self._mm
-        if mm is None:
-            self._load()
-            mm = self._mm
-            if mm is None:
-                raise ValueError(f"{self.path}: index has no entries mapped")
-        self._used = True
-        return mm
-
-    def _map(self, size: int) -> None:
-        with open(self.path, "r+b", buffering=0) as f:  # closed again once mapped
-            fd = f.fileno()
-            if os.fstat(fd).st_size != size:
-                os.ftruncate(fd, size)
-                self._dirty = True
-            self._mm = mmap.mmap(fd, size) if size > 0 else None
-        self._file_size = size
-        self._capacity = size // self.entry_size
-        # bytes known to have blocks (entries were written there); see _reserve
-        self._reserved = min(self._reserved, self._entries * self.entry_size)
-        self._used = True
-        if self._mm is not None and self._capacity == self._entries:
-            _MAPPED.add(self)  # a full (non-active) index: subject to the mapped-index limit
-
-    def _unmap(self) -> None:
-        # no msync here: unmapping keeps the dirty pages in the page cache; durability is
-        # `flush()`'s job (called from Log.flush in an executor)
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-
-    def release(self, blocking: bool = True) -> bool:
-        """Unmap a loaded index holding exactly its entries (a non-active segment's), freeing
-        its descriptor; the next use maps it again. Returns True if it was unmapped. A
-        writable (preallocated) index is left alone. Only the index's reference to the map
-        is dropped: a reader on another thread still holding it keeps it valid until done
-        (CPython unmaps when the last reference goes). `blocking=False` gives up if another
-        thread is loading or resizing this index."""
-        if not self._lock.acquire(blocking):
-            return False
+    @contextlib.contextmanager
+    def _view(self):
+        """The entries for one operation: an active index's buffer, or the file of a
+        non-active one opened for the operation (closed again after it)."""
+        self._ensure_loaded()
+        buf = self._buf
+        if buf is not None and self._writable:
+            yield _BufferEntries(buf, self.ENTRY)
+            return
+        fd = open_with_retry(self.path, os.O_RDONLY)
         try:
-            if self._mm is None or self._capacity != self._entries or self._verify is not None:
-                return False
-            self._mm = None
-            return True
+            yield _FileEntries(fd, self.ENTRY)
         finally:
-            self._lock.release()
+            os.close(fd)
 
     def defer_sanity_check(self, log_size: int,
                            on_corrupt: Callable[[CorruptIndexError], None] | None) -> None:
-        """Run `sanity_check(log_size)` when the index is first mapped (now, if it already
+        """Run `sanity_check(log_size)` when the index is first loaded (now, if it already
         is), calling `on_corrupt(error)` instead of raising if it fails (the segment rebuilds
         its indexes from the .log). The O(1) length check is done at once."""
         if self._corrupt_length:
             raise CorruptIndexError(f"{self.path}: length not a multiple of {self.entry_size}")
-        if self._mm is None and not self._entries:
+        if not self._entries:
             return  # nothing to check
         self._verify = (log_size, on_corrupt)
-        if self._mm is not None:
-            self._load(self._file_size)
+        if self._buf is not None:
+            self._load()
 
     def cancel_deferred_check(self) -> None:
         self._verify = None
 
     def resize(self, new_size: int) -> bool:
-        """Set the file (and mapping) to `new_size` rounded down to an entry, never below
-        the current entries. Returns True if the size changed."""
+        """Set the file's length to `new_size` rounded down to an entry, never below the
+        current entries (an index given room for more entries becomes active). Returns True
+        if the size changed."""
         size = max(self._round(new_size), self._entries * self.entry_size)
         if size == self._capacity * self.entry_size and self._file_size == size:
             return False
-        self._load(size)
+        self._activate(size)
         return True
 
+    def create_file(self) -> None:
+        """Make sure the file exists (an index that never had an entry is otherwise not
+        created; `LogSegment.close` keeps one for a segment big enough to need entries)."""
+        with self._lock:
+            if self._disk_size is None:
+                self._size_file_locked(self._entries * self.entry_size if not self._writable
+                                       else self._file_size)
+
     def trim_to_valid_size(self) -> None:
-        """Shrink the file to exactly its entries (on roll / close). A never-mapped index
-        already is (unless its length is not a whole number of entries)."""
-        if self._mm is None and self._file_size == self._entries * self.entry_size:
+        """Write out the entries, shrink the file to exactly them and become non-active (on
+        roll / close / after recovery)."""
+        with self._lock:
+            if self._writable:
+                self._write_pending()
+                self._writable = False
+                self._buf = None
+            if self._disk_size is not None or self._entries:
+                self._size_file_locked(self._entries * self.entry_size)
+            # else: an index that never had an entry is not created at all (100,000 new,
+            # idle partitions closed at once cost 200,000 file creations otherwise); the
+            # loader treats a missing index as empty, Kafka's rebuilds it
+            self._capacity = self._entries
+            self._file_size = self._entries * self.entry_size
+            self._dirty = True
+
+    def _write_pending(self, fd: int | None = None) -> None:
+        """Write the entries not yet in the file (lock held)."""
+        buf = self._buf
+        if buf is None or self._flushed >= self._entries:
             return
-        self.resize(self._entries * self.entry_size)
+        start, end = self._flushed * self.entry_size, self._entries * self.entry_size
+        data = bytes(buf[start:end])
+        own = fd is None
+        if own:
+            self._size_file_locked(self._file_size)
+            fd = open_with_retry(self.path, os.O_WRONLY)
+        try:
+            view, pos = memoryview(data), start
+            while view:
+                n = os.pwrite(fd, view, pos)
+                pos += n
+                view = view[n:]
+        finally:
+            if own:
+                os.close(fd)
+        self._flushed = end // self.entry_size
+        self._dirty = True
 
     # --- state ---------------------------------------------------------------------------
     @property
@@ -274,28 +321,26 @@ class AbstractIndex:
         """Entry n in absolute terms (see subclass `_decode`)."""
         if not 0 <= n < self._entries:
             raise IndexError(f"{self.path}: entry {n} out of range [0, {self._entries})")
-        return self._decode(self.ENTRY.unpack_from(self._mapped(), n * self.entry_size))
+        with self._view() as v:
+            return self._decode(v.raw(n))
 
     def _decode(self, raw: tuple[int, int]) -> tuple[int, int]:
         raise NotImplementedError
-
-    def _key(self, mm: mmap.mmap, n: int, key_pos: int) -> int:
-        return self.ENTRY.unpack_from(mm, n * self.entry_size)[key_pos]
 
     def _largest_lower_bound(self, target: int, key_pos: int) -> int:
         """Index of the last entry whose raw key <= target, or -1."""
         lo, hi = 0, self._entries - 1
         if hi < 0:
             return -1
-        mm = self._mapped()
-        if self._key(mm, 0, key_pos) > target:
-            return -1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._key(mm, mid, key_pos) <= target:
-                lo = mid
-            else:
-                hi = mid - 1
+        with self._view() as v:
+            if v.raw(0)[key_pos] > target:
+                return -1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if v.raw(mid)[key_pos] <= target:
+                    lo = mid
+                else:
+                    hi = mid - 1
         return lo
 
     def _smallest_upper_bound(self, target: int, key_pos: int) -> int:
@@ -303,44 +348,23 @@ class AbstractIndex:
         lo, hi = 0, self._entries - 1
         if hi < 0:
             return -1
-        mm = self._mapped()
-        if self._key(mm, hi, key_pos) < target:
-            return -1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._key(mm, mid, key_pos) >= target:
-                hi = mid
-            else:
-                lo = mid + 1
+        with self._view() as v:
+            if v.raw(hi)[key_pos] < target:
+                return -1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if v.raw(mid)[key_pos] >= target:
+                    hi = mid
+                else:
+                    lo = mid + 1
         return lo
 
     def _write_entry(self, raw: tuple[int, int]) -> None:
         if self._entries >= self._capacity:
             raise IndexError(f"{self.path}: index is full ({self._entries} entries)")
-        mm = self._mapped()
-        if (self._entries + 1) * self.entry_size > self._reserved:
-            self._reserve((self._entries + 1) * self.entry_size)
-        self._dirty = True
-        self.ENTRY.pack_into(mm, self._entries * self.entry_size, *raw)
+        self._ensure_loaded()  # active: capacity > entries only while writable
+        self._buf.extend(self.ENTRY.pack(*raw))
         self._entries += 1
-
-    def _reserve(self, end: int) -> None:
-        """Allocate the file's blocks up to `end` (and `RESERVE_BYTES` beyond) before the
-        map writes there. The preallocated file is sparse: a store through the map into a
-        hole on a full filesystem raises SIGBUS and kills the process; `posix_fallocate`
-        raises ENOSPC instead, which takes the log dir offline like any write error."""
-        start = self._reserved - self._reserved % RESERVE_BYTES
-        stop = min(self._file_size, end + RESERVE_BYTES - end % RESERVE_BYTES)
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            os.posix_fallocate(fd, start, stop - start)
-        except OSError as e:
-            if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                raise
-            stop = self._file_size  # the filesystem cannot preallocate: nothing to gain
-        finally:
-            os.close(fd)
-        self._reserved = stop
 
     def _relative(self, offset: int) -> int:
         rel = offset - self.base_offset
@@ -350,20 +374,22 @@ class AbstractIndex:
         return rel
 
     def truncate_entries(self, n: int) -> None:
-        """Keep only the first n entries (the bytes beyond read as zeros). The tail is cut off
-        the file and the file extended again (`ftruncate` twice) rather than zero-filled
-        through the map: after an unclean shutdown the whole preallocated file counts as
+        """Keep only the first n entries (the index becomes active). Entries already in the
+        file are cut off it and the file extended again (`ftruncate` twice) rather than
+        zero-filled: after an unclean shutdown the whole preallocated file counts as
         entries, and writing zeros over it would make a sparse 10 MiB index dense."""
         n = max(0, min(n, self._entries))
-        if n < self._entries:
-            self._ensure_loaded()
-            with self._lock:
-                size = self._capacity * self.entry_size
-                self._unmap()
-                os.truncate(self.path, n * self.entry_size)
-                self._map(size)
-                self._dirty = True
-        self._entries = n
+        if n >= self._entries:
+            return
+        if not self._writable:
+            self._activate(self._file_size)
+        with self._lock:
+            if self._buf is not None:
+                del self._buf[n * self.entry_size:]
+            if self._flushed > n:
+                self._size_file_locked(n * self.entry_size)  # grown again on write-out
+                self._flushed = n
+            self._entries = n
 
     def reset(self) -> None:
         """Remove every entry (before a rebuild)."""
@@ -371,23 +397,30 @@ class AbstractIndex:
 
     # --- lifecycle -------------------------------------------------------------------------
     def flush(self) -> None:
-        """Make the entries durable (blocking; runs in an executor). Reopens the file and
-        fsyncs it, which also writes pages dirtied through the map (or before a `release()`),
-        rather than `mmap.flush()`: msync holds the GIL in CPython 3.11 and would stall the
-        event loop thread. Does nothing when nothing was written since the last flush."""
-        if not self._dirty:
+        """Make the entries durable (blocking; runs in an executor): write an active index's
+        pending entries and fsync the file, reopened for the call. Does nothing when nothing
+        changed since the last flush."""
+        if not self._dirty and not (self._writable and self._flushed < self._entries):
             return
-        self._dirty = False
+        with self._lock:
+            if self._writable:
+                self._size_file_locked(self._file_size)  # preallocated, as Kafka's
+            elif self._disk_size is None:
+                return
         path = self.path
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = open_with_retry(path, os.O_WRONLY)
         except FileNotFoundError:  # deleted or renamed concurrently
             if self._closed:
                 return
             if self.path == path:
                 raise
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_with_retry(self.path, os.O_WRONLY)
         try:
+            with self._lock:
+                if self._writable:
+                    self._write_pending(fd)
+                self._dirty = False
             os.fsync(fd)
         except OSError:
             self._dirty = True
@@ -406,21 +439,20 @@ class AbstractIndex:
         self._verify = None
         self.trim_to_valid_size()
         with self._lock:
-            self._unmap()
             self._closed = True
-        _MAPPED.discard(self)
 
     def close_handler(self) -> None:
-        """Close without trimming (used before deleting)."""
+        """Close without trimming or writing (used before deleting)."""
         self._verify = None
         with self._lock:
-            self._unmap()
+            self._buf = None
             self._closed = True
-        _MAPPED.discard(self)
 
     def rename_to(self, new_path: str) -> None:
-        os.replace(self.path, new_path)
-        self.path = new_path
+        with self._lock:
+            if self._disk_size is not None:
+                os.replace(self.path, new_path)
+            self.path = new_path
 
     def delete(self) -> None:
         if not self._closed:

@@ -197,7 +197,7 @@ def replay_producer_state(log: Log, producer_state: ProducerStateManager, from_o
                 break
             if h.producer_id < 0 or h.last_offset < from_offset:
                 continue
-            batch = RecordBatch(os.pread(seg.fd, h.size, h.position)) if h.is_control else h
+            batch = RecordBatch(seg.read_at(h.position, h.size)) if h.is_control else h
             completed = producer_state.update(batch)
             if completed is not None:
                 producer_state.complete_txn(completed)
@@ -219,4 +219,4 @@ def rebuild_txn_index(log: Log, seg) -> None:
     feed = _state_feeder(scratch, None, seg)
     for h in seg.iter_headers(0):
         if h.producer_id >= 0:
-            feed(RecordBatch(os.pread(seg.fd, h.size, h.position)) if h.is_control else h)
+            feed(RecordBatch(seg.read_at(h.position, h.size)) if h.is_control else h)

@@ -515,7 +515,11 @@ class Log(LogTransactions):
         if target <= self.recovery_point:
             return
         self.last_flush_ms = self.time_ms()
-        for seg in list(self.segments):
+        segs = list(self.segments)
+        # only the segments from the one holding the recovery point (Kafka's
+        # logSegments(recoveryPoint, offset)): those below were fsynced before
+        first = max(bisect.bisect_right([s.base_offset for s in segs], self.recovery_point) - 1, 0)
+        for seg in segs[first:]:
             if seg.base_offset < target:
                 seg.flush()
         self.leader_epoch_cache.flush()
@@ -532,12 +536,20 @@ class Log(LogTransactions):
         return self.unflushed_messages > 0 and \
             self.time_ms() - self.last_flush_ms >= self.config.flush_interval_ms
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         """Trim the active indexes and close every file (clean shutdown, after `flush`);
-        a producer snapshot at the log end lets the next load skip the replay."""
-        self.leader_epoch_cache.flush()
-        self.producer_state.take_snapshot(self.log_end_offset, sync=True)
-        self.producer_state.sync_snapshots()
+        a producer snapshot at the log end lets the next load skip the replay (none for an
+        empty log: there is nothing to replay). `sync=False` leaves
+        the durability of the snapshot and the epoch checkpoint to the caller (LogManager
+        syncs the whole file system once at shutdown)."""
+        if self.log_end_offset > 0:  # a never-written log's epochs are all at offset 0: the
+            self.leader_epoch_cache.flush(sync=sync)  # next LeaderAndIsr assigns them again
+        if self.log_end_offset > self.log_start_offset or self.producer_state.producers:
+            self.producer_state.take_snapshot(self.log_end_offset, sync=sync)
+        if sync:
+            self.producer_state.sync_snapshots()
+        else:
+            self.producer_state.unsynced_snapshots.clear()
         for seg in self.segments:
             if seg is self.active_segment and seg.max_timestamp_so_far >= 0:
                 seg.on_become_inactive()

@@ -8,8 +8,11 @@ Files, named by the segment's base offset as 20 zero-padded digits (Kafka's layo
     00000000000000000000.txnindex   TransactionIndex (aborted transactions; only if any)
 
 Only the owning `Log` calls these methods (not thread-safe). Writes use `os.pwrite` at the
-segment's current size; reads return `FileRecords` slices of the `.log` file object so the
-network layer can `sendfile` them without copying record bytes into Python.
+segment's current size; reads return `FileRecords` slices of the `.log`'s `FileHandle` so the
+network layer can `sendfile` them without copying record bytes into Python. A segment holds
+at most one descriptor (its `.log`; active indexes live in memory, non-active ones are mapped
+on demand), and only while `storage.descriptor_cache` allows: an idle segment's descriptor is
+released (least recently used first) and reopened on the next read or write.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+from storage.descriptor_cache import _CACHE, FileHandle
 from storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -121,10 +125,17 @@ class LogSegment:
         self.time_ms = time_ms
         prefix = os.path.join(dir_path, filename_prefix(base_offset))
         self.log_path = prefix + LOG_SUFFIX + file_suffix
-        mode = "r+b" if os.path.exists(self.log_path) else "w+b"
-        self.log_file = open(self.log_path, mode, buffering=0)
-        self.fd = self.log_file.fileno()
-        self.size = os.fstat(self.fd).st_size
+        self._handle: FileHandle | None = None  # the open .log, while the cache allows
+        self._used = False  # read or written since the descriptor cache last looked
+        self._closed = False
+        try:
+            st = os.stat(self.log_path)
+        except FileNotFoundError:
+            self._handle = FileHandle(self.log_path, os.O_RDWR | os.O_CREAT)
+            _CACHE.add(self)
+            st = os.fstat(self._handle.fd)
+        self.size = st.st_size
+        mtime_ms = int(st.st_mtime * 1000)
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + file_suffix, base_offset,
                                         max_index_size, writable=active)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
@@ -139,18 +150,40 @@ class LogSegment:
         self._time_state_pending = False  # load_time_state() deferred to first use
         self.created_ms = time_ms()
         # like Kafka, an existing file's mtime stands in when no batch carries a timestamp
-        self.last_modified_ms = int(os.fstat(self.fd).st_mtime * 1000) if self.size \
-            else self.created_ms
+        self.last_modified_ms = mtime_ms if self.size else self.created_ms
         self.next_offset_hint: int | None = None  # next offset if known (set by appends)
         # the last appended batch: its position, and an offset every earlier batch of this
         # segment ends below (the previous batch's last offset + 1); lets a read at the tail
         # skip the index lookup and scan (see translate_offset). None when unknown.
         self.tail_position: int | None = None
         self.tail_min_offset: int | None = None
-        if self.time_index.is_loaded and self.time_index.entries:
-            self._max_ts, self._offset_of_max_ts = self.time_index.last_entry
-        elif not active:
-            self._time_state_pending = True
+        if self.size or self.time_index._entries:
+            self._time_state_pending = True  # resolved on first use (no index read now)
+
+    # --- the .log descriptor (bounded by storage.descriptor_cache) --------------------------
+    @property
+    def log_file(self) -> FileHandle:
+        """The open `.log` (reopened if the descriptor cache released it). Callers keep the
+        returned handle while they use its descriptor: the cache may release the segment's
+        reference meanwhile, and the descriptor closes when the last reference goes."""
+        h = self._handle
+        if h is None or h.fd < 0:
+            if self._closed:
+                raise ValueError(f"I/O operation on closed segment {self.log_path}")
+            h = FileHandle(self.log_path, os.O_RDWR)
+            self._handle = h
+            _CACHE.add(self)
+        self._used = True
+        return h
+
+    def release(self, blocking: bool = True) -> bool:
+        """Drop the `.log` descriptor until the next use (the descriptor cache's eviction);
+        True if one was held."""
+        h, self._handle = self._handle, None
+        return h is not None
+
+    def holds_descriptor(self) -> bool:
+        return self._handle is not None
 
     # --- time state (loaded lazily, as Kafka's maxTimestampAndOffsetSoFar) -------------------
     @property
@@ -207,8 +240,10 @@ class LogSegment:
             self._resolve_time_state()
         view = memoryview(data)
         pos = self.size
+        handle = self.log_file  # held while its descriptor is used (see log_file)
+        fd = handle.fd
         while view:
-            n = os.pwrite(self.fd, view, pos)
+            n = os.pwrite(fd, view, pos)
             pos += n
             view = view[n:]
         position = self.size
@@ -242,10 +277,13 @@ class LogSegment:
         end = self.size if end_position is None else end_position
         pos = start_position
         buf, buf_pos = b"", pos
+        handle = None  # kept for the whole scan (see log_file)
         while pos + BATCH_HEADER_SIZE <= end:
             rel = pos - buf_pos
             if rel < 0 or rel + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+                if handle is None:
+                    handle = self.log_file
+                buf = os.pread(handle.fd, min(_SCAN_CHUNK, end - pos), pos)
                 buf_pos, rel = pos, 0
                 if len(buf) < BATCH_HEADER_SIZE:
                     return
@@ -311,7 +349,7 @@ class LogSegment:
         _, pos = self.offset_index.lookup(max(ts_offset, start_offset))
         for h in self.iter_headers(pos):
             if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
-                batch = RecordBatch(os.pread(self.fd, h.size, h.position))
+                batch = RecordBatch(self.read_at(h.position, h.size))
                 for rec in batch:
                     if rec.timestamp >= timestamp and rec.offset >= start_offset:
                         return rec.offset, rec.timestamp
@@ -328,7 +366,7 @@ class LogSegment:
         _, pos = self.offset_index.lookup(self.offset_of_max_timestamp_so_far)
         for h in self.iter_headers(pos):
             if h.max_timestamp == max_ts:
-                batch = RecordBatch(os.pread(self.fd, h.size, h.position))
+                batch = RecordBatch(self.read_at(h.position, h.size))
                 for rec in batch:
                     if rec.timestamp == max_ts:
                         return rec.offset, rec.timestamp
@@ -350,14 +388,16 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = -1, self.base_offset
         self.rolling_based_timestamp = None
-        file_size = os.fstat(self.fd).st_size
+        handle = self.log_file
+        fd = handle.fd
+        file_size = os.fstat(fd).st_size
         valid = 0
         last_offset = self.base_offset - 1
         buf, buf_pos = b"", 0
         while valid + BATCH_HEADER_SIZE <= file_size:
             rel = valid - buf_pos
             if rel + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(self.fd, _RECOVER_CHUNK, valid)
+                buf = os.pread(fd, _RECOVER_CHUNK, valid)
                 buf_pos, rel = valid, 0
             length = BATCH_HEADER.unpack_from(buf, rel)[1]
             size = length + LOG_OVERHEAD
@@ -365,7 +405,7 @@ class LogSegment:
                     or valid + size > file_size:
                 break
             if rel + size > len(buf):
-                buf = os.pread(self.fd, max(_RECOVER_CHUNK, size), valid)
+                buf = os.pread(fd, max(_RECOVER_CHUNK, size), valid)
                 buf_pos, rel = valid, 0
                 if len(buf) < size:
                     break
@@ -386,7 +426,7 @@ class LogSegment:
         del buf
         truncated = file_size - valid
         if truncated:
-            os.ftruncate(self.fd, valid)
+            os.ftruncate(fd, valid)
         self.size = valid
         self.next_offset_hint = last_offset + 1 if last_offset >= self.base_offset \
             else self.base_offset
@@ -435,6 +475,7 @@ class LogSegment:
         passed loading) and reset the time state from them."""
         for idx in (self.offset_index, self.time_index):
             idx.cancel_deferred_check()
+        active = self.offset_index.writable
         self._reset_time_state()
         self.offset_index.reset()
         self.time_index.reset()
@@ -442,6 +483,9 @@ class LogSegment:
         for h in self.iter_headers(0):
             self._index_batch(h.last_offset, h.max_timestamp, h.size, h.position)
         self.bytes_since_last_index_entry = 0
+        if not active:  # a rolled segment's indexes go back to the disk at once
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
 
     def load_time_state(self) -> None:
         """Restore max timestamp / rolling timestamp after a clean load from the indexes
@@ -476,7 +520,8 @@ class LogSegment:
             return 0
         cut = h.position if h.base_offset >= offset else h.position + h.size
         removed = self.size - cut
-        os.ftruncate(self.fd, cut)
+        handle = self.log_file
+        os.ftruncate(handle.fd, cut)
         self.size = cut
         self.next_offset_hint = None
         self.tail_position = self.tail_min_offset = None
@@ -503,7 +548,6 @@ class LogSegment:
                                          skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        self.release_indexes()  # mapped again on the next read (lazy, as Kafka's LazyIndex)
 
     def largest_timestamp(self) -> int:
         """Largest batch max timestamp, or last-modified time if none (retention.ms)."""
@@ -521,35 +565,44 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the `.log` and flush the index maps (blocking: run in an executor)."""
         try:
-            os.fsync(self.fd)
+            handle = self.log_file
+            os.fsync(handle.fileno())
             self.offset_index.flush()
             self.time_index.flush()
             self.txn_index.flush()
         except (OSError, ValueError):
-            if not self.log_file.closed:
+            if not self._closed:
                 raise
 
-    def release_indexes(self) -> bool:
-        """Unmap a non-active segment's indexes (freeing their two descriptors) until their
-        next use; returns True if either was mapped. Loop thread only (not while the cleaner
-        reads this segment)."""
-        released = self.offset_index.release()
-        return self.time_index.release() or released
-
     def open_descriptors(self) -> int:
-        """Descriptors this segment holds: the `.log` plus one per mapped index."""
-        return (not self.log_file.closed) + self.offset_index.is_loaded \
-            + self.time_index.is_loaded
+        """Descriptors this segment holds: its `.log` while cached, else none (indexes
+        keep none)."""
+        return int(self._handle is not None)
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """`size` bytes of the `.log` from `position` (fewer at its end)."""
+        handle = self.log_file
+        return os.pread(handle.fd, size, position)
+
+    def _close_log(self) -> None:
+        self._closed = True
+        h, self._handle = self._handle, None
+        _CACHE.discard(self)
+        if h is not None:
+            h.close()
 
     def close(self) -> None:
         self.offset_index.close()
         self.time_index.close()
-        self.log_file.close()
+        if self.size > self.index_interval_bytes:  # an empty index file of a segment this
+            self.offset_index.create_file()  # big is valid (one big batch has no entry); a
+            self.time_index.create_file()  # missing one makes the next load recover it
+        self._close_log()
 
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
         self.time_index.close_handler()
-        self.log_file.close()
+        self._close_log()
 
     def change_suffix(self, old: str, new: str) -> None:
         """Rename the segment's files (e.g. "" -> ".deleted")."""
@@ -560,7 +613,7 @@ class LogSegment:
         self.log_path = new_log
 
     def delete_files(self) -> None:
-        if not self.log_file.closed:
+        if not self._closed:
             self.close_handlers()
         for p in (self.log_path, self.offset_index.path, self.time_index.path,
                   self.txn_index.path):

@@ -9,7 +9,9 @@
 #   min_bytes (and no error) parks a DelayedFetch for up to max_wait_ms, completed early by
 #   appends / HW moves, leader changes or deletion. max_bytes is capped by the broker's
 #   fetch.max.bytes (replica.fetch.response.max.bytes for followers), KIP-541. Fetch
-#   sessions (KIP-227) come from broker.fetch_session. Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
+#   sessions (KIP-227) come from broker.fetch_session: an incremental fetch reads only the
+#   session's partitions that changed, and parked it waits on the whole session (issue 21,
+#   followers use sessions as Kafka's replica fetchers do). Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
 #   TOPIC_AUTHORIZATION_FAILED (an authorizer denied READ on the topic, or CLUSTER_ACTION on the
 #   cluster to a follower), UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH,
 #   UNKNOWN_LEADER_EPOCH, UNSUPPORTED_COMPRESSION_TYPE (zstd to an old fetch version). A
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 from broker.fetch_session import INVALID_SESSION_ID, FetchSessionCache
 from broker.handlers import authz, throttling
-from broker.handlers.registry import handles, then
+from broker.handlers.registry import handles
 from broker.metrics import TOPIC_STATS
 from broker.partition import READ_COMMITTED
 from broker.purgatory.delayed_fetch import FetchParams, FetchPartitionData, PartitionFetchInfo
@@ -60,6 +62,9 @@ def _session_cache(broker) -> FetchSessionCache:
     cache = getattr(broker, "fetch_session_cache", None)
     if cache is None:
         cache = broker.fetch_session_cache = FetchSessionCache()
+        rm = getattr(broker, "replica_manager", None)
+        if rm is not None:  # it reports partition changes to the sessions
+            rm.fetch_session_cache = cache
     return cache
 
 
@@ -198,7 +203,9 @@ def handle_fetch(ctx, req: FetchRequest):
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID,
                              responses=[])
 
-    to_fetch = context.partitions_to_fetch()
+    rm = broker.replica_manager
+    incremental = context.kind == "incremental"
+    to_fetch = context.partitions_to_fetch(rm.get_partition if incremental else None)
     denied = _unauthorized(ctx, replica_id, to_fetch)
     if denied:
         refused = {tp: FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -227,7 +234,7 @@ def handle_fetch(ctx, req: FetchRequest):
         return FetchResponse(error_code=ErrorCode.NONE, session_id=session_id,
                              responses=_group(version, entries, isolation))
 
-    return then(broker.replica_manager.fetch_messages(params, to_fetch), build)
+    return rm.fetch_messages(params, to_fetch, context.session if incremental else None, build)
 
 
 def _unauthorized(ctx, replica_id: int, to_fetch) -> set[str]:

@@ -11,7 +11,10 @@ Behaviour (Kafka's ``KafkaApis.handleTopicMetadataRequest`` in ZooKeeper mode):
   (``allow_auto_topic_creation``, v4+; always before): ``controller.auto_create_topics`` with
   ``num.partitions``/``default.replication.factor`` (internal topics with their own counts
   and configs), answered LEADER_NOT_AVAILABLE (5) with no partitions even when the creation
-  succeeded or raced (TOPIC_ALREADY_EXISTS), other creation errors as they are; without
+  succeeded or raced (TOPIC_ALREADY_EXISTS), other creation errors as they are; bounded per
+  request and rate-limited (``broker.auto_topic_creation``: the rest UNKNOWN_TOPIC_OR_PARTITION,
+  or THROTTLING_QUOTA_EXCEEDED once the client's controller mutation quota is used up, with
+  ``throttle_time_ms``); without
   auto-creation an unknown name is UNKNOWN_TOPIC_OR_PARTITION (3), a bad name
   INVALID_TOPIC_EXCEPTION (17);
 - partition errors from the MetadataCache: LEADER_NOT_AVAILABLE (no live leader),
@@ -35,10 +38,13 @@ Kafka's ``getErrorResponse`` does (a broker that answers never asks for a re-boo
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+from broker.auto_topic_creation import auto_topic_creator
 from broker.handlers import authz
 from broker.handlers.registry import handles
+from broker.loop_slice import LoopSlice
 from broker.metadata_cache import INTERNAL_TOPICS
 from controller.admin_validation import validate_topic_name
 from controller.api import CreatableTopic
@@ -49,6 +55,7 @@ METADATA = 3
 MetadataResponse = api.API_KEYS[METADATA].response_cls
 ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+LOOKUP_CHUNK = 1000
 
 # AclOperation codes (KIP-430): READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
 # CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
@@ -119,12 +126,15 @@ def _validate_request(request, version: int) -> None:
                              f"Topic IDs are not supported in requests for version {version}")
 
 
-async def _auto_create(ctx, names: list[str]) -> list:
-    """Create ``names`` (Kafka's AutoTopicCreationManager, ZooKeeper flavour)."""
+async def _auto_create(ctx, names: list[str]) -> tuple[list, int]:
+    """Create ``names`` (Kafka's AutoTopicCreationManager, ZooKeeper flavour, bounded and
+    rate-limited by ``broker.auto_topic_creation``); also the throttle time (ms)."""
     broker = ctx.broker
     out = []
     valid: list[CreatableTopic] = []
+    slicer = LoopSlice()  # a storm names 100,000 topics: other connections keep running
     for name in names:
+        await slicer.tick()
         try:
             validate_topic_name(name)
         except KafkaError:
@@ -132,15 +142,29 @@ async def _auto_create(ctx, names: list[str]) -> list:
                               name in INTERNAL_TOPICS))
             continue
         valid.append(internal_topic_spec(name, broker.config))
-    if valid:
-        results = await broker.controller.auto_create_topics(valid)
-        for r in results:
-            code = r.error_code
-            if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS,
-                        ErrorCode.REQUEST_TIMED_OUT):
-                code = ErrorCode.LEADER_NOT_AVAILABLE
-            out.append(_topic(code, r.name, None, r.name in INTERNAL_TOPICS))
-    return out
+    if not valid:
+        return out, 0
+    results, throttle_ms = await auto_topic_creator(broker).create(ctx, valid)
+    for name, code in results:
+        await slicer.tick()
+        if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQUEST_TIMED_OUT):
+            code = ErrorCode.LEADER_NOT_AVAILABLE
+        out.append(_topic(code, name, None, name in INTERNAL_TOPICS))
+    return out, throttle_ms
+
+
+async def _lookup(cache, names: list[str] | None, listener: str, version: int) -> list:
+    """The MetadataCache's answer, a thousand names at a time with the loop free in between
+    (a storm names 100,000 topics)."""
+    kw = {"error_unavailable_endpoints": version == 0,
+          "error_unavailable_listeners": version >= 6}
+    if names is None or len(names) <= LOOKUP_CHUNK:
+        return cache.get_topic_metadata(names, listener, **kw)
+    found = []
+    for i in range(0, len(names), LOOKUP_CHUNK):
+        found += cache.get_topic_metadata(names[i:i + LOOKUP_CHUNK], listener, **kw)
+        await asyncio.sleep(0)
+    return found
 
 
 def _unknown(name: str):
@@ -199,13 +223,12 @@ async def handle_metadata(ctx, request):
             names = list(dict.fromkeys(t.name for t in request.topics))
 
     refused = []  # TOPIC_AUTHORIZATION_FAILED entries
+    throttle_ms = 0  # the client's controller mutation quota (auto-creation)
     if authz.enabled(ctx):
         names, refused = _authorize_describe(ctx, names, by_id)
     topics = []
     if names is None or names:
-        found = cache.get_topic_metadata(names, listener,
-                                         error_unavailable_endpoints=version == 0,
-                                         error_unavailable_listeners=version >= 6)
+        found = await _lookup(cache, names, listener, version)
         for tm in found:
             topics.append(_topic(tm.error_code, tm.name, tm.topic_id, tm.is_internal, [
                 MetadataResponse.MetadataResponsePartition(
@@ -225,7 +248,8 @@ async def handle_metadata(ctx, request):
                     refused += [_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, n, None,
                                        n in INTERNAL_TOPICS) for n in missing if n in cannot]
                     missing = [n for n in missing if n not in cannot]
-                topics += await _auto_create(ctx, missing)
+                created, throttle_ms = await _auto_create(ctx, missing)
+                topics += created
             else:
                 topics += [_unknown(n) for n in missing]
 
@@ -248,4 +272,5 @@ async def handle_metadata(ctx, request):
         cluster_id=cache.cluster_id,
         controller_id=-1 if controller_id is None else controller_id,
         topics=extra + topics,
-        cluster_authorized_operations=cluster_ops)
+        cluster_authorized_operations=cluster_ops,
+        throttle_time_ms=throttle_ms)

@@ -14,7 +14,7 @@ Everything is a no-op without quotas configured.
 
 from __future__ import annotations
 
-__all__ = ["fetch", "mutation_quota", "mutations_exceeded", "produce", "record_mutations",
+__all__ = ["fetch", "mutation_quota", "mutation_quota_enabled", "mutations_exceeded", "produce", "record_mutations",
            "request_time", "throttle", "unrecord_fetch"]
 
 #: APIs the request quota does not apply to (Kafka's ``ApiKeys.clusterActions`` and the
@@ -64,6 +64,11 @@ def request_time(ctx, seconds: float) -> int:
     if q is None or not q.request.enabled or ctx.header.api_key in EXEMPT:
         return 0
     return q.request.record(*_who(ctx), seconds * 100.0)
+
+
+def mutation_quota_enabled(ctx) -> bool:
+    q = _quotas(ctx)
+    return q is not None and q.controller_mutation.manager.enabled
 
 
 def mutations_exceeded(ctx) -> int:

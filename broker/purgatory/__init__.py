@@ -9,6 +9,7 @@
 from broker.purgatory.delayed_operation import (
     DelayedOperation,
     DelayedOperationPurgatory,
+    FetchSessionKey,
     GroupKey,
     MemberKey,
     TopicPartitionKey,
@@ -21,6 +22,7 @@ __all__ = [
     "BucketQueue",
     "DelayedOperation",
     "DelayedOperationPurgatory",
+    "FetchSessionKey",
     "GroupKey",
     "MemberKey",
     "MockTime",

@@ -76,6 +76,13 @@ class FetchPartitionData:
     error_message: str | None = None
     aborted_transactions: list | None = None  # [(producer_id, first_offset)], read_committed
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower
+    # what the read could see: up to `end_offset` (the LEO for a follower, the HW or LSO for
+    # a consumer; -1 unknown), where the partition's byte counter (`end_bytes` for a
+    # follower read, `hw_bytes` for a consumer read) stood at `end_bytes`; `partition` is the
+    # Partition read (fetch sessions skip partitions read caught up until they change)
+    end_offset: int = -1
+    end_bytes: int = -1
+    partition: object = None
 
 
 class FetchPartitionStatus:
@@ -99,11 +106,11 @@ class DelayedFetch(DelayedOperation):
     called exactly once with (topic, partition) -> FetchPartitionData."""
 
     __slots__ = ("params", "statuses", "fetch_infos", "get_partition", "read", "callback",
-                 "expired")
+                 "expired", "session")
 
     def __init__(self, delay_ms: int, params: FetchParams, statuses: list[FetchPartitionStatus],
                  fetch_infos: list, get_partition: Callable, read: Callable,
-                 callback: Callable[[dict], None]) -> None:
+                 callback: Callable[[dict], None], session=None) -> None:
         super().__init__(delay_ms)
         self.params = params
         self.statuses = statuses
@@ -112,6 +119,25 @@ class DelayedFetch(DelayedOperation):
         self.read = read
         self.callback = callback
         self.expired = False
+        # an incremental fetch session (broker.fetch_session): the operation is its `waiter`,
+        # watches FetchSessionKey(session id) and takes in partitions of the session that
+        # change while it waits (`add_partition`)
+        self.session = session
+        if session is not None:
+            session.waiter = self
+
+    def add_partition(self, tp, cached) -> None:
+        """A session partition not read by this fetch changed: count its new bytes from
+        where its last (caught-up) read left its byte counter, and read it on completion.
+        `cached` is the session's CachedPartition (hosted Partition, byte counter, offsets)."""
+        for st in self.statuses:
+            if st.partition == tp[1] and st.topic == tp[0]:
+                return
+        info = cached.fetch_info()
+        self.fetch_infos.append((tp, info))
+        self.statuses.append(FetchPartitionStatus(
+            tp[0], tp[1], info, cached.hosted,
+            cached.end_bytes if cached.hosted is not None else -1))
 
     def try_complete(self) -> bool:
         """Complete as soon as one of these holds (Kafka's DelayedFetch cases):
@@ -139,7 +165,7 @@ class DelayedFetch(DelayedOperation):
         for st in self.statuses:
             current = self.get_partition(st.topic, st.partition)
             if current is None or current is not st.hosted or current.deleted:
-                return self.force_complete()  # case B
+                return self.force_complete()  # case B (or a session partition never read)
             if only_leader and not current.is_leader:
                 return self.force_complete()  # case A
             epoch = st.info.current_leader_epoch
@@ -161,4 +187,7 @@ class DelayedFetch(DelayedOperation):
         self.expired = True
 
     def on_complete(self) -> None:
+        session = self.session
+        if session is not None and session.waiter is self:
+            session.waiter = None
         self.callback(self.read(self.params, self.fetch_infos))

@@ -29,6 +29,7 @@ __all__ = [
     "GroupKey",
     "MemberKey",
     "TopicPartitionKey",
+    "FetchSessionKey",
 ]
 
 _MISSING = object()
@@ -42,6 +43,16 @@ class TopicPartitionKey(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+class FetchSessionKey(NamedTuple):
+    """Watch key of a DelayedFetch of an incremental fetch session (KIP-227): checked when a
+    partition of the session changes (broker.fetch_session.FetchSessionCache.partition_changed)."""
+
+    session_id: int
+
+    def __str__(self) -> str:
+        return f"fetch-session-{self.session_id}"
 
 
 class GroupKey(NamedTuple):
@@ -268,6 +279,11 @@ class DelayedOperationPurgatory:
         """Keys that currently have a watch list."""
         return len(self._watchers)
 
+    def watches(self, key: Hashable) -> bool:
+        """True if some operation watches `key` (a TopicPartitionKey equals its plain
+        (topic, partition) tuple)."""
+        return key in self._watchers
+
     def watchers_for(self, key: Hashable) -> list[DelayedOperation]:
         """Snapshot of the operations watching `key` (completed ones not yet dropped included)."""
         w = self._watchers.get(key)
@@ -306,16 +322,7 @@ class DelayedOperationPurgatory:
             return True
         if op._completed:
             return False
-        op._keys = keys
-        op._purgatory = self
-        self._pending += 1
-        watchers = self._watchers
-        for key in keys:
-            w = watchers.get(key)
-            if w is None:
-                w = watchers[key] = _Watchers()
-            w.ops[op] = None
-        self._watched += len(keys)
+        self._add_watches(op, keys)
         if op._trying:
             done = op.maybe_try_complete()
         else:
@@ -331,6 +338,30 @@ class DelayedOperationPurgatory:
         if not op._completed:
             self.timer.add(op)
         return False
+
+    def _add_watches(self, op: DelayedOperation, keys: tuple) -> None:
+        op._keys = keys
+        op._purgatory = self
+        self._pending += 1
+        watchers = self._watchers
+        for key in keys:
+            w = watchers.get(key)
+            if w is None:
+                w = watchers[key] = _Watchers()
+            w.ops[op] = None
+        self._watched += len(keys)
+
+    def watch(self, op: DelayedOperation, keys: tuple) -> None:
+        """Watch `op` under `keys` and start its timer without trying it: for a caller that
+        has just found it incomplete, on this event loop, with nothing run in between (a
+        DelayedFetch right after its first read; saves `try_complete_else_watch`'s two
+        tries). ValueError / RuntimeError as `try_complete_else_watch`."""
+        if self._closed:
+            raise RuntimeError(f"purgatory {self.name} is shut down")
+        if not keys or op._keys is not None:
+            raise ValueError(f"{op!r}: no keys, or already watched")
+        self._add_watches(op, keys)
+        self.timer.add(op)
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete every operation watching `key`; return how many this call completed.
@@ -384,6 +415,25 @@ class DelayedOperationPurgatory:
             del self._watchers[key]
         if self._depth == 0 and len(self._completed_watched) > self.purge_interval:
             self.purge_completed()
+        return completed
+
+    def check_and_complete_many(self, keys: Iterable[Hashable]) -> int:
+        """`check_and_complete` for many keys at once, each operation watching any of them
+        tried once: a LeaderAndIsr changing 100,000 partitions would otherwise try a follower
+        fetch parked on all of them once per partition, each try looking at all of them
+        (quadratic: a broker stalled for hours). Completed operations leave the watch lists
+        on their keys' next check or the purge. Returns the number completed."""
+        seen: dict[int, DelayedOperation] = {}
+        watchers = self._watchers
+        for key in keys:
+            w = watchers.get(key)
+            if w is not None:
+                for op in w.ops:
+                    seen[id(op)] = op
+        completed = 0
+        for op in seen.values():
+            if not op._completed and op.maybe_try_complete():
+                completed += 1
         return completed
 
     def _operation_completed(self, op: DelayedOperation) -> None:

@@ -41,20 +41,31 @@ import uuid
 from collections.abc import Callable
 
 from broker.metrics import TOPIC_STATS
+from broker.replication.fetch_session_handler import (
+    FetchRequestData,
+    FetchSessionHandler,
+    PartitionSpec,
+)
+from broker.replication.fetch_state import (
+    FETCHING,
+    TRUNCATING,
+    UNDEFINED_EPOCH,
+    InitialFetchState,
+    PartitionFetchState,
+)
+from broker.replication.fetcher_truncation import FetcherTruncation
 from client.aio_connection import BrokerConnection, BrokerConnectionError
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from protocol.messages import FetchRequest
 
 __all__ = ["ReplicaFetcher", "PartitionFetchState", "InitialFetchState", "FetcherConfig",
            "TRUNCATING", "FETCHING", "complete_batches_length"]
 
 log = logging.getLogger(__name__)
 
-TRUNCATING = "Truncating"
-FETCHING = "Fetching"
-FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
+FETCH = 1
 ZERO_UUID = uuid.UUID(int=0)
-UNDEFINED_EPOCH = -1
+SWEEP_S = 30.0  # how often the session's log start offsets are compared with the logs
 _BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length (bytes after this field)
 
 TopicPartition = tuple[str, int]
@@ -91,36 +102,7 @@ class FetcherConfig:
     opener_for: Callable | None = None
 
 
-@dataclasses.dataclass(slots=True)
-class InitialFetchState:
-    """Where a follower starts: the leader, its epoch, and the offset (LEO when the log
-    knows its latest epoch, else the HW)."""
-
-    topic_id: uuid.UUID | None
-    leader_id: int
-    current_leader_epoch: int
-    init_offset: int
-
-
-@dataclasses.dataclass(slots=True)
-class PartitionFetchState:
-    topic_id: uuid.UUID | None
-    fetch_offset: int
-    current_leader_epoch: int
-    state: str
-    last_fetched_epoch: int = UNDEFINED_EPOCH
-    lag: int | None = None
-    delay_until: float = 0.0  # loop.time() before which the partition rests after an error
-
-    def is_delayed(self, now: float) -> bool:
-        return now < self.delay_until
-
-    @property
-    def in_sync(self) -> bool:
-        return self.lag is not None and self.lag <= 0
-
-
-class ReplicaFetcher:
+class ReplicaFetcher(FetcherTruncation):
     """See the module docstring. `replica_manager` gives `get_partition(topic, p)`,
     `broker_epoch()`, `on_follower_progress(tp, hw_moved)`; `endpoint()` returns the
     leader's (host, port) or None (unknown yet); `quota` is the follower
@@ -146,6 +128,16 @@ class ReplicaFetcher:
         self._stopping = False
         self.fetches = 0
         self.bytes_fetched = 0
+        # KIP-227 (issue 21): the session with the leader, and what the next fetch must look
+        # at: partitions whose fetch state may have changed, those truncating, those backing
+        # off (until when), those without a topic id (no Fetch v13+)
+        self.session = FetchSessionHandler(leader_id)
+        self._changed: set[TopicPartition] = set()
+        self._truncating: set[TopicPartition] = set()
+        self._delayed: dict[TopicPartition, float] = {}
+        self._no_topic_id: set[TopicPartition] = set()
+        self._swept = 0.0
+        self._fetch_version: int | None = None  # of the current connection
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher({self.name}, partitions={len(self.partitions)})"
@@ -190,7 +182,7 @@ class ReplicaFetcher:
                 await self._close()
                 await asyncio.sleep(self.config.fetch_backoff_ms / 1000)
 
-    # --- partitions ----------------------------------------------------------------------------
+    # --- partitions (every change goes through _put / _drop / _delay: the session sees it) --
     def add_partitions(self, initial: dict[TopicPartition, InitialFetchState]) -> None:
         """Start (or keep, when the leader epoch is unchanged) fetching these partitions."""
         for tp, init in initial.items():
@@ -205,34 +197,59 @@ class ReplicaFetcher:
             else:
                 state = PartitionFetchState(init.topic_id, init.init_offset,
                                             init.current_leader_epoch, TRUNCATING)
-            self.partitions.pop(tp, None)
-            self.partitions[tp] = state
+            self._put(tp, state)
         self._wakeup.set()
 
     def remove_partitions(self, tps) -> dict[TopicPartition, PartitionFetchState]:
         removed = {}
         for tp in tps:
-            st = self.partitions.pop(tp, None)
+            st = self._drop(tp)
             if st is not None:
                 removed[tp] = st
         return removed
 
-    def _update(self, tp: TopicPartition, state: PartitionFetchState) -> None:
-        """Replace and move to the end (round-robin fairness across fetches)."""
+    def _put(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        """Set (and move to the end) the state of `tp`."""
         self.partitions.pop(tp, None)
         self.partitions[tp] = state
+        self._changed.add(tp)
+        if state.state == TRUNCATING:
+            self._truncating.add(tp)
+        else:
+            self._truncating.discard(tp)
+        if state.topic_id is None or state.topic_id == ZERO_UUID:
+            self._no_topic_id.add(tp)
+        else:
+            self._no_topic_id.discard(tp)
+        if state.delay_until:
+            self._delayed[tp] = state.delay_until
+
+    _update = _put
+
+    def _drop(self, tp: TopicPartition) -> PartitionFetchState | None:
+        st = self.partitions.pop(tp, None)
+        if st is not None:
+            self._changed.add(tp)
+            self._truncating.discard(tp)
+            self._no_topic_id.discard(tp)
+            self._delayed.pop(tp, None)
+        return st
 
     def _delay(self, tps, now: float | None = None) -> None:
+        if not tps:
+            return
         loop = asyncio.get_running_loop()
         until = (loop.time() if now is None else now) + self.config.fetch_backoff_ms / 1000
         for tp in tps:
             st = self.partitions.get(tp)
             if st is not None and not st.is_delayed(loop.time()):
                 st.delay_until = until
+                self._delayed[tp] = until
+                self._changed.add(tp)
 
     def _mark_failed(self, tp: TopicPartition) -> None:
         self.failed.add(tp)
-        self.partitions.pop(tp, None)
+        self._drop(tp)
         log.warning("%s: partition %s-%d marked as failed", self.name, tp[0], tp[1])
 
     def _latest_epoch(self, tp: TopicPartition) -> int:
@@ -275,98 +292,21 @@ class ReplicaFetcher:
                      address[0], address[1], e)
             return False
         self._conn, self._conn_address = conn, address
+        self._fetch_version = None
         if self.truncate_on_fetch and conn.versions.get(FETCH, (0, 0))[1] < 12:
             log.info("%s: leader %d lacks Fetch v12; truncating with OffsetsForLeaderEpoch",
                      self.name, self.leader_id)
             self.truncate_on_fetch = False
-            for st in self.partitions.values():
+            for tp, st in list(self.partitions.items()):
                 st.state, st.last_fetched_epoch = TRUNCATING, UNDEFINED_EPOCH
+                self._put(tp, st)
         return True
 
     # --- truncation ----------------------------------------------------------------------------
-    async def maybe_truncate(self) -> None:
-        now = asyncio.get_running_loop().time()
-        with_epochs: dict[TopicPartition, tuple[int, int]] = {}
-        without: list[TopicPartition] = []
-        for tp, st in self.partitions.items():
-            if st.state != TRUNCATING or st.is_delayed(now):
-                continue
-            latest = self._latest_epoch(tp)
-            if latest >= 0 and self._conn.supports(OFFSET_FOR_LEADER_EPOCH):
-                with_epochs[tp] = (st.current_leader_epoch, latest)
-            else:
-                without.append(tp)
-        if with_epochs:
-            await self._truncate_to_epoch_end_offsets(with_epochs)
-        for tp in without:  # no epochs known: Kafka's truncateToHighWatermark
-            st = self.partitions.get(tp)
-            if st is not None and self._truncate(tp, st.fetch_offset):
-                self._finish_truncation(tp, st.fetch_offset, True)
-
-    async def _truncate_to_epoch_end_offsets(self, requested: dict[TopicPartition, tuple[int, int]]
-                                             ) -> None:
-        topics: dict[str, list] = {}
-        for (topic, p), (current, epoch) in requested.items():
-            topics.setdefault(topic, []).append(
-                OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
-                    partition=p, current_leader_epoch=current, leader_epoch=epoch))
-        req = OffsetForLeaderEpochRequest(
-            replica_id=self.config.broker_id,
-            topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
-                    for t, ps in topics.items()])
-        try:
-            _, resp = await self._conn.request(OFFSET_FOR_LEADER_EPOCH, req)
-        except BrokerConnectionError as e:
-            log.info("%s: OffsetsForLeaderEpoch failed: %s", self.name, e)
-            await self._close()
-            self._delay(requested)
-            return
-        errors = []
-        for t in resp.topics:
-            for p in t.partitions:
-                tp = (t.topic, p.partition)
-                st = self.partitions.get(tp)
-                sent = requested.get(tp)
-                if st is None or sent is None or st.current_leader_epoch != sent[0] or \
-                        st.state != TRUNCATING:
-                    continue  # removed or re-added while waiting
-                if p.error_code == ErrorCode.NONE:
-                    offset, done = self._offset_truncation_state(tp, st, p.leader_epoch,
-                                                                 p.end_offset)
-                    log.info("%s: truncating %s-%d to %d (leader epoch %d ends at %d)",
-                             self.name, tp[0], tp[1], offset, p.leader_epoch, p.end_offset)
-                    if self._truncate(tp, offset):
-                        self._finish_truncation(tp, offset, done)
-                elif p.error_code == ErrorCode.FENCED_LEADER_EPOCH:
-                    if self._on_fenced(tp, sent[0]):
-                        errors.append(tp)
-                else:
-                    log.info("%s: OffsetsForLeaderEpoch for %s-%d: error %d; retrying",
-                             self.name, tp[0], tp[1], p.error_code)
-                    errors.append(tp)
-        self._delay(errors)
-
-    def _offset_truncation_state(self, tp: TopicPartition, st: PartitionFetchState,
-                                 leader_epoch: int, leader_end: int) -> tuple[int, bool]:
-        """Kafka's getOffsetTruncationState: (offset to truncate to, truncation complete)."""
-        part = self.rm.get_partition(*tp)
-        leo = part.log.log_end_offset
-        if leader_end < 0:
-            return st.fetch_offset, True  # the leader cannot place us: our initial offset (HW)
-        if leader_epoch == UNDEFINED_EPOCH:
-            return min(leader_end, leo), True
-        local_epoch, local_end = part.log.leader_epoch_cache.end_offset_for_epoch(
-            leader_epoch, leo)
-        if local_end < 0:
-            return min(leader_end, leo), True  # we track no epoch that old: the leader's end
-        if local_epoch != leader_epoch:
-            return min(local_end, leo), False  # truncate to our end of an older epoch, ask again
-        return min(local_end, leader_end, leo), True
-
     def _truncate(self, tp: TopicPartition, offset: int) -> bool:
         part = self.rm.get_partition(*tp)
         if part is None:
-            self.partitions.pop(tp, None)
+            self._drop(tp)
             return False
         try:
             if offset < part.high_watermark:
@@ -408,54 +348,97 @@ class ReplicaFetcher:
         return True
 
     # --- fetch -------------------------------------------------------------------------------------
-    def build_fetch(self) -> tuple[FetchRequest, int, dict] | None:
-        """The next Fetch (None if no partition is ready): (request, version, sent) with
-        sent = {tp: (fetch offset, leader epoch)}."""
+    def _spec_for(self, tp: TopicPartition, now: float, throttle: bool) -> PartitionSpec | None:
+        """What the fetch says about `tp` now, or None when it is not to be fetched."""
+        st = self.partitions.get(tp)
+        if st is None or st.state != FETCHING or st.delay_until > now:
+            return None
+        if throttle and not st.in_sync and self.quota.is_throttled(*tp):
+            return None
+        part = self.rm.get_partition(*tp)
+        if part is None:
+            return None
+        return PartitionSpec(st.topic_id, st.fetch_offset, part.log_start_offset,
+                             self.config.fetch_max_bytes, st.current_leader_epoch,
+                             st.last_fetched_epoch if self.truncate_on_fetch else -1)
+
+    def _changed_since_last_fetch(self, now: float, throttle: bool) -> set[TopicPartition]:
+        """The partitions whose spec may differ from the session's (see `build_fetch`)."""
+        changed, self._changed = self._changed, set()
+        delayed = self._delayed
+        if delayed:
+            for tp, until in list(delayed.items()):
+                if until <= now:
+                    del delayed[tp]
+                    changed.add(tp)
+        quota = self.quota
+        if throttle or (quota is not None and quota.throttles_any()):
+            changed.update(self.partitions)  # a throttle comes and goes with the rate
+        elif now - self._swept >= SWEEP_S:  # the follower's log start moves with retention
+            self._swept = now
+            get = self.rm.get_partition
+            for tp, spec in self.session.partitions.items():
+                part = get(*tp)
+                if part is None or part.log.log_start_offset != spec.log_start_offset:
+                    changed.add(tp)
+        return changed
+
+    def build_fetch(self) -> tuple[FetchRequest, int, FetchRequestData] | None:
+        """The next Fetch (None when there is nothing to fetch or forget): (request,
+        version, data); `data.session` holds every partition the answer may carry.
+
+        With a leader answering Fetch v7+ the fetch is part of a KIP-227 session: a full
+        fetch lists every ready partition, an incremental one only those whose offset, log
+        start, epochs or topic id changed since the last fetch, and forgets those no longer
+        ready (backing off, truncating, throttled, removed). The partitions looked at are the
+        ones changed since the last fetch, those whose back-off ended, those whose log start
+        offset moved (compared every `SWEEP_S`, 30 s: the follower's retention moves it), and
+        every partition while a replication throttle applies."""
         cfg = self.config
         conn = self._conn
         if conn is None:
             return None
-        version = conn.version_for(FETCH, max_version=None if self.truncate_on_fetch else 11)
+        version = self._fetch_version
+        if version is None:  # once per connection
+            version = self._fetch_version = conn.version_for(
+                FETCH, max_version=None if self.truncate_on_fetch else 11)
+        if version >= 13 and self._no_topic_id:
+            version = 12
         now = asyncio.get_running_loop().time()
-        use_ids = version >= 13
-        sent: dict[TopicPartition, tuple[int, int, uuid.UUID | None]] = {}
-        topics: list = []
         quota = self.quota
         throttle = quota is not None and quota.is_quota_exceeded()
-        for tp, st in self.partitions.items():
-            if st.state != FETCHING or st.is_delayed(now):
-                continue
-            if throttle and not st.in_sync and quota.is_throttled(*tp):
-                continue
-            if use_ids and st.topic_id in (None, ZERO_UUID):
-                use_ids = False
-                version = min(version, 12)
-            part = self.rm.get_partition(*tp)
-            if part is None:
-                continue
-            sent[tp] = (st.fetch_offset, st.current_leader_epoch, st.topic_id)
-        if not sent:
+        changed = self._changed_since_last_fetch(now, throttle)
+        data = self.session.build(changed, lambda tp: self._spec_for(tp, now, throttle),
+                                  lambda: list(self.partitions), version >= 13, version >= 7)
+        if not data.session and not data.to_forget:
             return None
+        use_ids = version >= 13
         by_topic: dict[str, list] = {}
-        for (topic, p), (offset, epoch, _) in sent.items():
-            part = self.rm.get_partition(topic, p)
-            st = self.partitions[(topic, p)]
+        ids: dict[str, uuid.UUID] = {}
+        for (topic, p), spec in data.to_send.items():
             by_topic.setdefault(topic, []).append(FetchRequest.FetchPartition(
-                partition=p, current_leader_epoch=epoch, fetch_offset=offset,
-                last_fetched_epoch=st.last_fetched_epoch if self.truncate_on_fetch else -1,
-                log_start_offset=part.log_start_offset,
-                partition_max_bytes=cfg.fetch_max_bytes))
-        for topic, parts in by_topic.items():
-            tid = sent[(topic, parts[0].partition)][2] or ZERO_UUID
-            topics.append(FetchRequest.FetchTopic(topic=topic, topic_id=tid, partitions=parts))
+                partition=p, current_leader_epoch=spec.current_leader_epoch,
+                fetch_offset=spec.fetch_offset, last_fetched_epoch=spec.last_fetched_epoch,
+                log_start_offset=spec.log_start_offset, partition_max_bytes=spec.max_bytes))
+            ids[topic] = spec.topic_id or ZERO_UUID
+        forgotten: dict[str, list[int]] = {}
+        for topic, p in data.to_forget:
+            forgotten.setdefault(topic, []).append(p)
+            ids.setdefault(topic, self.session.topic_ids.get(topic, ZERO_UUID))
         req = FetchRequest(
             replica_id=cfg.broker_id,
             replica_state=FetchRequest.ReplicaState(replica_id=cfg.broker_id,
                                                     replica_epoch=self.rm.broker_epoch()),
             max_wait_ms=cfg.fetch_wait_max_ms, min_bytes=cfg.fetch_min_bytes,
-            max_bytes=cfg.fetch_response_max_bytes, isolation_level=0, session_id=0,
-            session_epoch=-1, topics=topics, forgotten_topics_data=[], rack_id=cfg.rack)
-        return req, version, sent
+            max_bytes=cfg.fetch_response_max_bytes, isolation_level=0,
+            session_id=data.session_id, session_epoch=data.session_epoch,
+            topics=[FetchRequest.FetchTopic(topic=t, topic_id=ids[t] if use_ids else ZERO_UUID,
+                                            partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(
+                topic=t, topic_id=ids[t] if use_ids else ZERO_UUID, partitions=ps)
+                for t, ps in forgotten.items()],
+            rack_id=cfg.rack)
+        return req, version, data
 
     async def maybe_fetch(self) -> None:
         built = self.build_fetch()
@@ -463,63 +446,72 @@ class ReplicaFetcher:
             await self._wait(self.config.fetch_backoff_ms if not self._any_ready_soon()
                              else 10)
             return
-        req, version, sent = built
+        req, version, data = built
         timeout = (self.config.socket_timeout_ms + self.config.fetch_wait_max_ms) / 1000
         try:
             _, resp = await self._conn.request(FETCH, req, version, timeout_s=timeout)
         except BrokerConnectionError as e:
             if not self._stopping:
                 log.info("%s: fetch from leader %d failed: %s", self.name, self.leader_id, e)
+            self.session.handle_error()
             await self._close()
-            self._delay(sent)
+            self._delay(list(data.session))
             return
         self.fetches += 1
-        await self.process_fetch_response(resp, version, sent)
+        await self.process_fetch_response(resp, version, data)
 
     def _any_ready_soon(self) -> bool:
         now = asyncio.get_running_loop().time()
-        return any(st.state == FETCHING and st.delay_until - now < 0.01
-                   for st in self.partitions.values())
+        return any(until - now < 0.01 for until in self._delayed.values())
 
-    async def process_fetch_response(self, resp, version: int, sent: dict) -> None:
+    async def process_fetch_response(self, resp, version: int, data: FetchRequestData) -> None:
         errors: list[TopicPartition] = []
-        if resp.error_code != ErrorCode.NONE:
-            log.info("%s: fetch answered with error %d", self.name, resp.error_code)
-            self._delay(sent)
-            return
-        names = {tid: topic for (topic, _), (_, _, tid) in sent.items() if tid is not None}
-        diverging: dict[TopicPartition, tuple[int, int]] = {}
-        out_of_range: list[TopicPartition] = []
+        sent = data.session
+        names = self.session.topic_names
+        answered = []
         for t in resp.responses:
             topic = names.get(t.topic_id) if version >= 13 else t.topic
-            if topic is None:
-                continue
             for pd in t.partitions:
-                tp = (topic, pd.partition_index)
-                st = self.partitions.get(tp)
-                req_state = sent.get(tp)
-                if st is None or req_state is None or st.fetch_offset != req_state[0] or \
-                        st.state != FETCHING or st.current_leader_epoch != req_state[1]:
-                    continue
-                code = pd.error_code
-                if code == ErrorCode.NONE:
-                    de = pd.diverging_epoch
-                    if self.truncate_on_fetch and de is not None and \
-                            (de.epoch != -1 or de.end_offset != -1):
-                        diverging[tp] = (de.epoch, de.end_offset)
-                    elif not self._process_partition_data(tp, st, pd):
-                        errors.append(tp)
-                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    out_of_range.append(tp)
-                elif code == ErrorCode.FENCED_LEADER_EPOCH:
-                    if self._on_fenced(tp, req_state[1]):
-                        errors.append(tp)
-                else:
-                    if code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                    ErrorCode.UNKNOWN_LEADER_EPOCH):
-                        log.info("%s: fetch of %s-%d answered error %d", self.name, tp[0],
-                                 tp[1], code)
+                answered.append(((topic, pd.partition_index), pd))
+        if not self.session.handle_response(resp.error_code, resp.session_id,
+                                            (tp for tp, _ in answered), data.full):
+            if resp.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                                   ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                log.info("%s: fetch session %d of leader %d: %s; starting a new one", self.name,
+                         data.session_id, self.leader_id, ErrorCode(resp.error_code).name)
+                return  # the next fetch is a full one, at once
+            log.info("%s: fetch answered with error %d%s", self.name, resp.error_code,
+                     "" if resp.error_code else " (partitions outside the session)")
+            self._delay(list(sent))
+            return
+        diverging: dict[TopicPartition, tuple[int, int]] = {}
+        out_of_range: list[TopicPartition] = []
+        for tp, pd in answered:
+            st = self.partitions.get(tp)
+            spec = sent.get(tp)
+            if st is None or spec is None or st.fetch_offset != spec.fetch_offset or \
+                    st.state != FETCHING or st.current_leader_epoch != spec.current_leader_epoch:
+                continue
+            self._changed.add(tp)  # its offsets or log start may move below
+            code = pd.error_code
+            if code == ErrorCode.NONE:
+                de = pd.diverging_epoch
+                if self.truncate_on_fetch and de is not None and \
+                        (de.epoch != -1 or de.end_offset != -1):
+                    diverging[tp] = (de.epoch, de.end_offset)
+                elif not self._process_partition_data(tp, st, pd):
                     errors.append(tp)
+            elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                out_of_range.append(tp)
+            elif code == ErrorCode.FENCED_LEADER_EPOCH:
+                if self._on_fenced(tp, spec.current_leader_epoch):
+                    errors.append(tp)
+            else:
+                if code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                ErrorCode.UNKNOWN_LEADER_EPOCH):
+                    log.info("%s: fetch of %s-%d answered error %d", self.name, tp[0],
+                             tp[1], code)
+                errors.append(tp)
         for tp, (epoch, end) in diverging.items():
             st = self.partitions.get(tp)
             if st is None:
@@ -539,7 +531,7 @@ class ReplicaFetcher:
         processPartitionData). False -> back off the partition."""
         part = self.rm.get_partition(*tp)
         if part is None or part.is_leader:
-            self.partitions.pop(tp, None)
+            self._drop(tp)
             return True
         records = pd.records or b""
         usable = complete_batches_length(records)
@@ -569,12 +561,11 @@ class ReplicaFetcher:
         valid = info.valid_bytes if info is not None else 0
         next_offset = info.last_offset + 1 if valid else st.fetch_offset
         lag = max(0, pd.high_watermark - next_offset)
-        if valid or st.lag is None:
-            epoch = part.log.leader_epoch_cache.latest_epoch if valid else st.last_fetched_epoch
-            self._update(tp, PartitionFetchState(st.topic_id, next_offset,
-                                                 st.current_leader_epoch, FETCHING, epoch, lag))
-        else:
-            st.lag = lag
+        if valid:  # in place: the session compares what the next fetch says with what it sent
+            st.fetch_offset = next_offset
+            st.last_fetched_epoch = part.log.leader_epoch_cache.latest_epoch
+            self._changed.add(tp)
+        st.lag = lag
         if valid:
             self.bytes_fetched += valid
             TOPIC_STATS.record_replication_in(valid)
@@ -582,59 +573,3 @@ class ReplicaFetcher:
                 self.quota.record(valid)
         self.rm.on_follower_progress(tp, hw_moved)
         return True
-
-    async def _handle_out_of_range(self, tp: TopicPartition) -> bool:
-        """Kafka's fetchOffsetAndTruncate: True when the partition has a new fetch offset
-        (or was fenced and removed)."""
-        st = self.partitions.get(tp)
-        part = self.rm.get_partition(*tp)
-        if st is None or part is None:
-            return True
-        try:
-            leader_end = await self._leader_offset(tp, st.current_leader_epoch, -1)
-            leo = part.log_end_offset
-            if leader_end < leo:
-                log.warning("%s: resetting %s-%d from %d to the leader's end offset %d",
-                            self.name, tp[0], tp[1], leo, leader_end)
-                if not self._truncate(tp, leader_end):
-                    return True
-                self._update(tp, PartitionFetchState(st.topic_id, leader_end,
-                                                     st.current_leader_epoch, FETCHING,
-                                                     self._latest_epoch(tp), 0))
-                return True
-            leader_start = await self._leader_offset(tp, st.current_leader_epoch, -2)
-            if leader_start > leo:
-                log.warning("%s: %s-%d ends at %d below the leader's start %d: emptying it",
-                            self.name, tp[0], tp[1], leo, leader_start)
-                part.truncate_fully_and_start_at(leader_start)
-                self.rm.on_follower_progress(tp, False)
-            offset = max(leader_start, leo)
-            self._update(tp, PartitionFetchState(st.topic_id, offset, st.current_leader_epoch,
-                                                 FETCHING, self._latest_epoch(tp),
-                                                 leader_end - offset))
-            return True
-        except KafkaError as e:
-            if e.code == ErrorCode.FENCED_LEADER_EPOCH:
-                return not self._on_fenced(tp, st.current_leader_epoch)
-            log.info("%s: cannot get offsets of %s-%d from the leader: %s", self.name, tp[0],
-                     tp[1], e)
-            return False
-        except BrokerConnectionError as e:
-            log.info("%s: ListOffsets failed: %s", self.name, e)
-            await self._close()
-            return False
-
-    async def _leader_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
-        """The leader's LEO (-1) or log start (-2), asked as a replica (ListOffsets)."""
-        req = ListOffsetsRequest(
-            replica_id=self.config.broker_id, isolation_level=0,
-            topics=[ListOffsetsRequest.ListOffsetsTopic(name=tp[0], partitions=[
-                ListOffsetsRequest.ListOffsetsPartition(
-                    partition_index=tp[1], current_leader_epoch=leader_epoch,
-                    timestamp=timestamp, max_num_offsets=1)])])
-        version = self._conn.version_for(LIST_OFFSETS, min_version=1)
-        _, resp = await self._conn.request(LIST_OFFSETS, req, version)
-        p = resp.topics[0].partitions[0]
-        if p.error_code != ErrorCode.NONE:
-            raise KafkaError(p.error_code, f"ListOffsets {tp[0]}-{tp[1]}: error {p.error_code}")
-        return p.offset

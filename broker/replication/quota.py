@@ -77,6 +77,10 @@ class ReplicationQuotaManager:
     def remove_throttle(self, topic: str) -> None:
         self._throttled.pop(topic, None)
 
+    def throttles_any(self) -> bool:
+        """True when a rate is set and some partition is throttled (KIP-73)."""
+        return self.bound != UNLIMITED and bool(self._throttled)
+
     def is_throttled(self, topic: str, partition: int) -> bool:
         parts = self._throttled.get(topic)
         return parts is not None and (parts is ALL_PARTITIONS or partition in parts)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["ReplicaView", "RackAwareReplicaSelector", "LeaderSelector", "selector_for"]
+__all__ = ["ReplicaView", "RackAwareReplicaSelector", "LeaderSelector", "selector_for",
+           "preferred_read_replica"]
 
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 LEADER = "org.apache.kafka.common.replica.LeaderSelector"
@@ -63,3 +64,22 @@ def selector_for(class_name: str | None):
         return LeaderSelector()
     raise ValueError(f"unsupported replica selector {class_name!r} (supported: {RACK_AWARE}, "
                      f"{LEADER})")
+
+
+def preferred_read_replica(rm, part, fetch_offset: int, rack: str) -> int | None:
+    """KIP-392: the replica `rm.replica_selector` prefers for a consumer in `rack` reading
+    `part` (a led Partition) at `fetch_offset`, if it is not this leader (Kafka's
+    ReplicaManager.findPreferredReadReplica: ISR followers holding the offset)."""
+    cache = rm.metadata_cache
+    racks = {b.id: b.rack for b in cache.alive_brokers()} \
+        if hasattr(cache, "alive_brokers") else {}
+    now = rm.time_ms()
+    leader = ReplicaView(rm.broker_id, racks.get(rm.broker_id), part.log_end_offset, 0)
+    candidates = [leader] + [
+        ReplicaView(f.broker_id, racks.get(f.broker_id), f.log_end_offset,
+                    now - f.last_caught_up_ms)
+        for f in part.followers.values()
+        if f.broker_id in part.isr and f.broker_id in racks
+        and f.log_start_offset <= fetch_offset <= f.log_end_offset]
+    chosen = rm.replica_selector.select(rack, leader, candidates)
+    return None if chosen is None or chosen.broker_id == rm.broker_id else chosen.broker_id

@@ -87,8 +87,9 @@ class ZooKeeperServer:
 
     def __init__(self, directory: Path, *, tick_time_ms: int = 500,
                  min_session_timeout_ms: int = 1000, max_session_timeout_ms: int = 60000,
-                 startup_timeout: float = 30.0) -> None:
+                 startup_timeout: float = 30.0, heap_mb: int = 128) -> None:
         self.dir = Path(directory)
+        self.heap_mb = heap_mb  # -Xmx; 100,000 partitions need about 1 GiB
         self.dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.dir / "data"
         self.cfg_path = self.dir / "zoo.cfg"
@@ -165,7 +166,7 @@ class ZooKeeperServer:
         classpath = [str(ZOOKEEPER_JAR)]
         if SLF4J_BINDING.exists():
             classpath.append(str(SLF4J_BINDING))
-        cmd = [*self.command_prefix, shutil.which("java") or "java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC",
+        cmd = [*self.command_prefix, shutil.which("java") or "java", "-Xms32m", f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC",
                "-XX:TieredStopAtLevel=1", "-Dzookeeper.admin.enableServer=false",
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                "-cp", os.pathsep.join(classpath), QUORUM_PEER_MAIN, str(self.cfg_path)]

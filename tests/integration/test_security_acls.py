@@ -29,6 +29,7 @@ import uuid
 
 import pytest
 
+from controller.metadata_store import read_znodes
 from protocol.errors import ErrorCode
 from tests.integration.secure_broker import PLAIN_JAAS, SecureBroker, confluent, java_props
 
@@ -339,7 +340,7 @@ def test_acls_are_kafka_znodes_and_survive_restart(secure):
     t = _topic("persist")
     josef(secure, "acls", "--add", "--deny-principal", "User:bob", "--deny-host", "10.0.0.1",
           "--operation", "Describe", "--topic", t)
-    store = json.loads((secure.process.log_dir / "josef-metadata.json").read_text())["znodes"]
+    store = read_znodes(str(secure.process.log_dir))
     doc = json.loads(store[f"/kafka-acl/Topic/{t}"]["data"])
     assert doc == {"version": 1, "acls": [{"principal": "User:bob", "permissionType": "Deny",
                                            "operation": "Describe", "host": "10.0.0.1"}]}

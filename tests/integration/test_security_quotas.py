@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from controller.metadata_store import read_znodes
 from protocol.errors import ErrorCode
 from tests.integration.harness import BrokerProcess
 
@@ -113,7 +114,7 @@ def test_quota_precedence_and_apis(broker):
              "ops": [{"key": "bogus", "value": 1, "remove": False}]}],
             "validate_only": False})
         assert [e.error_code for e in r.entries] == [ErrorCode.INVALID_REQUEST] * 3
-    store = json.loads((broker.log_dir / "josef-metadata.json").read_text())["znodes"]
+    store = read_znodes(str(broker.log_dir))
     assert json.loads(store["/config/users/alice/clients/app"]["data"]) == {
         "version": 1, "config": {"request_percentage": "50.0", "producer_byte_rate": "3000"}}
     assert json.loads(store["/config/users/<default>"]["data"])["config"] == {

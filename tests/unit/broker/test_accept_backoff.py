@@ -70,6 +70,16 @@ async def test_one_warning_per_interval_with_count(caplog):
         loop.set_exception_handler(previous)
 
 
+def fill_descriptors(fillers: list[int]) -> None:
+    """Open /dev/null until EMFILE (the descriptors go to ``fillers``)."""
+    while True:
+        try:
+            fillers.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError as e:
+            assert e.errno == errno.EMFILE
+            return
+
+
 def echo(request) -> Response:
     return Response([struct.pack(">i", request.correlation_id), request.frame[8:]])
 
@@ -83,12 +93,7 @@ async def test_real_emfile_logs_once_and_accepts_after_descriptors_free(socket_s
     fillers: list[int] = []
     resource.setrlimit(resource.RLIMIT_NOFILE, (fds + 64, hard))
     try:
-        while True:
-            try:
-                fillers.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError as e:
-                assert e.errno == errno.EMFILE
-                break
+        fill_descriptors(fillers)
         with caplog.at_level(logging.WARNING):
             try:
                 client.connect(("127.0.0.1", server.port()))
@@ -111,3 +116,43 @@ async def test_real_emfile_logs_once_and_accepts_after_descriptors_free(socket_s
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         client.close()
+
+
+async def test_emfile_on_accept_releases_idle_segment_descriptors(socket_servers, tmp_path):
+    """Segment files hold most of the broker's descriptors: when accept() runs out, the
+    acceptor's hook (wired by the broker) gives idle ones back to the descriptor cache and
+    the retry a second later accepts the connection, with nothing else freed."""
+    from storage.config import LogConfig
+    from storage.descriptor_cache import EMERGENCY_RELEASE, descriptor_cache
+    from storage.log_manager import LogManager
+
+    mgr = LogManager([str(tmp_path / "data")], LogConfig(), broker_id=1, cluster_id="c")
+    mgr.load_all()
+    for p in range(EMERGENCY_RELEASE):
+        mgr.get_or_create_log(("t", p))  # each holds its active segment's .log open
+    server = await socket_servers(echo)
+    server.accept_errors.on_failure = lambda: descriptor_cache().release_idle(EMERGENCY_RELEASE)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    client.setblocking(False)
+    fillers: list[int] = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 32, hard))
+    try:
+        fill_descriptors(fillers)
+        try:
+            client.connect(("127.0.0.1", server.port()))
+        except BlockingIOError:
+            pass
+        deadline = asyncio.get_running_loop().time() + 5
+        while server.connection_count == 0:
+            assert asyncio.get_running_loop().time() < deadline, "never accepted"
+            await asyncio.sleep(0.01)
+        assert server.accept_errors.failures >= 1
+        assert sum(lg.active_segment.holds_descriptor() for lg in mgr.all_logs().values()) \
+            < EMERGENCY_RELEASE
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        client.close()
+        mgr.close_all()

@@ -89,6 +89,8 @@ def test_foreground_run_logs_in_kafka_layout_and_exits_0_on_sigterm(tmp_path):
         assert re.fullmatch(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] WARNING The configuration "
                             r"'bogus.key' was supplied but isn't a known config\. "
                             r"\(broker\.config\)\n", first), first
+        limits = proc.stderr.readline()  # both open files limits, as the broker starts
+        assert re.search(r"INFO open files limit \(RLIMIT_NOFILE\): soft \S+", limits), limits
         assert "INFO up, port 0 (fake.server)" in proc.stderr.readline()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0

@@ -12,6 +12,7 @@ from broker.fetch_session import FetchSessionCache
 from broker.handlers import fetch, list_offsets, offset_for_leader_epoch, produce, producer_id
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE
 from broker.producer_id_manager import ProducerIdManager
+from broker.request_channel import PARKED
 from controller.zk_data import ProducerIdBlock
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
@@ -150,7 +151,7 @@ async def test_fetch_parks_and_answers_after_produce(services):
     req = fetch_req()
     req.max_wait_ms = 1000
     fut = fetch.handle_fetch(ctx(services, 11), req)
-    assert isinstance(fut, asyncio.Future) and not fut.done()
+    assert isinstance(fut, PARKED) and not fut.done()
     produce.handle_produce(ctx(services, 9), produce_req(batch(1)))
     resp = await asyncio.wait_for(fut, 1)  # the handler's future follows at the next tick
     part = resp.responses[0].partitions[0]

@@ -65,7 +65,8 @@ def test_incremental_returns_only_changed_partitions():
     sid = open_session(c)
     ctx = c.new_context(12, sid, 1, [], [], False)
     assert ctx.kind == "incremental"
-    assert [tp for tp, _ in ctx.partitions_to_fetch()] == [A, B, C]  # whole session read
+    # read again: none of them was seen caught up (data() has no end offset)
+    assert [tp for tp, _ in ctx.partitions_to_fetch()] == [A, B, C]
     results = {A: data(), B: data(hw=11), C: data(records=b"xyz")}
     rsid, out = ctx.update_and_generate_response_data(results)
     assert rsid == sid and [tp for tp, _ in out] == [B, C]
@@ -165,3 +166,85 @@ def test_cache_disabled_and_full():
     # stale sessions (> 120 s unused) are evicted first
     clock.now = 200_000
     assert open_session(c, (C,)) != INVALID_SESSION_ID
+
+
+def caught_up(offset=0, hw=10, start=0, part=None, end_bytes=100):
+    """A read that saw everything up to `offset` (nothing left to return)."""
+    return FetchPartitionData(ErrorCode.NONE, hw, hw, start, b"", end_offset=offset,
+                              end_bytes=end_bytes, partition=part)
+
+
+class Hosted:
+    """What the sweep looks at: a hosted partition's log start offset."""
+
+    def __init__(self, start=0) -> None:
+        self.log_start_offset = start
+
+
+def test_incremental_reads_only_listed_changed_and_pending_partitions():
+    """Issue 21: a caught-up, unchanged partition is not read again; a listed one, one
+    reported changed, and one left with data or an error are."""
+    c = cache()
+    parts = {tp: Hosted() for tp in (A, B, C)}
+    ctx = c.new_context(12, 0, 0, req(A, B, C), [], True)
+    sid, _ = ctx.update_and_generate_response_data(
+        {A: caught_up(part=parts[A]), B: caught_up(part=parts[B]),
+         C: FetchPartitionData(ErrorCode.NONE, 10, 10, 0, b"xyz", end_offset=10)})
+    ctx = c.new_context(12, sid, 1, [], [], True)
+    assert [tp for tp, _ in ctx.partitions_to_fetch()] == [C]  # C returned records
+    ctx.update_and_generate_response_data({C: caught_up(part=parts[C])})
+    ctx = c.new_context(12, sid, 2, [], [], True)
+    assert ctx.partitions_to_fetch() == []  # nothing to say: nothing read
+    assert c.partition_changed(B) == []  # no fetch parked: B waits for the next one
+    ctx = c.new_context(12, sid, 3, req(A, offset=0), [], True)
+    assert [tp for tp, _ in ctx.partitions_to_fetch()] == [A, B]  # listed, changed
+    ctx.update_and_generate_response_data(
+        {A: FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER), B: caught_up(part=parts[B])})
+    ctx = c.new_context(12, sid, 4, [], [], True)
+    assert [tp for tp, _ in ctx.partitions_to_fetch()] == [A]  # errors are read again
+    ctx.update_and_generate_response_data({A: caught_up(part=parts[A])})
+    c.remove(sid)
+    assert c.partition_changed(A) == [] and not c._watchers
+
+
+def test_sweep_finds_log_start_moves_nobody_reported():
+    clock = Clock()
+    c = cache(time_ms=clock)
+    parts = {A: Hosted(), B: Hosted()}
+    ctx = c.new_context(12, 0, 0, req(A, B), [], True)
+    sid, _ = ctx.update_and_generate_response_data(
+        {tp: caught_up(part=parts[tp]) for tp in (A, B)})
+    parts[B].log_start_offset = 5  # retention or DeleteRecords on the leader
+    lookup = parts.get
+    ctx = c.new_context(12, sid, 1, [], [], True)
+    assert ctx.partitions_to_fetch(lambda t, p: lookup((t, p))) == []  # not yet due
+    clock.now += 30_000
+    ctx = c.new_context(12, sid, 2, [], [], True)
+    assert [tp for tp, _ in ctx.partitions_to_fetch(lambda t, p: lookup((t, p)))] == [B]
+
+
+class Waiter:
+    """Stands in for the parked DelayedFetch (`add_partition`, `is_completed`)."""
+
+    def __init__(self) -> None:
+        self.added = []
+        self.is_completed = False
+
+    def add_partition(self, tp, cached) -> None:
+        self.added.append((tp, cached.fetch_offset, cached.end_bytes))
+
+    def force_complete(self) -> None:
+        self.is_completed = True
+
+
+def test_a_parked_fetch_takes_in_changed_partitions_and_a_new_request_completes_it():
+    c = cache()
+    ctx = c.new_context(12, 0, 0, req(A, B, offset=3), [], True)
+    sid, _ = ctx.update_and_generate_response_data(
+        {tp: caught_up(offset=3, end_bytes=40) for tp in (A, B)})
+    session = c.get(sid)
+    session.waiter = waiter = Waiter()
+    assert c.partition_changed(B) == [session]
+    assert waiter.added == [(B, 3, 40)] and not session.changed
+    c.new_context(12, sid, 1, [], [], True)  # a client that did not wait for the answer
+    assert waiter.is_completed

@@ -237,6 +237,7 @@ async def test_min_insync_replicas_before_and_after_append(env):
     assert rm.maybe_shrink_isr() == 1
     stub.accept()
     await asyncio.sleep(0)
+    await asyncio.sleep(0)  # the wakeups run at the end of the loop turn (issue 21)
     assert fut.done()
     r = fut.result()[TP]
     assert r.error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND and r.base_offset == 1
@@ -252,8 +253,10 @@ async def test_acks_all_completes_on_hw_over_several_partitions(env):
     fut = rm.append_records(5000, -1, {("t", 0): batch(2), ("t", 1): batch(3)})
     assert not fut.done()
     rm.read_from_local_log(FetchParams(replica_id=2), [(("t", 0), PartitionFetchInfo(2, 1000))])
+    await asyncio.sleep(0)
     assert not fut.done()  # partition 1 still below its last offset + 1
     rm.read_from_local_log(FetchParams(replica_id=2), [(("t", 1), PartitionFetchInfo(3, 1000))])
+    await asyncio.sleep(0)  # wakeups run at the end of the loop turn
     assert fut.done()
     assert {tp: r.error for tp, r in fut.result().items()} == {("t", 0): 0, ("t", 1): 0}
 

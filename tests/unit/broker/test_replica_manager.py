@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from broker.purgatory.delayed_fetch import FetchParams, PartitionFetchInfo
+from broker.request_channel import PARKED
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import iter_batches
 from tests.unit.broker.dataplane_helpers import (
@@ -120,6 +121,7 @@ async def test_acks_all_waits_for_follower_then_completes(tmp_path):
     follower = rm.read_from_local_log(FetchParams(replica_id=2), [(TP, PartitionFetchInfo(3, 1 << 20))])
     assert follower[TP].error == ErrorCode.NONE
     assert p.high_watermark == 3
+    await asyncio.sleep(0)  # wakeups run at the end of the loop turn (issue 21)
     assert fut.done() and fut.result()[TP].error == ErrorCode.NONE
     assert fut.result()[TP].base_offset == 0
     await rm.shutdown()
@@ -187,8 +189,9 @@ async def test_fetch_partition_max_bytes_limits_later_batches(rm):
 
 async def test_delayed_fetch_completed_by_append(rm):
     fut = consumer_fetch(rm, [(TP, 0)], max_wait_ms=500, min_bytes=1)
-    assert isinstance(fut, asyncio.Future) and not fut.done()
+    assert isinstance(fut, PARKED) and not fut.done()
     rm.append_records(1000, 1, {TP: batch(2)})
+    await asyncio.sleep(0)  # wakeups run at the end of the loop turn (issue 21)
     assert fut.done()
     assert len(fut.result()[TP].records) > 0 and fut.result()[TP].high_watermark == 2
 
@@ -197,8 +200,10 @@ async def test_delayed_fetch_min_bytes_accumulates(rm):
     one = len(batch(1))
     fut = consumer_fetch(rm, [(TP, 0), (("t", 1), 0)], max_wait_ms=500, min_bytes=2 * one)
     rm.append_records(1000, 1, {TP: batch(1)})
+    await asyncio.sleep(0)
     assert not fut.done()
     rm.append_records(1000, 1, {("t", 1): batch(1)})
+    await asyncio.sleep(0)
     assert fut.done()
 
 
@@ -216,9 +221,11 @@ async def test_delayed_fetch_completed_by_leader_change_and_deletion(rm):
     fut = consumer_fetch(rm, [(TP, 0)], max_wait_ms=500)
     await rm.become_leader_or_follower(leader_and_isr(leader=2, leader_epoch=1,
                                                       isr=(2, BROKER_ID)))
+    await asyncio.sleep(0)
     assert fut.result()[TP].error == ErrorCode.NOT_LEADER_OR_FOLLOWER
     fut = consumer_fetch(rm, [(("t", 1), 0)], max_wait_ms=500)
     await rm.stop_replicas(stop_replica(partitions=(1,)))
+    await asyncio.sleep(0)
     assert fut.result()[("t", 1)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert rm.log_manager.get_log(("t", 1)) is None
 
@@ -226,6 +233,7 @@ async def test_delayed_fetch_completed_by_leader_change_and_deletion(rm):
 async def test_partitions_deleted_completes_parked_fetch(rm):
     fut = consumer_fetch(rm, [(TP, 0)], max_wait_ms=500)
     rm.partitions_deleted([TP])
+    await asyncio.sleep(0)
     assert fut.done() and fut.result()[TP].error == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 

@@ -376,7 +376,7 @@ async def test_open_factory_and_serialised_concurrent_creates(tmp_path):
     listener = RecordingBroker()
     ctl = await EmbeddedController.open(str(tmp_path / "logs"), BROKER, listener)
     await ctl.startup()
-    assert (tmp_path / "logs" / "josef-metadata.json").exists()
+    assert (tmp_path / "logs" / "josef-metadata.db").exists()
     results = await asyncio.gather(*[ctl.create_topics([CreatableTopic("same", 1, 1)])
                                      for _ in range(5)])
     codes = sorted(r[0].error_code for r in results)

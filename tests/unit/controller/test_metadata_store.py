@@ -7,6 +7,7 @@ import pytest
 
 from controller.metadata_store import (
     FILE_NAME,
+    LEGACY_FILE_NAME,
     BadVersionError,
     Check,
     Create,
@@ -17,6 +18,7 @@ from controller.metadata_store import (
     NoNodeError,
     NotEmptyError,
     SetData,
+    read_znodes,
 )
 
 
@@ -88,23 +90,41 @@ async def test_persists_across_reopen(tmp_path):
     assert s2.get_data("/brokers/topics/u") == "é".encode()
     assert s2.get_children("/brokers/topics") == ["u"]
     assert s2.get("/brokers/topics/u")[1] == s.get("/brokers/topics/u")[1]
-    assert not os.path.exists(tmp_path / (FILE_NAME + ".tmp"))
-    on_disk = json.loads((tmp_path / FILE_NAME).read_text())
-    assert on_disk["format"] == "josef-metadata" and "/controller_epoch" in on_disk["znodes"]
+    on_disk = read_znodes(str(tmp_path))
+    assert on_disk["/controller_epoch"]["data"] == "5" and "/brokers/topics/t" not in on_disk
+    await s.close()
+    await s2.close()
 
 
-async def test_leftover_tmp_is_ignored_and_corrupt_file_is_reported(tmp_path):
+async def test_corrupt_database_is_reported(tmp_path):
     s = await open_store(tmp_path)
     await s.create("/a", b"1")
-    (tmp_path / (FILE_NAME + ".tmp")).write_bytes(b'{"torn')
-    s2 = await open_store(tmp_path)
-    assert s2.get_data("/a") == b"1"
-    (tmp_path / FILE_NAME).write_bytes(b'{"torn')
+    await s.close()
+    for name in os.listdir(tmp_path):
+        os.unlink(tmp_path / name)
+    (tmp_path / FILE_NAME).write_bytes(b"not a database" * 100)
     with pytest.raises(MetadataStoreCorruptError, match=FILE_NAME):
         await open_store(tmp_path)
-    (tmp_path / FILE_NAME).write_text('{"format":"other"}')
-    with pytest.raises(MetadataStoreCorruptError):
-        await open_store(tmp_path)
+
+
+async def test_version_1_json_file_is_imported(tmp_path):
+    (tmp_path / LEGACY_FILE_NAME).write_text(json.dumps({
+        "format": "josef-metadata", "version": 1, "zxid": 7, "znodes": {
+            "/brokers": {"data": None, "version": 0, "czxid": 1, "mzxid": 1, "cversion": 1},
+            "/brokers/topics": {"data": None, "version": 0, "czxid": 1, "mzxid": 1,
+                                "cversion": 1},
+            "/brokers/topics/t": {"data": "{}", "version": 2, "czxid": 3, "mzxid": 7,
+                                  "cversion": 0}}}))
+    s = await open_store(tmp_path)
+    assert s.zxid == 7 and s.get_data("/brokers/topics/t") == b"{}"
+    assert s.get("/brokers/topics/t")[1].version == 2
+    assert s.get_children("/brokers/topics") == ["t"]
+    assert (tmp_path / (LEGACY_FILE_NAME + ".migrated")).exists()
+    await s.create("/x")
+    await s.close()
+    s2 = await open_store(tmp_path)
+    assert s2.zxid == 8 and s2.get_children("/") == ["brokers", "x"]
+    await s2.close()
 
 
 async def test_rejects_bad_paths_and_binary_data(tmp_path):

@@ -19,6 +19,7 @@ from broker.replication.replica_selector import (
     ReplicaView,
     selector_for,
 )
+from broker.request_channel import PARKED
 from protocol.errors import ErrorCode
 from tests.unit.replication.mini_cluster import MiniCluster, wait_for
 from tests.unit.replication.test_replication_inprocess import TP, batch, log_batches, produce
@@ -122,7 +123,7 @@ async def test_consumer_in_follower_rack_is_sent_there_and_reads_below_its_hw(cl
     fut = cluster.rm(2).fetch_messages(
         FetchParams(max_wait_ms=5000, fetch_only_from_leader=False),
         [(TP, PartitionFetchInfo(12, 1 << 20))])
-    assert isinstance(fut, asyncio.Future)
+    assert isinstance(fut, PARKED)
     await produce(cluster, 1, batch(1))
     res = await asyncio.wait_for(fut, 5)
     assert res[TP].high_watermark == 13 and len(res[TP].records) > 0
@@ -162,9 +163,11 @@ async def test_follower_leaves_throttled_lagging_partitions_out_of_its_fetches(c
     st.lag = 5  # pretend it lags
     rm3.follower_quota.update_quota(1000)
     rm3.follower_quota.record(10 ** 6)
-    assert fetcher.build_fetch() is None
+    _, _, data = fetcher.build_fetch()  # KIP-227: left out of the session (forgotten)
+    assert TP not in data.to_send and TP not in data.session
     rm3.follower_quota.update_quota(10 ** 12)
-    assert fetcher.build_fetch() is not None
+    _, _, data = fetcher.build_fetch()
+    assert TP in data.session
     assert cluster.rm(2).follower_quota.is_throttled(*TP) is False  # "0:3" names broker 3
 
 

@@ -57,7 +57,7 @@ def make_log(tmp_path, clock):
     yield make
     for log in opened:
         for seg in log.segments:
-            if not seg.log_file.closed:
+            if not seg._closed:
                 seg.close_handlers()
 
 

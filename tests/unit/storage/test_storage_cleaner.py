@@ -32,7 +32,7 @@ def batch(pairs, ts, codec=0, pid=-1, epoch=-1, seq=-1):
 def records(lg: Log):
     out = []
     for seg in lg.segments:
-        for _, b in iter_file_batches(seg.fd, 0, seg.size, 4096):
+        for _, b in iter_file_batches(seg.log_file.fd, 0, seg.size, 4096):
             b.validate()
             out.extend((r.offset, r.key, r.value) for r in b)
     return out
@@ -140,7 +140,7 @@ async def test_tombstone_removed_after_delete_horizon(manager, clock):
     assert await manager.cleaner.clean_once()
     recs = records(lg)
     assert (57, b"k1", None) in recs  # kept until its delete horizon
-    horizon_batches = [b for s in lg.segments for _, b in iter_file_batches(s.fd, 0, s.size, 4096)
+    horizon_batches = [b for s in lg.segments for _, b in iter_file_batches(s.log_file.fd, 0, s.size, 4096)
                        if b.has_delete_horizon]
     assert [b.base_timestamp for b in horizon_batches] == [clock() + CFG.delete_retention_ms]
     assert [r.timestamp for b in horizon_batches for r in b] == [1_700_000_000_000 + 57]
@@ -166,7 +166,7 @@ async def test_codec_producer_fields_and_empty_last_batch(manager, clock):
     lg.roll()
     lg.high_watermark = lg.log_end_offset
     assert await manager.cleaner.clean_once()
-    batches = [b for s in lg.segments for _, b in iter_file_batches(s.fd, 0, s.size, 4096)]
+    batches = [b for s in lg.segments for _, b in iter_file_batches(s.log_file.fd, 0, s.size, 4096)]
     # producer 7's last batch (offsets 10-11) stays as an empty batch: its sequence survives
     assert [(b.base_offset, b.last_offset, b.record_count, b.producer_id, b.base_sequence)
             for b in batches if b.producer_id == 7] == [(10, 11, 0, 7, 10)]
@@ -185,7 +185,7 @@ async def test_compressed_partial_batch_keeps_codec(manager, clock):
     lg.roll()
     lg.high_watermark = lg.log_end_offset
     assert await manager.cleaner.clean_once()
-    _, first = next(iter_file_batches(lg.segments[0].fd, 0, lg.segments[0].size, 4096))
+    _, first = next(iter_file_batches(lg.segments[0].log_file.fd, 0, lg.segments[0].size, 4096))
     assert first.compression_type == 2 and first.last_offset == 2 and first.record_count == 2
     assert [(r.offset, r.key) for r in first] == [(1, b"b"), (2, b"c")]
 

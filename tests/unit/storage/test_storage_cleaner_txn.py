@@ -32,7 +32,7 @@ def marker(kind, pid, ts):
 def batches(lg):
     out = []
     for seg in lg.segments:
-        for _, b in iter_file_batches(seg.fd, 0, seg.size, 4096):
+        for _, b in iter_file_batches(seg.log_file.fd, 0, seg.size, 4096):
             b.validate()
             out.append(b)
     return out

@@ -9,11 +9,12 @@ from storage.index import CorruptIndexError, IndexOffsetOverflowError, OffsetInd
 def test_offset_index_preallocated_lookup_and_trim(tmp_path):
     path = str(tmp_path / "00000000000000000100.index")
     idx = OffsetIndex(path, 100, 8 * 1000 + 5)
-    assert os.path.getsize(path) == 8000  # rounded down to a whole entry
     assert idx.max_entries == 1000
     entries = [(100 + 3 * i + 1, 50 * i) for i in range(300)]
     for off, pos in entries:
         idx.append(off, pos)
+    idx.flush()  # the file appears on the first write-out
+    assert os.path.getsize(path) == 8000  # rounded down to a whole entry
     for target in range(90, 1100):
         expected = (100, 0)
         for off, pos in entries:

@@ -123,6 +123,8 @@ def test_preallocated_active_index_after_crash(make_log):
     log = make_log(CFG)
     fill(log, 20)
     path = log.active_segment.offset_index.path
+    log.active_segment.offset_index.flush()  # entries written, the log itself not flushed
+    fill(log, 5)  # entries only in memory when the process dies
     crash(log)
     assert os.path.getsize(path) == 8192  # still preallocated
     log = make_log(CFG, clean_shutdown=False, recovery_point=0)

@@ -41,7 +41,7 @@ def _slow_read(log, offset, max_offset):
         limit = _translate_by_index(seg, max_offset)
         if limit is not None:
             end = limit.position
-    return os.pread(seg.fd, max(0, end - first.position), first.position)
+    return os.pread(seg.log_file.fd, max(0, end - first.position), first.position)
 
 
 def test_tail_reads_match_index_scan_across_appends_truncation_and_rolls(make_log):
