@@ -1,14 +1,15 @@
-"""SASL mechanisms, one module each (server and client side): ``plain`` (RFC 4616),
-``scram`` (RFC 5802/7677, delegation tokens with ``tokenauth=true``), ``oauthbearer``
-(RFC 7628 with Kafka's unsecured JWS validator).
+"""SASL mechanisms, server side, one module each: ``plain`` (RFC 4616), ``scram`` (RFC
+5802/7677, delegation tokens with ``tokenauth=true``), ``oauthbearer`` (RFC 7628 with Kafka's
+unsecured JWS validator). The client sides are in ``common.security`` (``scram_client``,
+``oauthbearer_client``) so tools need no broker module.
 
 A server mechanism is a ``SaslServer``: ``evaluate(token) -> bytes | None`` (the challenge to
 send back; None = nothing), ``complete``, ``authorization_id`` (the authenticated name),
 ``credential_expiry_ms`` (absolute ms when the credential expires, or None: KIP-368 caps the
 session lifetime with it), ``token_authenticated``. It raises:
 
-* :class:`SaslAuthenticationError`: the message is sent to the client (Kafka's
-  ``SaslAuthenticationException``);
+* ``common.security.errors.SaslAuthenticationError``: the message is sent to the client
+  (Kafka's ``SaslAuthenticationException``);
 * :class:`SaslCredentialError`: the client only gets "Authentication failed during
   authentication due to invalid credentials with SASL mechanism <M>" (Kafka's plain
   ``SaslException``: its message may reveal whether a user exists);
@@ -27,13 +28,12 @@ from broker.security.sasl.server import (
     SUPPORTED_MECHANISMS,
     CredentialSource,
     IllegalSaslStateError,
-    SaslAuthenticationError,
     SaslCredentialError,
     SaslServer,
 )
 
-__all__ = ["CredentialSource", "IllegalSaslStateError", "SaslAuthenticationError",
-           "SaslCredentialError", "SaslServer", "SUPPORTED_MECHANISMS", "create_server"]
+__all__ = ["CredentialSource", "IllegalSaslStateError", "SaslCredentialError", "SaslServer",
+           "SUPPORTED_MECHANISMS", "create_server"]
 
 
 def create_server(mechanism: str, listener: str, credentials: CredentialSource,

@@ -1,18 +1,15 @@
 """What every server-side SASL mechanism is (see ``broker.security.sasl``): the ``SaslServer``
-base, the three failures it raises and the ``CredentialSource`` it reads."""
+base, two of the three failures it raises (the third, ``SaslAuthenticationError``, lives in
+``common.security.errors``: clients raise it too) and the ``CredentialSource`` it reads."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-__all__ = ["CredentialSource", "IllegalSaslStateError", "SaslAuthenticationError",
-           "SaslCredentialError", "SaslServer", "SUPPORTED_MECHANISMS"]
+__all__ = ["CredentialSource", "IllegalSaslStateError", "SaslCredentialError", "SaslServer",
+           "SUPPORTED_MECHANISMS"]
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-
-
-class SaslAuthenticationError(Exception):
-    """Authentication failed; the message goes to the client."""
 
 
 class SaslCredentialError(Exception):

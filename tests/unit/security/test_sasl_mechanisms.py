@@ -14,20 +14,15 @@ from broker.security.principal import (
     dn_of_certificate,
     parse_principal,
 )
-from broker.security.sasl import (
-    IllegalSaslStateError,
-    SaslAuthenticationError,
-    SaslCredentialError,
-)
-from broker.security.sasl.oauthbearer import (
-    OAuthBearerSaslServer,
-    client_initial_response,
-    unsecured_token,
-)
+from broker.security.sasl import IllegalSaslStateError, SaslCredentialError
+from broker.security.sasl.oauthbearer import OAuthBearerSaslServer
 from broker.security.sasl.plain import PlainSaslServer
-from broker.security.sasl.scram import ScramClient, ScramSaslServer
+from broker.security.sasl.scram import ScramSaslServer
+from common.security.errors import SaslAuthenticationError
 from common.security.jaas import JaasConfigError, parse_jaas_config
+from common.security.oauthbearer_client import client_initial_response, unsecured_token
 from common.security.scram import MECHANISMS, ScramCredential, credential_from_password
+from common.security.scram_client import ScramClient
 
 
 class Creds:
