@@ -27,11 +27,8 @@ import logging
 from broker.config import ConfigError
 from broker.coordinator_runtime import BrokerCoordinatorRuntime
 from broker.txn_verification import TransactionVerifier
-from coordinator.group.consumer_coordinator import (
-    ConsumerGroupConfig,
-    ConsumerGroupCoordinator,
-    TopicView,
-)
+from coordinator.group.consumer_config import ConsumerGroupConfig
+from coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
 from coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from coordinator.group.group_store import (
     COMPRESSION_CODECS,
@@ -39,6 +36,7 @@ from coordinator.group.group_store import (
     GROUP_METADATA_TOPIC,
     GroupStore,
 )
+from coordinator.group.heartbeat_common import TopicView
 from coordinator.group.share_groups import ShareGroupConfig, ShareGroupCoordinator
 from coordinator.runtime import CoordinatorRuntime
 from coordinator.transaction.coordinator import TransactionCoordinator

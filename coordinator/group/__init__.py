@@ -11,7 +11,10 @@ KIP-932 group types of its group-coordinator module).
 - ``group_membership``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and rebalances.
 - ``partition_loading``: ``__consumer_offsets`` partition ownership, loading and load retries.
 - ``group_coordinator``: offsets, admin and expiry (+ the loading and membership parts).
-- ``consumer_coordinator`` / ``share_groups``: ConsumerGroupHeartbeat / ShareGroupHeartbeat.
+- ``consumer_coordinator`` / ``share_groups``: ConsumerGroupHeartbeat / ShareGroupHeartbeat
+  (what both share: ``heartbeat_common``); ``consumer_config``: the ``group.consumer.*``
+  settings; ``consumer_migration``: classic members in consumer groups and the online
+  up-/downgrades.
 - ``txn_offsets``: transactional offset commits (TxnOffsetCommit, markers, replay).
 The broker wires it: ``broker.coordinator_wiring``.
 """

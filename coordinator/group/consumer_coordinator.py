@@ -32,14 +32,10 @@ ConsumerGroupHeartbeat (``heartbeat``), in order:
    request was a full one.
 A member that does not heartbeat within ``group.consumer.session.timeout.ms`` is fenced.
 
-Classic members (KIP-848 migration, Kafka 4.0): JoinGroup/SyncGroup/Heartbeat/LeaveGroup
-for a consumer group are served here (``classic_join`` ...): the subscription comes from
-the consumer protocol metadata, the JoinGroup answers at once with generation = member
-epoch and no leader, SyncGroup returns the member's current assignment, Heartbeat answers
-REBALANCE_IN_PROGRESS while the member is not Stable at the assignment epoch (it rejoins,
-reporting its owned partitions). When the last consumer-protocol member leaves and only
-classic members remain, the group turns back into a classic group and rebalances (if the
-policy allows downgrades).
+Classic members (KIP-848 migration, Kafka 4.0) and the online up- and downgrades between
+classic and consumer groups: ``consumer_migration.ClassicMigration`` (``self.migration``).
+Settings: ``consumer_config.ConsumerGroupConfig``; what the consumer and share heartbeats
+share (``TopicView``, ``HeartbeatResult``, ``HeartbeatError``): ``heartbeat_common``.
 
 Simplification: an append failure answers the request's error but does not roll back the
 in-memory change (Kafka reverts its timeline); the member's next heartbeat resynchronises.
@@ -48,20 +44,20 @@ in-memory change (Kafka reverts its timeline); the member's next heartbeat resyn
 from __future__ import annotations
 
 import logging
-import struct
 import uuid
 from dataclasses import replace
 
-from common.config_error import ConfigError
 from coordinator.group.assignors import ASSIGNORS, MemberSpec
+from coordinator.group.consumer_config import ASSIGNOR_CLASSES, ConsumerGroupConfig
 from coordinator.group.consumer_group import (
-    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
     is_subset,
     reconcile,
+    subscription_changed,
 )
+from coordinator.group.consumer_migration import ClassicMigration
 from coordinator.group.consumer_records import (
     current_assignment_record,
     epoch_record,
@@ -72,164 +68,22 @@ from coordinator.group.consumer_records import (
     target_assignment_epoch_record,
     target_member_record,
 )
-from coordinator.group.group import (
-    GroupMetadata,
-    GroupState,
-    JoinResult,
-    MemberMetadata,
-    SyncResult,
+from coordinator.group.group import GroupState
+from coordinator.group.heartbeat_common import (
+    LEAVE_EPOCH,
+    HeartbeatError,
+    HeartbeatResult,
+    TopicView,
 )
-from coordinator.group.records import group_metadata_record, group_tombstone
 from coordinator.runtime import Deadline
 from protocol.errors import ErrorCode
-from protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-__all__ = ["ConsumerGroupConfig", "ConsumerGroupCoordinator", "HeartbeatResult", "TopicView"]
+__all__ = ["ConsumerGroupCoordinator"]
 
 log = logging.getLogger(__name__)
 E = ErrorCode
 _INTERNAL_TOPICS = frozenset(("__consumer_offsets", "__transaction_state", "__share_group_state"))
-LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-_ASSIGNOR_CLASSES = {
-    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
-    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
-}
-
-
-class ConsumerGroupConfig:
-    """``group.consumer.*`` settings (times in ms). ``group_overrides(group_id, session_ms,
-    heartbeat_ms) -> (session_ms, heartbeat_ms)``, when set, applies a group's
-    ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms`` (GROUP config
-    resources, broker.group_configs)."""
-
-    group_overrides = None
-
-    def __init__(self, session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 5000,
-                 max_size: int = 2**31 - 1, assignors: tuple[str, ...] = ("uniform", "range"),
-                 migration_policy: str = "bidirectional", classic_max_size: int = 2**31 - 1,
-                 enabled: bool = True) -> None:
-        self.session_timeout_ms = session_timeout_ms
-        self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.max_size = max_size
-        self.assignors = tuple(_ASSIGNOR_CLASSES.get(a, a) for a in assignors)
-        unknown = [a for a in self.assignors if a not in ASSIGNORS]
-        if unknown or not self.assignors:
-            raise ConfigError("group.consumer.assignors", ",".join(assignors),
-                              "uniform, range (or their Kafka class names)")
-        self.migration_policy = migration_policy.lower()
-        self.classic_max_size = classic_max_size
-        self.enabled = enabled
-
-    def timeouts(self, group_id: str) -> tuple[int, int]:
-        """(session timeout, heartbeat interval) of a group, in ms."""
-        if self.group_overrides is None:
-            return self.session_timeout_ms, self.heartbeat_interval_ms
-        return self.group_overrides(group_id, self.session_timeout_ms,
-                                    self.heartbeat_interval_ms)
-
-    @classmethod
-    def from_kafka_config(cls, config) -> ConsumerGroupConfig:
-        """Raises ConfigError (startup stops naming the key) for a session timeout or
-        heartbeat interval outside its min/max, as Kafka's GroupCoordinatorConfig."""
-        for name in ("session.timeout.ms", "heartbeat.interval.ms"):
-            key = f"group.consumer.{name}"
-            lo = config.get(f"group.consumer.min.{name}")
-            hi = config.get(f"group.consumer.max.{name}")
-            if not lo <= config.get(key) <= hi:
-                raise ConfigError(key, config.get(key), f"in [{lo},...,{hi}] "
-                                  f"(group.consumer.min/max.{name})")
-        protocols = [p.lower() for p in config.get("group.coordinator.rebalance.protocols")]
-        return cls(session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
-                   heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
-                   max_size=config.get("group.consumer.max.size"),
-                   assignors=tuple(config.get("group.consumer.assignors")),
-                   migration_policy=config.get("group.consumer.migration.policy"),
-                   classic_max_size=config.get("group.max.size"),
-                   enabled="consumer" in protocols)
-
-    @property
-    def upgrade_enabled(self) -> bool:
-        return self.migration_policy in ("upgrade", "bidirectional")
-
-    @property
-    def downgrade_enabled(self) -> bool:
-        return self.migration_policy in ("downgrade", "bidirectional")
-
-
-class TopicView:
-    """The cluster's topics as the coordinator sees them: ``lookup(name) -> (id, count) |
-    None``, ``name_of(id)``, ``names()``. Built over a MetadataCache, or a dict in tests."""
-
-    def __init__(self, cache=None, topics: dict[str, tuple[uuid.UUID, int]] | None = None):
-        self.cache = cache
-        self.topics = topics
-
-    def lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
-        if self.topics is not None:
-            return self.topics.get(name)
-        n = self.cache.num_partitions(name)
-        tid = self.cache.topic_id(name)
-        return None if n is None or tid is None else (tid, n)
-
-    def name_of(self, topic_id: uuid.UUID) -> str | None:
-        if self.topics is not None:
-            return next((n for n, (t, _) in self.topics.items() if t == topic_id), None)
-        return self.cache.topic_name(topic_id)
-
-    def names(self):
-        return list(self.topics) if self.topics is not None else self.cache.all_topics()
-
-
-class HeartbeatResult:
-    __slots__ = ("error", "message", "member_id", "member_epoch", "heartbeat_interval_ms",
-                 "assignment")
-
-    def __init__(self, error=E.NONE, message=None, member_id=None, member_epoch=0,
-                 heartbeat_interval_ms=0, assignment=None) -> None:
-        self.error = error
-        self.message = message
-        self.member_id = member_id
-        self.member_epoch = member_epoch
-        self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.assignment = assignment  # {topic_id: frozenset} or None = unchanged
-
-    def __repr__(self) -> str:
-        return (f"HeartbeatResult({self.error.name}, {self.message!r}, member={self.member_id}, "
-                f"epoch={self.member_epoch}, assignment={self.assignment})")
-
-
-class _Fail(Exception):
-    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
-def _encode_assignment(assigned: dict, topics: TopicView) -> bytes:
-    A = ConsumerProtocolAssignment
-    parts = []
-    for tid, ps in sorted(assigned.items(), key=str):
-        name = topics.name_of(tid)
-        if name is not None and ps:
-            parts.append(A.TopicPartition(topic=name, partitions=sorted(ps)))
-    return struct.pack(">h", 3) + A(assigned_partitions=parts, user_data=None).encode(3)
-
-
-def _decode_subscription(metadata: bytes):
-    buf = bytes(metadata)
-    (version,) = struct.unpack_from(">h", buf, 0)
-    return ConsumerProtocolSubscription.decode(
-        buf[2:], min(max(version, 0), ConsumerProtocolSubscription.max_version))
-
-
-def _decode_assignment(data: bytes):
-    buf = bytes(data)
-    if len(buf) < 2:
-        return None
-    (version,) = struct.unpack_from(">h", buf, 0)
-    return ConsumerProtocolAssignment.decode(
-        buf[2:], min(max(version, 0), ConsumerProtocolAssignment.max_version))
 
 
 class ConsumerGroupCoordinator:
@@ -245,6 +99,7 @@ class ConsumerGroupCoordinator:
         self._rebalance: dict[tuple[str, str], Deadline] = {}
         self._regex_cache: dict[str, object] = {}
         self.rebalances = 0  # group epoch bumps
+        self.migration = ClassicMigration(self)
 
     # --- helpers -------------------------------------------------------------------------
     @property
@@ -258,9 +113,10 @@ class ConsumerGroupCoordinator:
             try:
                 pat = re2.compile(regex)
             except re2.error as e:
-                raise _Fail(E.INVALID_REGULAR_EXPRESSION,
-                            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: "
-                            f"{e}.") from None
+                raise HeartbeatError(
+                    E.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{regex}` is not a valid regular expression: "
+                    f"{e}.") from None
             if len(self._regex_cache) > 1000:
                 self._regex_cache.clear()
             self._regex_cache[regex] = pat
@@ -421,7 +277,7 @@ class ConsumerGroupCoordinator:
 
     async def _append_after_fence(self, group: ConsumerGroup, records: list) -> None:
         await self._append(group.group_id, records)
-        await self._maybe_downgrade(group)
+        await self.migration.maybe_downgrade(group)
 
     def _remove_member(self, group: ConsumerGroup, member_id: str) -> list:
         """Kafka's removeMember + group epoch bump (target recomputed at the next heartbeat)."""
@@ -454,17 +310,18 @@ class ConsumerGroupCoordinator:
                                          rebalance_timeout_ms, subscribed_topic_names,
                                          subscribed_topic_regex, server_assignor, owned,
                                          client_id, client_host)
-        except _Fail as f:
+        except HeartbeatError as f:
             return HeartbeatResult(f.error, f.message)
 
     def _validate(self, group_id, member_id, epoch, instance_id, rebalance_timeout_ms, names,
                   regex, assignor, owned, version) -> None:
-        def bad(msg: str) -> _Fail:
-            return _Fail(E.INVALID_REQUEST, msg)
+        def bad(msg: str) -> HeartbeatError:
+            return HeartbeatError(E.INVALID_REQUEST, msg)
 
         if not self.config.enabled:
-            raise _Fail(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is disabled "
-                                               "(group.coordinator.rebalance.protocols).")
+            raise HeartbeatError(
+                E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is disabled "
+                "(group.coordinator.rebalance.protocols).")
         if not group_id:
             raise bad("GroupId can't be empty.")
         if instance_id is not None and not instance_id:
@@ -488,10 +345,11 @@ class ConsumerGroupCoordinator:
             raise bad(f"MemberEpoch is {epoch}, but must be greater than or equal to -2.")
         elif not member_id:
             raise bad("MemberId can't be empty.")
-        if assignor is not None and _ASSIGNOR_CLASSES.get(assignor, assignor) \
+        if assignor is not None and ASSIGNOR_CLASSES.get(assignor, assignor) \
                 not in self.config.assignors:
-            raise _Fail(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {assignor} is not supported. "
-                        f"Supported assignors: {', '.join(self.config.assignors)}.")
+            raise HeartbeatError(
+                E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {assignor} is not supported. "
+                f"Supported assignors: {', '.join(self.config.assignors)}.")
         if regex is not None:
             self._compile(regex)
 
@@ -501,18 +359,20 @@ class ConsumerGroupCoordinator:
             return group
         share = self.coordinator.share
         if share is not None and group_id in share.groups:
-            raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.coordinator.groups.get(group_id)
         if classic is not None and not classic.is_state(GroupState.DEAD):
             if not create:
-                raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+                raise HeartbeatError(
+                    E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if classic.is_state(GroupState.EMPTY):
-                return self._adopt_empty_classic(classic, records)
-            if not self._upgradable(classic):
-                raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-            return self._convert_from_classic(classic, records)
+                return self.migration.adopt_empty_classic(classic, records)
+            if not self.migration.upgradable(classic):
+                raise HeartbeatError(
+                    E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            return self.migration.convert_from_classic(classic, records)
         if not create:
-            raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         group = ConsumerGroup(group_id, self.time_ms)
         self.groups[group_id] = group
         return group
@@ -544,7 +404,7 @@ class ConsumerGroupCoordinator:
         replaced = old is not None and old.member_id != member_id
         if replaced:
             self._replace_static(group, old.member_id, member_id, records)
-        bump = old is None and not replaced or _subscription_changed(base, new)
+        bump = old is None and not replaced or subscription_changed(base, new)
         group.update_member(new)  # subscriptions count from here (target uses them)
         self._refresh_and_assign(group, bump, records)
         reconciled = self._reconcile(group, new, owned)
@@ -567,39 +427,45 @@ class ConsumerGroupCoordinator:
 
     def _find_member(self, group: ConsumerGroup, member_id: str, epoch: int,
                      instance_id: str | None, owned, records) -> ConsumerGroupMember | None:
-        """The member the request is about (None = a new one); raises _Fail."""
+        """The member the request is about (None = a new one); raises HeartbeatError."""
         if instance_id is not None:
             held = group.member_by_instance(instance_id)
             if epoch == 0:
                 if held is None or held.member_id == member_id:
                     return held
                 if held.member_epoch != STATIC_LEAVE_EPOCH:
-                    raise _Fail(E.UNRELEASED_INSTANCE_ID,
-                                f"Static member {held.member_id} with instance id "
-                                f"{instance_id} is not released yet.")
+                    raise HeartbeatError(
+                        E.UNRELEASED_INSTANCE_ID,
+                        f"Static member {held.member_id} with instance id "
+                        f"{instance_id} is not released yet.")
                 return held  # replaced by the new member id
             if held is None or held.member_id != member_id:
-                raise _Fail(E.FENCED_INSTANCE_ID if held is not None else E.UNKNOWN_MEMBER_ID,
-                            f"Static member {member_id} with instance id {instance_id} is "
-                            f"not known or was replaced.")
+                raise HeartbeatError(
+                    E.FENCED_INSTANCE_ID if held is not None else E.UNKNOWN_MEMBER_ID,
+                    f"Static member {member_id} with instance id {instance_id} is "
+                    f"not known or was replaced.")
         member = group.members.get(member_id)
         if epoch == 0:
             if member is None and group.size >= self.config.max_size:
-                raise _Fail(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its "
-                            f"maximum capacity of {self.config.max_size} members.")
+                raise HeartbeatError(
+                    E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its "
+                    f"maximum capacity of {self.config.max_size} members.")
             return member
         if member is None:
-            raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
-                                             f"{group.group_id}.")
+            raise HeartbeatError(
+                E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
+                f"{group.group_id}.")
         if member.uses_classic_protocol:
-            raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} uses the classic protocol.")
+            raise HeartbeatError(
+                E.UNKNOWN_MEMBER_ID, f"Member {member_id} uses the classic protocol.")
         if epoch > member.member_epoch or (
                 epoch < member.member_epoch and (epoch != member.previous_member_epoch
                                                  or not is_subset(owned, member.assigned))):
-            raise _Fail(E.FENCED_MEMBER_EPOCH,
-                        f"The consumer group member has a {'greater' if epoch > member.member_epoch else 'smaller'} member epoch ({epoch}) than the one known by "
-                        f"the group coordinator ({member.member_epoch}). The member must "
-                        f"abandon all its partitions and rejoin.")
+            raise HeartbeatError(
+                E.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a {'greater' if epoch > member.member_epoch else 'smaller'} member epoch ({epoch}) than the one known by "
+                f"the group coordinator ({member.member_epoch}). The member must "
+                f"abandon all its partitions and rejoin.")
         return member
 
     def _replace_static(self, group: ConsumerGroup, old_id: str, new_id: str,
@@ -614,15 +480,17 @@ class ConsumerGroupCoordinator:
     async def _leave(self, group_id, member_id, epoch, instance_id) -> HeartbeatResult:
         group = self.groups.get(group_id)
         if group is None:
-            raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         member = group.members.get(member_id)
         if member is None and instance_id is not None:
             member = group.member_by_instance(instance_id)
             if member is not None and member.member_id != member_id:
-                raise _Fail(E.FENCED_INSTANCE_ID, f"Static member {instance_id} was replaced.")
+                raise HeartbeatError(
+                    E.FENCED_INSTANCE_ID, f"Static member {instance_id} was replaced.")
         if member is None:
-            raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
-                                             f"{group_id}.")
+            raise HeartbeatError(
+                E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
+                f"{group_id}.")
         if epoch == STATIC_LEAVE_EPOCH:
             left = replace(member, member_epoch=STATIC_LEAVE_EPOCH,
                            previous_member_epoch=member.member_epoch)
@@ -635,232 +503,8 @@ class ConsumerGroupCoordinator:
         if err != E.NONE:
             return HeartbeatResult(err)
         if epoch == LEAVE_EPOCH:
-            await self._maybe_downgrade(group)
+            await self.migration.maybe_downgrade(group)
         return HeartbeatResult(E.NONE, None, member.member_id, epoch, 0, None)
-
-    # --- classic members inside a consumer group (KIP-848 migration) -------------------------
-    def _upgradable(self, classic: GroupMetadata) -> bool:
-        return (self.config.upgrade_enabled and classic.protocol_type == "consumer"
-                and classic.size <= self.config.max_size)
-
-    def _adopt_empty_classic(self, classic: GroupMetadata, records: list) -> ConsumerGroup:
-        """An Empty classic group becomes a consumer group; its offsets stay."""
-        group = ConsumerGroup(classic.group_id, self.time_ms)
-        group.offsets = classic.offsets
-        group.pending_offset_commits = classic.pending_offset_commits
-        group.pending_txn_offsets = classic.pending_txn_offsets
-        self.coordinator.groups.pop(classic.group_id, None)
-        self.groups[classic.group_id] = group
-        if classic.protocol_type is not None:
-            records.append(group_tombstone(classic.group_id))
-        return group
-
-    def _convert_from_classic(self, classic: GroupMetadata, records: list) -> ConsumerGroup:
-        """Online upgrade (Kafka's ConsumerGroup.fromClassicGroup): each classic member keeps
-        its assignment at epoch = the generation and goes on as a classic member."""
-        gid = classic.group_id
-        coord = self.coordinator
-        coord._fail_waiters(classic, E.REBALANCE_IN_PROGRESS)
-        group = ConsumerGroup(gid, self.time_ms)
-        group.offsets = classic.offsets
-        group.pending_offset_commits = classic.pending_offset_commits
-        group.pending_txn_offsets = classic.pending_txn_offsets
-        gen = classic.generation_id
-        records.append(group_tombstone(gid))
-        for m in classic.members.values():
-            try:
-                sub = _decode_subscription(m.metadata(classic.protocol_name))
-                asg = _decode_assignment(m.assignment)
-            except Exception as e:  # noqa: BLE001 - a malformed embedded protocol
-                raise _Fail(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {gid}: "
-                                                  f"{e}.") from None
-            assigned: dict = {}
-            for tp in (asg.assigned_partitions if asg is not None else ()):
-                found = self.topics.lookup(tp.topic)
-                if found is not None and tp.partitions:
-                    assigned[found[0]] = frozenset(tp.partitions)
-            cm = ConsumerGroupMember(
-                member_id=m.member_id, instance_id=m.group_instance_id, client_id=m.client_id,
-                client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
-                subscribed_topic_names=tuple(t for t in sub.topics if t is not None),
-                rack_id=getattr(sub, "rack_id", None), member_epoch=gen,
-                previous_member_epoch=gen, assigned=assigned,
-                classic=ClassicMemberMetadata(m.session_timeout_ms,
-                                              tuple(m.supported_protocols)))
-            group.update_member(cm)
-            group.target[cm.member_id] = assigned
-        group.group_epoch = group.assignment_epoch = gen
-        group.subscription_metadata = self._subscription_metadata(group)
-        records.append(subscription_metadata_record(gid, group.subscription_metadata))
-        records.append(epoch_record(gid, gen))
-        for cm in group.members.values():
-            records.append(member_metadata_record(gid, cm))
-            records.append(target_member_record(gid, cm.member_id, cm.assigned))
-        records.append(target_assignment_epoch_record(gid, gen))
-        for cm in group.members.values():
-            records.append(current_assignment_record(gid, cm))
-        for mid in list(classic.members):
-            self._schedule_session(gid, mid, group.members[mid].classic.session_timeout_ms)
-        classic.state = GroupState.DEAD
-        classic.members.clear()
-        coord.groups.pop(gid, None)
-        self.groups[gid] = group
-        group.note_state()
-        log.info("[GroupId %s] Converted the classic group to a consumer group (online "
-                 "upgrade, %d members).", gid, group.size)
-        return group
-
-    async def _maybe_downgrade(self, group: ConsumerGroup) -> None:
-        """Online downgrade: only classic members remain -> a classic group that rebalances."""
-        if not group.members or not group.all_use_classic_except("") or \
-                not self.config.downgrade_enabled or \
-                group.size > self.config.classic_max_size or \
-                self.groups.get(group.group_id) is not group:
-            return
-        coord = self.coordinator
-        gid = group.group_id
-        classic = GroupMetadata(gid, GroupState.EMPTY, self.time_ms)
-        classic.offsets = group.offsets
-        classic.pending_offset_commits = group.pending_offset_commits
-        classic.pending_txn_offsets = group.pending_txn_offsets
-        classic.protocol_type = "consumer"
-        classic.generation_id = group.group_epoch
-        protocols = None
-        for cm in group.members.values():
-            names = [n for n, _ in cm.classic.supported_protocols]
-            protocols = set(names) if protocols is None else protocols & set(names)
-        first = next(iter(group.members.values()))
-        classic.protocol_name = next((n for n, _ in first.classic.supported_protocols
-                                      if n in (protocols or ())), None)
-        for cm in group.members.values():
-            mm = MemberMetadata(cm.member_id, cm.instance_id, cm.client_id, cm.client_host,
-                                cm.rebalance_timeout_ms if cm.rebalance_timeout_ms > 0
-                                else cm.classic.session_timeout_ms,
-                                cm.classic.session_timeout_ms, "consumer",
-                                list(cm.classic.supported_protocols))
-            mm.assignment = _encode_assignment(cm.assigned, self.topics)
-            classic.members[cm.member_id] = mm
-            for name in mm.protocols():
-                classic.supported_protocols[name] = classic.supported_protocols.get(name, 0) + 1
-            if cm.instance_id is not None:
-                classic.static_members[cm.instance_id] = cm.member_id
-            self._cancel_timers(gid, cm.member_id)
-        classic.leader_id = next(iter(classic.members))
-        classic.state = GroupState.STABLE
-        records = group_tombstones(group)
-        records.append(group_metadata_record(classic))
-        group.dead = True
-        del self.groups[gid]
-        coord.groups[gid] = classic
-        log.info("[GroupId %s] Converted the consumer group to a classic group (online "
-                 "downgrade, %d members).", gid, classic.size)
-        for mm in classic.members.values():
-            coord._complete_and_schedule_heartbeat(classic, mm)
-        coord._prepare_rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
-        await self._append(gid, records)
-
-    async def classic_join(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
-                           require_known_member_id: bool, client_id: str, client_host: str,
-                           rebalance_timeout_ms: int, session_timeout_ms: int,
-                           protocol_type: str, protocols: list[tuple[str, bytes]]) -> JoinResult:
-        """JoinGroup of a classic member into a consumer group (answered at once)."""
-        gid = group.group_id
-        if protocol_type != "consumer" or not protocols:
-            return JoinResult(int(E.INCONSISTENT_GROUP_PROTOCOL), member_id)
-        unknown = not member_id
-        if unknown:
-            member_id = f"{client_id}-{uuid.uuid4()}"
-            if require_known_member_id and instance_id is None:
-                return JoinResult(int(E.MEMBER_ID_REQUIRED), member_id)
-        try:
-            sub = _decode_subscription(protocols[0][1])
-        except Exception:  # noqa: BLE001 - malformed subscription bytes
-            return JoinResult(int(E.INCONSISTENT_GROUP_PROTOCOL), member_id)
-        records: list = []
-        old = group.members.get(member_id)
-        if old is None and instance_id is not None:
-            held = group.member_by_instance(instance_id)
-            if held is not None:
-                old = held
-        if old is None:
-            if not unknown:
-                return JoinResult(int(E.UNKNOWN_MEMBER_ID), member_id)
-            if group.size >= self.config.max_size:
-                return JoinResult(int(E.GROUP_MAX_SIZE_REACHED), member_id)
-        base = old if old is not None else ConsumerGroupMember(member_id)
-        replaced = old is not None and old.member_id != member_id
-        if replaced:
-            self._replace_static(group, old.member_id, member_id, records)
-            base = replace(old, member_id=member_id)
-        new = replace(base, instance_id=instance_id, client_id=client_id,
-                      client_host=client_host, rebalance_timeout_ms=rebalance_timeout_ms,
-                      rack_id=getattr(sub, "rack_id", None) or base.rack_id,
-                      subscribed_topic_names=tuple(t for t in sub.topics if t is not None),
-                      subscribed_topic_regex=None, server_assignor=None,
-                      classic=ClassicMemberMetadata(session_timeout_ms, tuple(protocols)))
-        bump = old is None or _subscription_changed(base, new)
-        group.update_member(new)
-        self._refresh_and_assign(group, bump, records)
-        owned: dict = {}
-        for tp in getattr(sub, "owned_partitions", None) or ():
-            found = self.topics.lookup(tp.topic)
-            if found is not None and tp.partitions:
-                owned[found[0]] = frozenset(tp.partitions)
-        reconciled = self._reconcile(group, new, owned)
-        self._store(group, None if (old is None or replaced) else old, reconciled, records)
-        group.note_state()
-        self._schedule_session(gid, member_id, session_timeout_ms)
-        err = await self._append(gid, records)
-        if err != E.NONE:
-            return JoinResult(int(err), member_id)
-        return JoinResult(0, member_id, reconciled.member_epoch, "consumer", protocols[0][0],
-                          "", [])
-
-    def classic_sync(self, group: ConsumerGroup, generation_id: int, member_id: str,
-                     protocol_type: str | None, protocol_name: str | None) -> SyncResult:
-        m = group.members.get(member_id)
-        if m is None or not m.uses_classic_protocol:
-            return SyncResult(int(E.UNKNOWN_MEMBER_ID))
-        if generation_id != m.member_epoch:
-            return SyncResult(int(E.ILLEGAL_GENERATION))
-        names = [n for n, _ in m.classic.supported_protocols]
-        if (protocol_type is not None and protocol_type != "consumer") or \
-                (protocol_name is not None and protocol_name not in names):
-            return SyncResult(int(E.INCONSISTENT_GROUP_PROTOCOL))
-        return SyncResult(0, "consumer", protocol_name or names[0],
-                          _encode_assignment(m.assigned, self.topics))
-
-    def classic_heartbeat(self, group: ConsumerGroup, member_id: str, generation_id: int
-                          ) -> ErrorCode:
-        m = group.members.get(member_id)
-        if m is None or not m.uses_classic_protocol:
-            return E.UNKNOWN_MEMBER_ID
-        if generation_id != m.member_epoch:
-            return E.ILLEGAL_GENERATION
-        self._schedule_session(group.group_id, member_id, m.classic.session_timeout_ms)
-        if m.state is not MemberState.STABLE or m.member_epoch != group.assignment_epoch or \
-                group.group_epoch > group.assignment_epoch:
-            return E.REBALANCE_IN_PROGRESS
-        return E.NONE
-
-    def classic_leave(self, group: ConsumerGroup, leaving: list[tuple[str, str | None]]
-                      ) -> list[ErrorCode]:
-        out = []
-        records: list = []
-        for member_id, instance_id in leaving:
-            m = group.members.get(member_id) if member_id else \
-                group.member_by_instance(instance_id)
-            if m is None:
-                out.append(E.UNKNOWN_MEMBER_ID)
-                continue
-            if instance_id is not None and m.instance_id != instance_id:
-                out.append(E.FENCED_INSTANCE_ID)
-                continue
-            records += self._remove_member(group, m.member_id)
-            out.append(E.NONE)
-        if records:
-            self.coordinator._spawn(self._append_after_fence(group, records))
-        return out
 
     # --- offsets, describe, delete -----------------------------------------------------------
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str,
@@ -902,7 +546,7 @@ class ConsumerGroupCoordinator:
     def member_topics(self, m: ConsumerGroupMember) -> set[str]:
         try:
             return self._member_topics(m)
-        except _Fail:
+        except HeartbeatError:
             return set(m.subscribed_topic_names)
 
     async def delete_group(self, group: ConsumerGroup) -> ErrorCode:
@@ -934,12 +578,6 @@ class ConsumerGroupCoordinator:
             for t in timers.values():
                 t.cancel()
             timers.clear()
-
-
-def _subscription_changed(a: ConsumerGroupMember, b: ConsumerGroupMember) -> bool:
-    return (a.subscribed_topic_names != b.subscribed_topic_names
-            or a.subscribed_topic_regex != b.subscribed_topic_regex
-            or a.server_assignor != b.server_assignor or a.rack_id != b.rack_id)
 
 
 def _metadata_changed(a: ConsumerGroupMember, b: ConsumerGroupMember) -> bool:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from coordinator.group.group import GroupMetadata, OffsetAndMetadata
 
 __all__ = ["Assignment", "ClassicMemberMetadata", "ConsumerGroup", "ConsumerGroupMember",
-           "ConsumerGroupState", "MemberState", "reconcile"]
+           "ConsumerGroupState", "MemberState", "reconcile", "subscription_changed"]
 
 Assignment = dict  # {uuid.UUID: frozenset[int]}
 EMPTY_ASSIGNMENT: dict = {}
@@ -311,3 +311,11 @@ class ConsumerGroup:
     def __repr__(self) -> str:
         return (f"ConsumerGroup({self.group_id}, {self.state}, epoch={self.group_epoch}, "
                 f"assignment_epoch={self.assignment_epoch}, members={list(self.members)})")
+
+
+def subscription_changed(a: ConsumerGroupMember, b: ConsumerGroupMember) -> bool:
+    """Whether what a member subscribes with (names, regex, assignor, rack) differs."""
+    return (a.subscribed_topic_names != b.subscribed_topic_names
+            or a.subscribed_topic_regex != b.subscribed_topic_regex
+            or a.server_assignor != b.server_assignor or a.rack_id != b.rack_id)
+

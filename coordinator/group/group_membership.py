@@ -83,7 +83,7 @@ class GroupMembership:
             return fail(E.GROUP_ID_NOT_FOUND)  # a share group (Kafka: not a classic group)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:  # a classic member of a KIP-848 group (migration)
-            return self._spawn_callback(self.consumer.classic_join(
+            return self._spawn_callback(self.consumer.migration.classic_join(
                 consumer_group, member_id, group_instance_id, require_known_member_id,
                 client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
                 protocol_type, protocols), callback, JoinResult(int(E.UNKNOWN_SERVER_ERROR),
@@ -409,7 +409,7 @@ class GroupMembership:
             return fail(err)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
-            return callback(self.consumer.classic_sync(consumer_group, generation_id, member_id,
+            return callback(self.consumer.migration.classic_sync(consumer_group, generation_id, member_id,
                                                        protocol_type, protocol_name))
         group = self.groups.get(group_id)
         if group is None:
@@ -488,7 +488,7 @@ class GroupMembership:
             return err
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
-            return self.consumer.classic_heartbeat(consumer_group, member_id, generation_id)
+            return self.consumer.migration.classic_heartbeat(consumer_group, member_id, generation_id)
         group = self.groups.get(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
@@ -516,7 +516,7 @@ class GroupMembership:
             return err, [err] * len(leaving)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
-            return E.NONE, self.consumer.classic_leave(consumer_group, leaving)
+            return E.NONE, self.consumer.migration.classic_leave(consumer_group, leaving)
         group = self.groups.get(group_id)
         if group is None:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)

@@ -37,8 +37,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import replace
 
-from coordinator.group.consumer_coordinator import HeartbeatResult, TopicView
 from coordinator.group.group import GroupState
+from coordinator.group.heartbeat_common import HeartbeatResult, TopicView
 from coordinator.group.share_group import Assignment, ShareGroup, ShareGroupMember
 from coordinator.group.share_group_records import (
     current_assignment_record,

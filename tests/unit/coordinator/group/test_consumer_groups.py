@@ -10,14 +10,12 @@ import uuid
 import pytest
 
 from coordinator.group.assignors import MemberSpec, RangeAssignor, UniformAssignor
-from coordinator.group.consumer_coordinator import (
-    ConsumerGroupConfig,
-    ConsumerGroupCoordinator,
-    TopicView,
-)
+from coordinator.group.consumer_config import ConsumerGroupConfig
+from coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
 from coordinator.group.consumer_group import ConsumerGroupState
 from coordinator.group.consumer_records import ConsumerGroupReplay
 from coordinator.group.group import OffsetAndMetadata
+from coordinator.group.heartbeat_common import TopicView
 from protocol.errors import ErrorCode as E
 from protocol.messages import ConsumerProtocolSubscription
 from tests.unit.coordinator.group.coordinator_helpers import Harness

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from coordinator.group.consumer_coordinator import TopicView
+from coordinator.group.heartbeat_common import TopicView
 from coordinator.group.share_group_records import ShareGroupReplay
 from coordinator.group.share_groups import ShareGroupConfig, ShareGroupCoordinator
 from coordinator.share.persister import ReadStateSummaryResult
@@ -195,10 +195,8 @@ async def test_offsets_admin(env):
 
 
 async def test_classic_and_consumer_protocols_refuse_a_share_group_id(env):
-    from coordinator.group.consumer_coordinator import (
-        ConsumerGroupConfig,
-        ConsumerGroupCoordinator,
-    )
+    from coordinator.group.consumer_config import ConsumerGroupConfig
+    from coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
     await beat(env, "m1", 0, ["a"])
     out = env.join(group="g")
     await env.coordinator.wait_idle()
