@@ -38,7 +38,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from coordinator.group.group import GroupState
-from coordinator.group.heartbeat_common import HeartbeatResult, TopicView
+from coordinator.group.heartbeat_common import (
+    LEAVE_EPOCH,
+    HeartbeatError,
+    HeartbeatResult,
+    TopicView,
+)
 from coordinator.group.share_group import Assignment, ShareGroup, ShareGroupMember
 from coordinator.group.share_group_records import (
     current_assignment_record,
@@ -63,15 +68,7 @@ __all__ = ["ShareGroupConfig", "ShareGroupCoordinator"]
 
 log = logging.getLogger(__name__)
 E = ErrorCode
-LEAVE_EPOCH = -1
 ASSIGNOR_NAME = "simple"
-
-
-class _Fail(Exception):
-    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
 
 
 class ShareGroupConfig:
@@ -232,7 +229,7 @@ class ShareGroupCoordinator:
                     return await self._leave(group_id, member_id)
                 return await self._heartbeat(group_id, member_id, member_epoch, rack_id, names,
                                              client_id, client_host)
-        except _Fail as f:
+        except HeartbeatError as f:
             return HeartbeatResult(f.error, f.message)
 
     def _group(self, group_id: str, create: bool) -> ShareGroup:
@@ -240,9 +237,9 @@ class ShareGroupCoordinator:
         if group is not None:
             return group
         if self._other_group(group_id):
-            raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         if not create:
-            raise _Fail(E.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
         group = self.groups[group_id] = ShareGroup(group_id)
         return group
 
@@ -254,11 +251,13 @@ class ShareGroupCoordinator:
             member_id = str(uuid.uuid4())
         old = group.members.get(member_id)
         if old is None and not joining:
-            raise _Fail(E.UNKNOWN_MEMBER_ID,
-                        f"Member {member_id} is not a member of group {group_id}.")
+            raise HeartbeatError(
+                E.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {group_id}.")
         if old is None and len(group.members) >= self.config.max_size:
-            raise _Fail(E.GROUP_MAX_SIZE_REACHED, "The share group has reached its maximum "
-                        f"capacity of {self.config.max_size} members.")
+            raise HeartbeatError(
+                E.GROUP_MAX_SIZE_REACHED, "The share group has reached its maximum "
+                f"capacity of {self.config.max_size} members.")
         if old is not None and member_epoch != 0:
             _check_epoch(old, member_epoch)
         records: list = []
@@ -296,8 +295,9 @@ class ShareGroupCoordinator:
     async def _leave(self, group_id: str, member_id: str) -> HeartbeatResult:
         group = self._group(group_id, False)
         if member_id not in group.members:
-            raise _Fail(E.UNKNOWN_MEMBER_ID,
-                        f"Member {member_id} is not a member of group {group_id}.")
+            raise HeartbeatError(
+                E.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {group_id}.")
         log.info("[GroupId %s] Member %s left the share group.", group_id, member_id)
         records = self._remove_member(group, member_id)
         err = await self._append(group_id, records)
@@ -343,12 +343,13 @@ class ShareGroupCoordinator:
     def _admin_group(self, group_id: str) -> ShareGroup:
         err = self.coordinator.coordinator_error(group_id)
         if err != E.NONE:
-            raise _Fail(err)
+            raise HeartbeatError(err)
         group = self.groups.get(group_id)
         if group is None:
             if self._other_group(group_id):
-                raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-            raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+                raise HeartbeatError(
+                    E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         return group
 
     async def describe_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None):
@@ -356,7 +357,7 @@ class ShareGroupCoordinator:
         error, message)])]); ``topics`` None = every partition the group has state for."""
         try:
             group = self._admin_group(group_id)
-        except _Fail as f:
+        except HeartbeatError as f:
             return f.error, f.message, []
         if topics is None:
             by_topic: dict[str, list[int]] = {}
@@ -391,7 +392,7 @@ class ShareGroupCoordinator:
         state epoch (a running leader is fenced and reloads)."""
         try:
             group = self._admin_group(group_id)
-        except _Fail as f:
+        except HeartbeatError as f:
             return f.error, f.message, []
         async with self._lock(group_id):
             if group.members:
@@ -444,7 +445,7 @@ class ShareGroupCoordinator:
         answers GROUP_SUBSCRIBED_TO_TOPIC; else its share state is deleted."""
         try:
             group = self._admin_group(group_id)
-        except _Fail as f:
+        except HeartbeatError as f:
             return f.error, f.message, []
         async with self._lock(group_id):
             subscribed = group.subscribed_topics()
@@ -502,28 +503,31 @@ def _validate(group_id: str, member_id: str, epoch: int, rack_id: str | None,
               names: list[str] | None) -> None:
     """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid."""
     if not group_id:
-        raise _Fail(E.INVALID_REQUEST, "GroupId can't be empty.")
+        raise HeartbeatError(E.INVALID_REQUEST, "GroupId can't be empty.")
     if rack_id is not None and not rack_id:
-        raise _Fail(E.INVALID_REQUEST, "RackId can't be empty.")
+        raise HeartbeatError(E.INVALID_REQUEST, "RackId can't be empty.")
     if epoch > 0 or epoch == LEAVE_EPOCH:
         if not member_id:
-            raise _Fail(E.INVALID_REQUEST, "MemberId can't be empty.")
+            raise HeartbeatError(E.INVALID_REQUEST, "MemberId can't be empty.")
     elif epoch == 0:
         if not names:
-            raise _Fail(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+            raise HeartbeatError(
+                E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
     else:
-        raise _Fail(E.INVALID_REQUEST, "MemberEpoch is invalid.")
+        raise HeartbeatError(E.INVALID_REQUEST, "MemberEpoch is invalid.")
 
 
 def _check_epoch(member: ShareGroupMember, received: int) -> None:
     """Kafka's throwIfShareGroupMemberEpochIsInvalid."""
     if received > member.member_epoch:
-        raise _Fail(E.FENCED_MEMBER_EPOCH, "The share group member has a greater member epoch "
-                    f"({received}) than the one known by the group coordinator "
-                    f"({member.member_epoch}). The member must abandon all its partitions and "
-                    "rejoin.")
+        raise HeartbeatError(
+            E.FENCED_MEMBER_EPOCH, "The share group member has a greater member epoch "
+            f"({received}) than the one known by the group coordinator "
+            f"({member.member_epoch}). The member must abandon all its partitions and "
+            "rejoin.")
     if received < member.member_epoch and received != member.previous_member_epoch:
-        raise _Fail(E.FENCED_MEMBER_EPOCH, "The share group member has a smaller member epoch "
-                    f"({received}) than the one known by the group coordinator "
-                    f"({member.member_epoch}). The member must abandon all its partitions and "
-                    "rejoin.")
+        raise HeartbeatError(
+            E.FENCED_MEMBER_EPOCH, "The share group member has a smaller member epoch "
+            f"({received}) than the one known by the group coordinator "
+            f"({member.member_epoch}). The member must abandon all its partitions and "
+            "rejoin.")
