@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 __all__ = ["AclBinding", "AclBindingFilter", "AclEntry", "AclOperation", "AclPermissionType",
            "PatternType", "ResourcePattern", "ResourceType", "CLUSTER_NAME",
-           "SUPPORTED_OPERATIONS", "WILDCARD", "WILDCARD_HOST"]
+           "SUPPORTED_OPERATIONS", "WILDCARD", "WILDCARD_HOST", "code_name"]
 
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"  # resource name / principal name matching everything
@@ -102,6 +102,15 @@ class PatternType(enum.IntEnum):
     @classmethod
     def parse(cls, text: str) -> PatternType:
         return cls[text.upper()]
+
+
+def code_name(kind: type[enum.IntEnum], code: int) -> str:
+    """The name kafka-acls.sh prints for a wire code of ``kind`` (``TOPIC``, ``READ``, ...),
+    or the number itself for a code this version does not know."""
+    try:
+        return kind(code).name
+    except ValueError:
+        return str(code)
 
 
 def _camel(name: str) -> str:

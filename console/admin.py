@@ -20,10 +20,10 @@ partition reassignments with the bytes copied, and every broker's log directorie
 from __future__ import annotations
 
 from cli._configs_clients import LABEL, SCRAM_MECHANISMS
-from cli.acls import OP_NAME, PERM, PTYPE_NAME, RTYPE_NAME
 from client.admin import AdminRouter
 from client.connection import error_name
 from client.metadata import check_error
+from common.acl import AclOperation, AclPermissionType, PatternType, ResourceType, code_name
 from console.queries import leaders_of
 
 __all__ = ["acls", "scram_users", "quotas", "transactions", "reassignments", "log_dirs"]
@@ -41,11 +41,11 @@ def acls(c) -> dict:
     if resp.error_code == SECURITY_DISABLED:
         return {"enabled": False, "acls": []}
     check_error(resp.error_code, resp.error_message, "cannot describe ACLs")
-    rows = [{"resource_type": RTYPE_NAME.get(r.resource_type, r.resource_type),
-             "name": r.resource_name, "pattern": PTYPE_NAME.get(r.pattern_type, r.pattern_type),
+    rows = [{"resource_type": code_name(ResourceType, r.resource_type),
+             "name": r.resource_name, "pattern": code_name(PatternType, r.pattern_type),
              "principal": a.principal, "host": a.host,
-             "operation": OP_NAME.get(a.operation, a.operation),
-             "permission": PERM.get(a.permission_type, a.permission_type)}
+             "operation": code_name(AclOperation, a.operation),
+             "permission": code_name(AclPermissionType, a.permission_type)}
             for r in resp.resources for a in r.acls]
     rows.sort(key=lambda r: (str(r["resource_type"]), r["name"], r["principal"],
                              str(r["operation"])))
