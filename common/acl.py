@@ -40,11 +40,8 @@ class ResourceType(enum.IntEnum):
 
     @classmethod
     def parse(cls, text: str) -> ResourceType:
-        key = text.replace("_", "").replace("-", "").lower()
-        for rt in cls:
-            if rt.name.replace("_", "").lower() == key:
-                return rt
-        raise ValueError(f"unknown resource type {text}")
+        """``Topic``, ``TOPIC``, ``transactional-id``, ``TransactionalId`` ...; ValueError."""
+        return _parse_name(cls, text, "resource type")
 
 
 class AclOperation(enum.IntEnum):
@@ -70,11 +67,8 @@ class AclOperation(enum.IntEnum):
 
     @classmethod
     def parse(cls, text: str) -> AclOperation:
-        key = text.replace("_", "").replace("-", "").lower()
-        for op in cls:
-            if op.name.replace("_", "").lower() == key:
-                return op
-        raise ValueError(f"unknown operation {text}")
+        """``Read``, ``CLUSTER_ACTION``, ``cluster-action``, ``ClusterAction`` ...; ValueError."""
+        return _parse_name(cls, text, "operation")
 
 
 class AclPermissionType(enum.IntEnum):
@@ -111,6 +105,15 @@ def code_name(kind: type[enum.IntEnum], code: int) -> str:
         return kind(code).name
     except ValueError:
         return str(code)
+
+
+def _parse_name(kind, text: str, what: str):
+    """The member of ``kind`` named ``text`` in any case, with or without ``_``/``-``."""
+    key = text.replace("_", "").replace("-", "").lower()
+    for member in kind:
+        if member.name.replace("_", "").lower() == key:
+            return member
+    raise ValueError(f"unknown {what} {text}")
 
 
 def _camel(name: str) -> str:
