@@ -22,7 +22,16 @@ WILDCARD = "*"  # resource name / principal name matching everything
 WILDCARD_HOST = "*"
 
 
-class ResourceType(enum.IntEnum):
+class _AclEnum(enum.IntEnum):
+    @property
+    def znode_name(self) -> str:
+        """The camel-case name ZooKeeper documents use: ``Topic``, ``TransactionalId``,
+        ``ClusterAction``, ``Allow`` ... (Kafka's ``SecurityUtils.resourceTypeName`` and
+        ``AclEntry`` JSON)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+class ResourceType(_AclEnum):
     UNKNOWN = 0
     ANY = 1
     TOPIC = 2
@@ -32,19 +41,13 @@ class ResourceType(enum.IntEnum):
     DELEGATION_TOKEN = 6
     USER = 7
 
-    @property
-    def znode_name(self) -> str:
-        """``Topic``, ``Group``, ``Cluster``, ``TransactionalId``, ``DelegationToken``,
-        ``User`` (Kafka's ``SecurityUtils.resourceTypeName``)."""
-        return _camel(self.name)
-
     @classmethod
     def parse(cls, text: str) -> ResourceType:
         """``Topic``, ``TOPIC``, ``transactional-id``, ``TransactionalId`` ...; ValueError."""
         return _parse_name(cls, text, "resource type")
 
 
-class AclOperation(enum.IntEnum):
+class AclOperation(_AclEnum):
     UNKNOWN = 0
     ANY = 1
     ALL = 2
@@ -61,32 +64,24 @@ class AclOperation(enum.IntEnum):
     CREATE_TOKENS = 13
     DESCRIBE_TOKENS = 14
 
-    @property
-    def znode_name(self) -> str:
-        return _camel(self.name)
-
     @classmethod
     def parse(cls, text: str) -> AclOperation:
         """``Read``, ``CLUSTER_ACTION``, ``cluster-action``, ``ClusterAction`` ...; ValueError."""
         return _parse_name(cls, text, "operation")
 
 
-class AclPermissionType(enum.IntEnum):
+class AclPermissionType(_AclEnum):
     UNKNOWN = 0
     ANY = 1
     DENY = 2
     ALLOW = 3
-
-    @property
-    def znode_name(self) -> str:
-        return _camel(self.name)
 
     @classmethod
     def parse(cls, text: str) -> AclPermissionType:
         return cls[text.upper()]
 
 
-class PatternType(enum.IntEnum):
+class PatternType(_AclEnum):
     UNKNOWN = 0
     ANY = 1
     MATCH = 2
@@ -114,10 +109,6 @@ def _parse_name(kind, text: str, what: str):
         if member.name.replace("_", "").lower() == key:
             return member
     raise ValueError(f"unknown {what} {text}")
-
-
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
 
 
 #: operations each resource type accepts in ACLs and authorized-operations fields
