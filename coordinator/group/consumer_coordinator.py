@@ -210,13 +210,7 @@ class ConsumerGroupCoordinator:
         self._watch_revocation(group, new)
 
     async def _append(self, group_id: str, records: list) -> ErrorCode:
-        if not records:
-            return E.NONE
-        err = await self.coordinator.store.append(self.coordinator.partition_for(group_id),
-                                                  records)
-        if err in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-            return E.UNKNOWN_SERVER_ERROR
-        return err
+        return await self.coordinator.append_group_records(group_id, records)
 
     # --- timers ------------------------------------------------------------------------------
     def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int) -> None:

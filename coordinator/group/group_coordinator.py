@@ -39,7 +39,7 @@ from coordinator.group.group import (
     SyncResult,
 )
 from coordinator.group.group_membership import GroupMembership
-from coordinator.group.group_store import GroupStore
+from coordinator.group.group_store import SIZE_ERRORS, GroupStore
 from coordinator.group.partition_loading import PartitionLoading
 from coordinator.group.records import group_tombstone, offset_commit_record, offset_tombstone
 from coordinator.runtime import CoordinatorTimer
@@ -174,6 +174,15 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
     def partition_for(self, group_id: str) -> int:
         return self.store.partition_for(group_id)
 
+    async def append_group_records(self, group_id: str, records: list) -> ErrorCode:
+        """Append a consumer or share group's own records (not offsets) to its
+        ``__consumer_offsets`` partition: the store's error, a size error answered as
+        UNKNOWN_SERVER_ERROR (Kafka's CoordinatorRuntime for group records)."""
+        if not records:
+            return E.NONE
+        err = await self.store.append(self.partition_for(group_id), records)
+        return E.UNKNOWN_SERVER_ERROR if err in SIZE_ERRORS else err
+
     # --- offsets -------------------------------------------------------------------------------
     async def handle_commit_offsets(self, group_id: str, member_id: str,
                                     group_instance_id: str | None, generation_id: int,
@@ -260,7 +269,7 @@ class GroupCoordinator(PartitionLoading, GroupMembership):
         except BaseException:
             group.finish_offset_commit(None, valid)
             raise
-        if err in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+        if err in SIZE_ERRORS:
             err = E.INVALID_COMMIT_OFFSET_SIZE
         group.finish_offset_commit(valid if err == E.NONE else None, valid)
         for tp in valid:

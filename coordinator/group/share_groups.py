@@ -123,13 +123,7 @@ class ShareGroupCoordinator:
             group_id in c.groups and not c.groups[group_id].is_state(GroupState.DEAD))
 
     async def _append(self, group_id: str, records: list) -> ErrorCode:
-        if not records:
-            return E.NONE
-        err = await self.coordinator.store.append(self.coordinator.partition_for(group_id),
-                                                  records)
-        if err in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-            return E.UNKNOWN_SERVER_ERROR
-        return err
+        return await self.coordinator.append_group_records(group_id, records)
 
     def _metadata(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
         out = {}
