@@ -20,7 +20,8 @@ epoch), Reconciling (some member not yet Stable at the assignment epoch), Stable
 Members may also be **classic** members (KIP-848 online migration): consumers using
 JoinGroup/SyncGroup/Heartbeat whose state lives here; ``classic`` holds their session timeout
 and supported protocols. Offsets of the group live in ``offsets`` (same API as the classic
-``GroupMetadata`` offsets, so the coordinator's commit path serves both kinds).
+``GroupMetadata`` offsets: both are ``GroupOffsets``, so the coordinator's commit path serves
+both kinds).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from coordinator.group.group import GroupMetadata, OffsetAndMetadata
+from coordinator.group.group import GroupOffsets
 
 __all__ = ["Assignment", "ClassicMemberMetadata", "ConsumerGroup", "ConsumerGroupMember",
            "ConsumerGroupState", "MemberState", "reconcile", "subscription_changed"]
@@ -170,7 +171,7 @@ def _next(member: ConsumerGroupMember, member_epoch: int, target_epoch: int,
                              pending_revocation={})
 
 
-class ConsumerGroup:
+class ConsumerGroup(GroupOffsets):
     """One KIP-848 group (see the module docstring). ``now_ms`` is the wall clock used for
     the time the group last changed state (offset retention of Empty groups, KIP-211)."""
 
@@ -189,10 +190,7 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
         # (topic id, partition) -> epoch of the member holding it (assigned or revoking)
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
-        self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        self.pending_offset_commits: dict[tuple[str, int], int] = {}
-        # transactional offset commits awaiting their marker (KIP-98), by producer id
-        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        super().__init__()
         self.current_state_timestamp = self._now_ms()
         self._last_state = ConsumerGroupState.EMPTY
         self.dead = False
@@ -280,12 +278,7 @@ class ConsumerGroup:
             out.update(m.subscribed_topic_names)
         return out
 
-    # --- offsets (the interface GroupCoordinator's commit path uses) -----------------------
-    # the same bookkeeping as a classic group's (GroupMetadata's functions, shared)
-    prepare_offset_commit = GroupMetadata.prepare_offset_commit
-    finish_offset_commit = GroupMetadata.finish_offset_commit
-    has_pending_offset_commit = GroupMetadata.has_pending_offset_commit
-
+    # --- offsets (the bookkeeping is GroupOffsets', shared with classic groups) ------------
     def expired_offsets(self, now_ms: int, retention_ms: int,
                         subscribed: set[str] | None = None) -> list[tuple[str, int]]:
         """Kafka's consumer-group retention: an Empty group's offsets ``retention_ms`` after

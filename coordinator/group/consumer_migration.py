@@ -120,9 +120,7 @@ class ClassicMigration:
     def adopt_empty_classic(self, classic: GroupMetadata, records: list) -> ConsumerGroup:
         """An Empty classic group becomes a consumer group; its offsets stay."""
         group = ConsumerGroup(classic.group_id, self.time_ms)
-        group.offsets = classic.offsets
-        group.pending_offset_commits = classic.pending_offset_commits
-        group.pending_txn_offsets = classic.pending_txn_offsets
+        group.take_offsets(classic)
         self.coordinator.groups.pop(classic.group_id, None)
         self.groups[classic.group_id] = group
         if classic.protocol_type is not None:
@@ -136,9 +134,7 @@ class ClassicMigration:
         coord = self.coordinator
         coord._fail_waiters(classic, E.REBALANCE_IN_PROGRESS)
         group = ConsumerGroup(gid, self.time_ms)
-        group.offsets = classic.offsets
-        group.pending_offset_commits = classic.pending_offset_commits
-        group.pending_txn_offsets = classic.pending_txn_offsets
+        group.take_offsets(classic)
         gen = classic.generation_id
         records.append(group_tombstone(gid))
         for m in classic.members.values():
@@ -195,9 +191,7 @@ class ClassicMigration:
         coord = self.coordinator
         gid = group.group_id
         classic = GroupMetadata(gid, GroupState.EMPTY, self.time_ms)
-        classic.offsets = group.offsets
-        classic.pending_offset_commits = group.pending_offset_commits
-        classic.pending_txn_offsets = group.pending_txn_offsets
+        classic.take_offsets(group)
         classic.protocol_type = "consumer"
         classic.generation_id = group.group_epoch
         protocols = None

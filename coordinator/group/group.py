@@ -38,6 +38,7 @@ from protocol.messages import MESSAGES
 
 __all__ = [
     "GroupMetadata",
+    "GroupOffsets",
     "GroupState",
     "IllegalStateTransition",
     "MemberMetadata",
@@ -88,6 +89,51 @@ class OffsetAndMetadata:
     metadata: str = ""
     commit_timestamp: int = -1
     expire_timestamp: int = -1
+
+
+class GroupOffsets:
+    """The committed offsets of a group and the commits in flight: what the classic
+    (``GroupMetadata``) and the KIP-848 (``ConsumerGroup``) groups keep alike, so the
+    coordinator's commit, fetch and transactional-offset paths serve both kinds.
+
+    ``offsets``: (topic, partition) -> OffsetAndMetadata; ``pending_offset_commits``:
+    (topic, partition) -> appends in flight; ``pending_txn_offsets``: producer id -> offsets
+    waiting for the transaction's COMMIT marker (TxnOffsetCommit, ``txn_offsets``)."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        self.pending_offset_commits: dict[tuple[str, int], int] = {}
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
+
+    def take_offsets(self, other: GroupOffsets) -> None:
+        """Carry ``other``'s offsets and commits in flight over (a group converted between
+        the classic and the consumer protocol keeps them)."""
+        self.offsets = other.offsets
+        self.pending_offset_commits = other.pending_offset_commits
+        self.pending_txn_offsets = other.pending_txn_offsets
+
+    def prepare_offset_commit(self, tps) -> None:
+        for tp in tps:
+            self.pending_offset_commits[tp] = self.pending_offset_commits.get(tp, 0) + 1
+
+    def finish_offset_commit(self, committed: dict[tuple[str, int], OffsetAndMetadata] | None,
+                             tps) -> None:
+        """The append finished: store ``committed`` (None when it failed) and drop the
+        pending marks of ``tps``."""
+        for tp in tps:
+            n = self.pending_offset_commits.get(tp, 0) - 1
+            if n > 0:
+                self.pending_offset_commits[tp] = n
+            else:
+                self.pending_offset_commits.pop(tp, None)
+        if committed:
+            self.offsets.update(committed)
+
+    def has_pending_offset_commit(self, tp: tuple[str, int]) -> bool:
+        """A commit of `tp` in flight, or one in an open transaction (KIP-447: OffsetFetch
+        with require_stable answers UNSTABLE_OFFSET_COMMIT)."""
+        return tp in self.pending_offset_commits or \
+            any(tp in p for p in self.pending_txn_offsets.values())
 
 
 @dataclass(slots=True)
@@ -188,7 +234,7 @@ class MemberMetadata:
                 f"protocols={self.protocols()})")
 
 
-class GroupMetadata:
+class GroupMetadata(GroupOffsets):
     """One group (see the module docstring). ``now_ms`` is the wall clock for
     ``current_state_timestamp`` (KIP-211: when the group last changed state)."""
 
@@ -209,11 +255,7 @@ class GroupMetadata:
         self.num_members_awaiting_join = 0
         self.supported_protocols: dict[str, int] = {}
         self.new_member_added = False
-        self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        self.pending_offset_commits: dict[tuple[str, int], int] = {}
-        # TxnOffsetCommit (coordinator.group.txn_offsets): producer id -> offsets waiting
-        # for the transaction's COMMIT marker
-        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        super().__init__()
 
     # --- state machine ---------------------------------------------------------------------
     def is_state(self, state: GroupState) -> bool:
@@ -468,30 +510,7 @@ class GroupMetadata:
         return [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
                 for m in self.members.values()]
 
-    # --- offsets ---------------------------------------------------------------------------
-    def prepare_offset_commit(self, tps) -> None:
-        for tp in tps:
-            self.pending_offset_commits[tp] = self.pending_offset_commits.get(tp, 0) + 1
-
-    def finish_offset_commit(self, committed: dict[tuple[str, int], OffsetAndMetadata] | None,
-                             tps) -> None:
-        """The append finished: store ``committed`` (None when it failed) and drop the
-        pending marks of ``tps``."""
-        for tp in tps:
-            n = self.pending_offset_commits.get(tp, 0) - 1
-            if n > 0:
-                self.pending_offset_commits[tp] = n
-            else:
-                self.pending_offset_commits.pop(tp, None)
-        if committed:
-            self.offsets.update(committed)
-
-    def has_pending_offset_commit(self, tp: tuple[str, int]) -> bool:
-        """A commit of `tp` in flight, or one in an open transaction (KIP-447: OffsetFetch
-        with require_stable answers UNSTABLE_OFFSET_COMMIT)."""
-        return tp in self.pending_offset_commits or \
-            any(tp in p for p in self.pending_txn_offsets.values())
-
+    # --- offsets (GroupOffsets) ------------------------------------------------------------
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         """The offsets to expire now (Kafka's ``removeExpiredOffsets``; ``retention_ms`` =
         ``offsets.retention.minutes``). An offset with a commit in flight never expires; one
