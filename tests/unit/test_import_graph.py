@@ -8,9 +8,8 @@ c`` is an edge to ``a.b`` and, when ``a.b.c`` is a module, to it as well; a name
 module of the tree (the standard library, third-party packages) is no edge.
 
 - no import circle (a strongly connected component of more than one module) anywhere;
-- the one-way arrows between rooms: ``client/``, ``cli/`` and ``coordinator/`` import no
-  ``broker`` module (issue 23), nor do the rooms below them (``common/``, ``protocol/``,
-  ``storage/``);
+- the one-way arrows between rooms (``ALLOWED``, the README's code map): in particular
+  ``client/``, ``cli/`` and ``coordinator/`` import no ``broker`` module (issue 23);
 - no hand-written module over 700 lines (generated ones say "Do not edit" in their header).
 """
 
@@ -26,15 +25,28 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 700
 SKIP_DIRS = {"tests", "node_modules", "build", "dist", "venv", "__pycache__"}
 
-#: room -> rooms it must never import (the arrows of the README's code map point the other way)
-FORBIDDEN = {
-    "client": {"broker"},
-    "cli": {"broker"},
-    "coordinator": {"broker", "controller", "client", "cli", "console"},
-    "common": {"broker", "controller", "coordinator", "storage", "protocol", "client", "cli",
-               "console"},
-    "protocol": {"broker", "controller", "coordinator", "storage", "client", "cli", "console"},
-    "storage": {"broker", "controller", "coordinator", "client", "cli", "console"},
+#: room -> the rooms it may import: the arrows of the README's code map (issue 23). Rooms not
+#: listed (benchmarks/, tools/, examples/) are users of the product, not part of it.
+ALLOWED = {
+    "broker": {"coordinator", "controller", "storage", "client", "common", "protocol", "cli"},
+    "cli": {"console", "client", "common", "protocol", "controller", "coordinator", "storage"},
+    "console": {"client", "common"},
+    "connectors": {"client", "common", "protocol"},
+    "controller": {"client", "common", "protocol"},
+    "coordinator": {"storage", "common", "protocol"},
+    "client": {"common", "protocol"},
+    "storage": {"common", "protocol"},
+    "protocol": set(),
+    "common": set(),
+}
+#: Imports against the map that another branch of issue 23 removes (controller/ is H2's);
+#: listed one by one so that no new one slips in. The coordinator empties this after merging.
+KNOWN_AGAINST_THE_MAP = {
+    ("controller.broker_config_admin", "broker.config_keys"),
+    ("controller.broker_config_admin", "broker.config_values"),
+    ("controller.config_change", "broker.security.change_listener"),
+    ("controller.security_store", "broker.security.store"),
+    ("controller.topic_admin", "broker.loop_slice"),
 }
 
 
@@ -205,10 +217,20 @@ def test_rooms_import_one_way():
     bad = []
     for m, targets in sorted(GRAPH.items()):
         room = m.split(".")[0]
+        if room not in ALLOWED:
+            continue
         for t, line in sorted(targets.items()):
-            if t.split(".")[0] in FORBIDDEN.get(room, ()):
+            to = t.split(".")[0]
+            if to != room and to not in ALLOWED[room] and (m, t) not in KNOWN_AGAINST_THE_MAP:
                 bad.append(f"  {MODULES[m].relative_to(ROOT)}:{line}: {m} imports {t}")
-    assert not bad, "imports against the arrows of the code map:\n" + "\n".join(bad)
+    assert not bad, "imports against the arrows of the code map (README):\n" + "\n".join(bad)
+
+
+def test_no_client_cli_or_coordinator_module_imports_broker():
+    """Issue 23's own words, kept as a rule of its own whatever ``ALLOWED`` becomes."""
+    bad = [f"{m} imports {t}" for m, targets in sorted(GRAPH.items()) for t in targets
+           if m.split(".")[0] in ("client", "cli", "coordinator") and t.split(".")[0] == "broker"]
+    assert not bad, "\n".join(bad)
 
 
 def _generated(path: Path) -> bool:
