@@ -42,7 +42,8 @@ from coordinator.runtime import (
     ScheduledTimeout,
 )
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import RecordBatchBuilder, iter_batches_lenient
+from protocol.record_builder import RecordBatchBuilder
+from protocol.records import iter_batches_lenient
 
 __all__ = ["BrokerCoordinatorRuntime", "WheelPurgatory", "WheelTimer",
            "apply_partition_decision", "hook_coordinator_partitions"]

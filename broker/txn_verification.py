@@ -34,7 +34,7 @@ import logging
 from coordinator.transaction.versions import TV_2
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import AddPartitionsToTxnRequest
-from protocol.records import BATCH_HEADER
+from protocol.record_format import BATCH_HEADER
 
 __all__ = ["TransactionVerifier", "verify_produce", "batch_producer_info"]
 

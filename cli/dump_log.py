@@ -101,7 +101,8 @@ def _text(b) -> str:
 
 def _batches(view, limit: int):
     """(position, batch | None, error) for each batch; None + message at a bad tail."""
-    from protocol.records import BATCH_HEADER_SIZE, CorruptRecordError, RecordBatch
+    from protocol.record_format import BATCH_HEADER_SIZE, CorruptRecordError
+    from protocol.records import RecordBatch
 
     pos = 0
     end = min(len(view), limit)

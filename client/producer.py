@@ -62,7 +62,7 @@ class Sender:
 
     def __init__(self, client, topic: str, leaders: dict[int, int], codec: int, acks: int,
                  batch_size: int) -> None:
-        from protocol.records import RecordBatchBuilder
+        from protocol.record_builder import RecordBatchBuilder
 
         self._builder_cls = RecordBatchBuilder
         self.client = client

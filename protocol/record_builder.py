@@ -1,9 +1,6 @@
 """Building magic-v2 record batches: ``RecordBatchBuilder``, ``build_control_batch``,
 ``encode_record`` (layouts in ``protocol.record_format``; Kafka docs implementation.html
-§5.3.1-5.3.3, KIP-98 for control batches).
-
-``protocol.records`` re-exports these names (``from protocol.records import
-RecordBatchBuilder`` works).
+§5.3.1-5.3.3, KIP-98 for control batches). Reading them back: ``protocol.records``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Record batches, magic v2 (Kafka docs implementation.html §5.3.1-5.3.3, KIP-98).
 
-Layouts, varints and the format errors: ``protocol.record_format`` (re-exported here).
+Layouts, varints and the format errors: ``protocol.record_format``; building batches:
+``protocol.record_builder``.
 
 Malformed input raises ``CorruptRecordError`` (``CORRUPT_MESSAGE``); semantically invalid
 records (e.g. a control batch without a valid marker) raise ``InvalidRecordError``
@@ -16,7 +17,6 @@ from typing import NamedTuple
 import crc32c
 
 from protocol import compression
-from protocol.record_builder import RecordBatchBuilder, build_control_batch, encode_record
 from protocol.record_format import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
@@ -33,30 +33,18 @@ from protocol.record_format import (
     MAGIC_OFFSET,
     MAGIC_V2,
     MAX_TIMESTAMP_OFFSET,
-    NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     CorruptRecordError,
     InvalidRecordError,
-    encode_varint,
     read_varint,
 )
 from protocol.record_format import CONTROL_KEY as _CONTROL_KEY
 from protocol.record_format import CONTROL_VALUE as _CONTROL_VALUE
 from protocol.record_format import UINT32 as _UINT32
 
-__all__ = [
-    # the reader
-    "ControlRecord", "Record", "RecordBatch", "iter_batches", "iter_batches_lenient",
-    "parse_control_record", "peek_magic",
-    # re-exported: the format (protocol.record_format) and the builder (protocol.record_builder)
-    "ATTRIBUTES_OFFSET", "BATCH_HEADER", "BATCH_HEADER_SIZE", "COMPRESSION_MASK",
-    "CONTROL_ABORT", "CONTROL_COMMIT", "CONTROL_MASK", "CREATE_TIME", "CRC_OFFSET",
-    "CorruptRecordError", "DELETE_HORIZON_MASK", "InvalidRecordError", "LOG_APPEND_TIME",
-    "LOG_OVERHEAD", "MAGIC_OFFSET", "MAGIC_V2", "MAX_TIMESTAMP_OFFSET", "NO_TIMESTAMP",
-    "RecordBatchBuilder", "TIMESTAMP_TYPE_MASK", "TRANSACTIONAL_MASK", "build_control_batch",
-    "encode_record", "encode_varint", "read_varint",
-]
+__all__ = ["ControlRecord", "Record", "RecordBatch", "iter_batches", "iter_batches_lenient",
+           "parse_control_record", "peek_magic"]
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")

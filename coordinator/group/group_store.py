@@ -42,7 +42,7 @@ from coordinator.group.txn_offsets import TxnOffsetReplay
 from coordinator.keys import java_string_hashcode
 from coordinator.runtime import CoordinatorRuntime
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import RecordBatchBuilder
+from protocol.record_builder import RecordBatchBuilder
 
 __all__ = ["COMPRESSION_CODECS", "COORDINATOR_APPEND_ERRORS", "GROUP_METADATA_TOPIC",
            "GroupStore", "java_string_hashcode", "partition_for"]

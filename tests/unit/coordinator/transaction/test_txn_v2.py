@@ -156,7 +156,7 @@ def ctx(h, version, levels):
 
 def produce_v12(txn_id, pid, epoch, seq=0, partition=0):
     from protocol.messages import ProduceRequest
-    from protocol.records import RecordBatchBuilder
+    from protocol.record_builder import RecordBatchBuilder
     b = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                            is_transactional=True)
     b.append(1000, b"k", b"v")
@@ -197,7 +197,7 @@ async def test_a_newer_epoch_is_verified_while_the_previous_transaction_is_open(
     """The next TV 2 transaction's first batch (epoch + 1) may reach a leader before the
     previous transaction's marker: it must go to the coordinator (which answers
     CONCURRENT_TRANSACTIONS until the markers are out), not join the open transaction."""
-    from protocol.records import RecordBatchBuilder
+    from protocol.record_builder import RecordBatchBuilder
     b = RecordBatchBuilder(producer_id=5, producer_epoch=3, base_sequence=0,
                            is_transactional=True)
     b.append(1000, b"k", b"v")
