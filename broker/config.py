@@ -54,8 +54,6 @@ from common.properties import PropertiesError, load_properties
 from controller.zk_data import Endpoint
 
 __all__ = [
-    "ConfigError",
-    "ConfigFileError",
     "ConfigEntry",
     "Endpoint",
     "KafkaConfig",

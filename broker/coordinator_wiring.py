@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import logging
 
-from broker.config import ConfigError
 from broker.coordinator_runtime import BrokerCoordinatorRuntime
 from broker.txn_verification import TransactionVerifier
+from common.config_error import ConfigError
 from coordinator.group.consumer_config import ConsumerGroupConfig
 from coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
 from coordinator.group.group_coordinator import GroupConfig, GroupCoordinator

@@ -60,7 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import ConfigError, Endpoint, KafkaConfig
+from broker.config import Endpoint, KafkaConfig
 from broker.dispatcher import ApiDispatcher
 from broker.handlers import load_all
 from broker.log_dir_setup import (
@@ -75,6 +75,7 @@ from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
 from broker.purgatory import SystemTimer
 from broker.startup_gate import StartupGate
+from common.config_error import ConfigError
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties

@@ -102,7 +102,7 @@ class AclAuthorizer:
     def from_config(cls, config) -> AclAuthorizer | None:
         """The configured authorizer, None when ``authorizer.class.name`` is empty; a class
         other than Kafka's ACL authorizers is a ConfigError."""
-        from broker.config import ConfigError
+        from common.config_error import ConfigError
 
         name = (config.get("authorizer.class.name") or "").strip()
         if not name:

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import ConfigError, Endpoint
+from broker.config import Endpoint
 from broker.security.authenticator import SaslServerAuthenticator
 from broker.security.principal import (
     ANONYMOUS,
@@ -27,6 +27,7 @@ from broker.security.principal import (
     dn_of_certificate,
 )
 from broker.security.sasl import SUPPORTED_MECHANISMS
+from common.config_error import ConfigError
 from common.security.jaas import (
     OAUTHBEARER_LOGIN_MODULE,
     PLAIN_LOGIN_MODULE,

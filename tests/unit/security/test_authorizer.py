@@ -179,7 +179,8 @@ async def test_audit_log(caplog):
 
 
 def test_from_config_validates():
-    from broker.config import ConfigError, KafkaConfig
+    from broker.config import KafkaConfig
+    from common.config_error import ConfigError
 
     assert AclAuthorizer.from_config(KafkaConfig({})) is None
     a = AclAuthorizer.from_config(KafkaConfig({

@@ -9,9 +9,10 @@ import ssl
 
 import pytest
 
-from broker.config import ConfigError, KafkaConfig
+from broker.config import KafkaConfig
 from broker.security.listeners import ListenerSecurity
 from broker.security.tls_transport import TlsServerProtocol
+from common.config_error import ConfigError
 from common.security.ssl_factory import (
     SslConfig,
     SslConfigError,

@@ -376,7 +376,8 @@ def test_range_assignor_gives_contiguous_ranges():
 
 
 def test_consumer_group_config_is_checked_at_startup():
-    from broker.config import ConfigError, KafkaConfig
+    from broker.config import KafkaConfig
+    from common.config_error import ConfigError
 
     cfg = ConsumerGroupConfig.from_kafka_config(KafkaConfig({}))
     assert (cfg.session_timeout_ms, cfg.heartbeat_interval_ms, cfg.assignors) == \

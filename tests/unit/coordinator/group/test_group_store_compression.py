@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import ConfigError, KafkaConfig
+from broker.config import KafkaConfig
 from broker.coordinator_runtime import WheelTimer
 from broker.coordinator_wiring import group_store_from_config
+from common.config_error import ConfigError
 from coordinator.group.group import OffsetAndMetadata
 from coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from coordinator.group.group_store import GROUP_METADATA_TOPIC, GroupStore, partition_for
