@@ -144,7 +144,11 @@ def _resource_to_acls(args) -> dict[tuple[int, str, int], list]:
                 result.setdefault((R.GROUP, g, ptype), []).extend(_entries(args, {Op.READ}))
         return result
     ops = _ops(args.operation)
-    for r in _resources(args, ptype):
+    resources = _resources(args, ptype)
+    if not resources:
+        raise UsageError("You must specify one of: --topic, --cluster, --group, "
+                         "--transactional-id, --delegation-token, --user-principal")
+    for r in resources:
         allowed = set(SUPPORTED_OPERATIONS[r[0]]) | {Op.ALL}
         if ops - allowed:
             raise UsageError(f"ResourceType {r[0].name} only supports operations "
@@ -200,9 +204,6 @@ def _list(client, args) -> None:
 
 def _add(client, args) -> None:
     todo = _resource_to_acls(args)
-    if not todo:
-        raise UsageError("You must specify one of: --topic, --cluster, --group, "
-                         "--transactional-id, --delegation-token, --user-principal")
     for key, entries in todo.items():
         if not entries:
             raise UsageError("You must specify one of: --allow-principal, --deny-principal "
@@ -221,9 +222,6 @@ def _add(client, args) -> None:
 
 def _remove(client, args) -> None:
     todo = _resource_to_acls(args)
-    if not todo:
-        raise UsageError("You must specify one of: --topic, --cluster, --group, "
-                         "--transactional-id, --delegation-token, --user-principal")
     for key, entries in todo.items():
         flt = _pattern_str(*key).replace("ResourcePattern(", "ResourcePatternFilter(")
         if not args.force:
