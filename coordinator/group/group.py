@@ -312,12 +312,7 @@ class GroupMetadata(GroupOffsets):
         member = self.members.pop(member_id, None)
         if member is None:
             return None
-        for name in member.protocols():
-            n = self.supported_protocols.get(name, 0) - 1
-            if n > 0:
-                self.supported_protocols[name] = n
-            else:
-                self.supported_protocols.pop(name, None)
+        self._uncount_protocols(member)
         if member.is_awaiting_join:
             self.num_members_awaiting_join -= 1
         self.pending_sync_members.discard(member_id)
@@ -328,6 +323,15 @@ class GroupMetadata(GroupOffsets):
             self.leader_id = self._pick_new_leader()
         return member
 
+    def _uncount_protocols(self, member: MemberMetadata) -> None:
+        """Drop ``member``'s protocols from ``supported_protocols`` (name -> members)."""
+        for name in member.protocols():
+            n = self.supported_protocols.get(name, 0) - 1
+            if n > 0:
+                self.supported_protocols[name] = n
+            else:
+                self.supported_protocols.pop(name, None)
+
     def _pick_new_leader(self) -> str | None:
         for mid, m in self.members.items():
             if m.is_awaiting_join:
@@ -337,12 +341,7 @@ class GroupMetadata(GroupOffsets):
     def update_member(self, member: MemberMetadata, protocols: list[tuple[str, bytes]],
                       rebalance_timeout_ms: int, session_timeout_ms: int,
                       callback: Callable[[JoinResult], None] | None) -> None:
-        for name in member.protocols():
-            n = self.supported_protocols.get(name, 0) - 1
-            if n > 0:
-                self.supported_protocols[name] = n
-            else:
-                self.supported_protocols.pop(name, None)
+        self._uncount_protocols(member)
         member.supported_protocols = list(protocols)
         for name in member.protocols():
             self.supported_protocols[name] = self.supported_protocols.get(name, 0) + 1
