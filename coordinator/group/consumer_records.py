@@ -93,11 +93,18 @@ def target_assignment_epoch_record(group_id: str, epoch: int) -> Record:
                 assignment_epoch=epoch), 0))
 
 
-def target_member_record(group_id: str, member_id: str, assignment: dict) -> Record:
-    V = _M["ConsumerGroupTargetAssignmentMemberValue"]
-    return (_key("ConsumerGroupTargetAssignmentMemberKey", TARGET_MEMBER, group_id=group_id,
+def _target_member(kind: str, version: int, group_id: str, member_id: str,
+                   assignment: dict) -> Record:
+    """A ``<kind>TargetAssignmentMember`` record (``kind`` "ConsumerGroup" or "ShareGroup";
+    ``version`` its key version): the member's target ``{topic_id: partitions}``."""
+    V = _M[f"{kind}TargetAssignmentMemberValue"]
+    return (_key(f"{kind}TargetAssignmentMemberKey", version, group_id=group_id,
                  member_id=member_id),
             encode_value(V(topic_partitions=_topics_out(V.TopicPartition, assignment)), 0))
+
+
+def target_member_record(group_id: str, member_id: str, assignment: dict) -> Record:
+    return _target_member("ConsumerGroup", TARGET_MEMBER, group_id, member_id, assignment)
 
 
 def current_assignment_record(group_id: str, m: ConsumerGroupMember) -> Record:

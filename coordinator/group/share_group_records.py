@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 
-from coordinator.group.consumer_records import _key, _topics_in, _topics_out
+from coordinator.group.consumer_records import _key, _target_member, _topics_in, _topics_out
 from coordinator.group.share_group import Assignment, ShareGroup, ShareGroupMember
 from protocol.coordinator_records import decode_group_key, decode_value, encode_value
 from protocol.messages import MESSAGES
@@ -58,10 +58,7 @@ def target_epoch_record(group_id: str, epoch: int) -> Record:
 
 
 def target_member_record(group_id: str, member_id: str, assignment: Assignment) -> Record:
-    V = _M["ShareGroupTargetAssignmentMemberValue"]
-    return (_key("ShareGroupTargetAssignmentMemberKey", TARGET_MEMBER, group_id=group_id,
-                 member_id=member_id),
-            encode_value(V(topic_partitions=_topics_out(V.TopicPartition, assignment)), 0))
+    return _target_member("ShareGroup", TARGET_MEMBER, group_id, member_id, assignment)
 
 
 def current_assignment_record(group_id: str, m: ShareGroupMember) -> Record:
