@@ -5,6 +5,7 @@ real ReplicaManager in test_group_store_load.py)."""
 from __future__ import annotations
 
 import asyncio
+import struct
 import types
 
 from broker.coordinator_runtime import BrokerCoordinatorRuntime, WheelTimer
@@ -57,6 +58,23 @@ class MemoryStore:
 
     def records(self):
         return [r for _, rs in self.appended for r in rs]
+
+
+class RawStore:
+    """Wraps a harness store: keeps every raw record appended (for replay checks of the
+    KIP-848 / KIP-932 records) and passes only the classic ones (key version < 3) on."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.raw: list = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def append(self, partition, records):
+        self.raw += records
+        return await self.inner.append(partition, [(k, v) for k, v in records
+                                                   if struct.unpack_from(">h", k)[0] < 3])
 
 
 class Harness:

@@ -18,25 +18,9 @@ from coordinator.group.group import OffsetAndMetadata
 from coordinator.group.heartbeat_common import TopicView
 from protocol.errors import ErrorCode as E
 from protocol.messages import ConsumerProtocolSubscription
-from tests.unit.coordinator.group.coordinator_helpers import Harness
+from tests.unit.coordinator.group.coordinator_helpers import Harness, RawStore
 
 T1, T2, T3 = (uuid.UUID(int=i) for i in (1, 2, 3))
-
-
-class RawStore:
-    """Wraps the harness store: keeps the raw consumer-group records for replay checks."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.raw: list = []
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    async def append(self, partition, records):
-        self.raw += records
-        return await self.inner.append(partition, [(k, v) for k, v in records
-                                                   if struct.unpack_from(">h", k)[0] < 3])
 
 
 @pytest.fixture

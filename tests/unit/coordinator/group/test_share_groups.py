@@ -4,7 +4,6 @@ ListGroups/DeleteGroups of share groups, and the offsets admin over a fake persi
 
 from __future__ import annotations
 
-import struct
 import uuid
 
 import pytest
@@ -14,25 +13,9 @@ from coordinator.group.share_group_records import ShareGroupReplay
 from coordinator.group.share_groups import ShareGroupConfig, ShareGroupCoordinator
 from coordinator.share.persister import ReadStateSummaryResult
 from protocol.errors import ErrorCode as E
-from tests.unit.coordinator.group.coordinator_helpers import Harness
+from tests.unit.coordinator.group.coordinator_helpers import Harness, RawStore
 
 T1, T2 = uuid.UUID(int=11), uuid.UUID(int=12)
-
-
-class RawStore:
-    """Keeps the raw share-group records; passes classic records to the harness store."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.raw: list = []
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    async def append(self, partition, records):
-        self.raw += records
-        return await self.inner.append(partition, [(k, v) for k, v in records
-                                                   if struct.unpack_from(">h", k)[0] < 3])
 
 
 class FakePersister:
