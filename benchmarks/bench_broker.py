@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from protocol.records import RecordBatchBuilder  # noqa: E402
+from protocol.record_builder import RecordBatchBuilder  # noqa: E402
 
 MiB = 1 << 20
 CLIENT_ID = b"josef-bench"

@@ -65,7 +65,7 @@ from broker.purgatory.delayed_fetch import (  # noqa: E402
 from broker.replica_manager import ReplicaManager  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402
 from protocol.messages import LeaderAndIsrRequest  # noqa: E402
-from protocol.records import RecordBatchBuilder  # noqa: E402
+from protocol.record_builder import RecordBatchBuilder  # noqa: E402
 from storage.config import LogConfig  # noqa: E402
 from storage.log_manager import LogManager  # noqa: E402
 

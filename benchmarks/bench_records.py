@@ -12,7 +12,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from protocol.records import RecordBatch, RecordBatchBuilder  # noqa: E402
+from protocol.record_builder import RecordBatchBuilder  # noqa: E402
+from protocol.records import RecordBatch  # noqa: E402
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 

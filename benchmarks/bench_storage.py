@@ -34,7 +34,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from protocol.records import RecordBatchBuilder  # noqa: E402
+from protocol.record_builder import RecordBatchBuilder  # noqa: E402
 from storage.config import LogConfig  # noqa: E402
 from storage.log_manager import LogManager  # noqa: E402
 
@@ -192,7 +192,7 @@ def bench_read(work: str, batch: bytes, count: int) -> tuple[float, float, float
 CHILD = textwrap.dedent("""
     import os, sys, time
     sys.path.insert(0, sys.argv[1])
-    from protocol.records import RecordBatchBuilder
+    from protocol.record_builder import RecordBatchBuilder
     from storage.config import LogConfig
     from storage.log_manager import LogManager
     log_dir, segment_mb, total_mb = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

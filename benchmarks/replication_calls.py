@@ -28,7 +28,7 @@ __all__ = ["measure", "table"]
 
 
 def _batch() -> bytes:
-    from protocol.records import RecordBatchBuilder
+    from protocol.record_builder import RecordBatchBuilder
 
     b = RecordBatchBuilder()
     for i in range(150):

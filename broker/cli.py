@@ -35,7 +35,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from broker.config import ConfigError, KafkaConfig
+from broker.config import KafkaConfig
+from common.config_error import ConfigError
 
 __all__ = ["main", "Command", "discover_commands", "setup_logging", "KAFKA_LOG_FORMAT"]
 

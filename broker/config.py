@@ -9,11 +9,10 @@ Usage::
 
 Rules (Kafka's ``KafkaConfig``/``ConfigDef`` behaviour):
 
-- Keys, types, defaults and valid values: :mod:`broker.config_keys`.
-- Values are trimmed; booleans are ``true``/``false`` (any case); integers are decimal
-  within the type's width (INT 32-bit, SHORT 16-bit, LONG 64-bit); LIST values are
-  comma-separated. A value that does not parse or is out of range raises
-  :class:`ConfigError` naming the key, the value and what is allowed.
+- Keys, types, defaults and valid values: :mod:`broker.config_keys`; how one value parses
+  (types, ranges, listeners, ``listener.name.*`` keys): :mod:`broker.config_values`.
+- A value that does not parse or is out of range raises :class:`ConfigError` naming the
+  key, the value and what is allowed.
 - ``--override key=value`` entries are applied after the file, as ``kafka-server-start.sh``
   does, and count as explicitly set (source STATIC_BROKER_CONFIG).
 - Unknown keys are logged once each as a warning and otherwise ignored.
@@ -35,91 +34,32 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config_keys import (
-    BROKER_CONFIG_KEYS,
-    LISTENER_KEY_PREFIXES,
-    LISTENER_KEYS,
-    MECHANISM_KEYS,
-    ConfigKey,
-    ConfigSource,
-    ConfigType,
+from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
+from broker.config_values import (
+    LISTENER_PREFIX,
+    listener_key,
+    parse_listeners,
+    parse_override,
+    parse_protocol_map,
+    parse_value,
+    to_string,
 )
-from broker.properties import PropertiesError, load_properties
-from controller.zk_data import SECURITY_PROTOCOL_IDS, Endpoint
+from common.config_error import ConfigError, ConfigFileError
+from common.properties import PropertiesError, load_properties
+from controller.zk_data import Endpoint
 
 __all__ = [
-    "ConfigError",
-    "ConfigFileError",
     "ConfigEntry",
     "Endpoint",
     "KafkaConfig",
-    "listener_key",
-    "parse_override",
-    "parse_listeners",
 ]
 
 log = logging.getLogger("broker.config")
-
-_TYPE_BOUNDS = {
-    ConfigType.SHORT: (-(2**15), 2**15 - 1),
-    ConfigType.INT: (-(2**31), 2**31 - 1),
-    ConfigType.LONG: (-(2**63), 2**63 - 1),
-}
-_TYPE_NAMES = {
-    ConfigType.BOOLEAN: "a boolean (true or false)",
-    ConfigType.SHORT: "a 16-bit integer",
-    ConfigType.INT: "a 32-bit integer",
-    ConfigType.LONG: "a 64-bit integer",
-    ConfigType.DOUBLE: "a number",
-    ConfigType.STRING: "a string",
-    ConfigType.LIST: "a comma-separated list",
-    ConfigType.PASSWORD: "a string",
-    ConfigType.CLASS: "a class name",
-}
-_INT_RE = re.compile(r"[+-]?[0-9]+")
-_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)://\[?(?P<host>[0-9A-Za-z\-%._:]*?)\]?:(?P<port>-?[0-9]+)$")
-_SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-LISTENER_PREFIX = "listener.name."
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid. ``key``, ``value`` and ``allowed`` say which and why.
-
-    The message reads like Kafka's ``ConfigException``:
-    ``Invalid value abc for configuration num.partitions: allowed: a 32-bit integer in [1,...]``.
-    """
-
-    def __init__(self, key: str, value: Any, allowed: str, reason: str | None = None):
-        self.key = key
-        self.value = value
-        self.allowed = allowed
-        shown = "[hidden]" if _is_sensitive(key) else value
-        msg = f"Invalid value {shown!r} for configuration {key}"
-        if reason:
-            msg += f": {reason}"
-        msg += f" (allowed: {allowed})"
-        super().__init__(msg)
-
-
-class ConfigFileError(ConfigError):
-    """The properties file cannot be read or is not valid properties syntax."""
-
-    def __init__(self, path: str, reason: str):
-        ValueError.__init__(self, f"Cannot load config file {path}: {reason}")
-        self.key = "config file"
-        self.value = path
-        self.allowed = "a readable file in Java properties syntax"
-
-
-def _is_sensitive(key: str) -> bool:
-    k = BROKER_CONFIG_KEYS.get(key)
-    return bool(k and k.sensitive)
 
 
 @dataclass(frozen=True)
@@ -136,146 +76,6 @@ class ConfigEntry:
     read_only: bool
     is_sensitive: bool
     is_default: bool
-
-
-def parse_override(text: str) -> tuple[str, str]:
-    """Split ``key=value`` (at the first ``=``); raise :class:`ConfigError` without one."""
-    key, sep, value = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ConfigError("--override", text, "key=value")
-    return key, value
-
-
-def _parse_value(key: ConfigKey, raw: Any) -> Any:
-    """Parse ``raw`` (a string, or an already typed value) for ``key``; validate its range."""
-    if raw is None:
-        return None
-    t = key.type
-    allowed = _TYPE_NAMES[t] + (f" in {key.validator}" if key.validator else "")
-    if isinstance(raw, str):
-        s = raw.strip()
-        if t is ConfigType.BOOLEAN:
-            if s.lower() not in ("true", "false"):
-                raise ConfigError(key.name, raw, allowed, "expected true or false")
-            value: Any = s.lower() == "true"
-        elif t in _TYPE_BOUNDS:
-            if not _INT_RE.fullmatch(s):
-                raise ConfigError(key.name, raw, allowed, "not an integer")
-            value = int(s)
-        elif t is ConfigType.DOUBLE:
-            try:
-                value = float(s)
-            except ValueError:
-                raise ConfigError(key.name, raw, allowed, "not a number") from None
-        elif t is ConfigType.LIST:
-            value = [] if s == "" else [item.strip() for item in s.split(",")]
-        else:
-            value = s
-    else:
-        value = raw
-        if t is ConfigType.BOOLEAN and not isinstance(value, bool):
-            raise ConfigError(key.name, raw, allowed)
-        if t in _TYPE_BOUNDS and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ConfigError(key.name, raw, allowed)
-        if t in (ConfigType.STRING, ConfigType.PASSWORD, ConfigType.CLASS) \
-                and not isinstance(value, str):
-            raise ConfigError(key.name, raw, allowed)
-        if t is ConfigType.DOUBLE and (isinstance(value, bool)
-                                       or not isinstance(value, int | float)):
-            raise ConfigError(key.name, raw, allowed)
-        if t is ConfigType.LIST:
-            if isinstance(value, str) or not isinstance(value, Iterable):
-                raise ConfigError(key.name, raw, allowed)
-            value = [str(v) for v in value]
-    if t in _TYPE_BOUNDS:
-        lo, hi = _TYPE_BOUNDS[t]
-        if not lo <= value <= hi:
-            raise ConfigError(key.name, raw, allowed, "out of range for the type")
-    if key.validator is not None and not key.validator.accepts(value):
-        raise ConfigError(key.name, raw, allowed)
-    return value
-
-
-def _to_string(key: ConfigKey, value: Any) -> str | None:
-    if value is None:
-        return None
-    if key.type is ConfigType.BOOLEAN:
-        return "true" if value else "false"
-    if key.type is ConfigType.LIST:
-        return ",".join(value)
-    return str(value)
-
-
-def parse_listeners(
-    key: str, text: str, protocol_map: Mapping[str, str], *, supported_only: bool = True
-) -> list[Endpoint]:
-    """Parse a ``listeners``-style value (``NAME://host:port,...``) into endpoints.
-
-    Raises :class:`ConfigError` (naming ``key``) for a malformed entry, a port outside
-    0..65535, a duplicate listener name, a name missing from
-    ``listener.security.protocol.map``, or (``supported_only``) a protocol other than PLAINTEXT.
-    """
-    endpoints: list[Endpoint] = []
-    seen: set[str] = set()
-    for item in (s.strip() for s in text.split(",")):
-        if not item:
-            continue
-        m = _LISTENER_RE.match(item)
-        if not m:
-            raise ConfigError(key, text, "NAME://host:port[,NAME://host:port...]",
-                              f"malformed listener {item!r}")
-        name, host, port = m["name"].upper(), m["host"], int(m["port"])
-        if not 0 <= port <= 65535:
-            raise ConfigError(key, text, "ports in 0..65535", f"bad port in {item!r}")
-        if name in seen:
-            raise ConfigError(key, text, "each listener name at most once",
-                              f"duplicate listener name {name}")
-        seen.add(name)
-        protocol = protocol_map.get(name)
-        if protocol is None:
-            raise ConfigError(key, text, "listener names from listener.security.protocol.map: "
-                              + ", ".join(protocol_map),
-                              f"no security protocol for listener {name}")
-        if supported_only and protocol not in _SUPPORTED_PROTOCOLS:
-            raise ConfigError(key, text, "listeners using " + ", ".join(_SUPPORTED_PROTOCOLS),
-                              f"security protocol {protocol} is not supported by Josef yet")
-        endpoints.append(Endpoint(name, host, port, protocol))
-    return endpoints
-
-
-def listener_key(name: str) -> tuple[str, str, ConfigKey] | None:
-    """``listener.name.<l>.<key>`` -> (LISTENER, key, ConfigKey of key);
-    ``listener.name.<l>.<mechanism>.<key>`` -> (LISTENER, "<mechanism>.<key>", ConfigKey);
-    None for any other name (Kafka's ``ListenerName.configPrefix``)."""
-    if not name.startswith(LISTENER_PREFIX):
-        return None
-    listener, _, rest = name[len(LISTENER_PREFIX):].partition(".")
-    if not listener or not rest:
-        return None
-    key = BROKER_CONFIG_KEYS.get(rest)
-    if key is not None and (rest.startswith(LISTENER_KEY_PREFIXES) or rest in LISTENER_KEYS):
-        return listener.upper(), rest, key
-    mechanism, _, base = rest.partition(".")
-    if base not in MECHANISM_KEYS or not mechanism:
-        return None
-    return listener.upper(), f"{mechanism.lower()}.{base}", BROKER_CONFIG_KEYS[base]
-
-
-def _parse_protocol_map(text: str) -> dict[str, str]:
-    key = "listener.security.protocol.map"
-    allowed = "NAME:PROTOCOL[,NAME:PROTOCOL...] with PROTOCOL one of " \
-        + ", ".join(SECURITY_PROTOCOL_IDS)
-    result: dict[str, str] = {}
-    for item in (s.strip() for s in text.split(",")):
-        if not item:
-            continue
-        name, sep, protocol = item.partition(":")
-        protocol = protocol.strip().upper()
-        if not sep or not name.strip() or protocol not in SECURITY_PROTOCOL_IDS:
-            raise ConfigError(key, text, allowed, f"bad entry {item!r}")
-        result[name.strip().upper()] = protocol
-    return result
 
 
 class KafkaConfig:
@@ -304,7 +104,7 @@ class KafkaConfig:
                 if not self._listener_override(name, raw):
                     self.unknown_keys.append(name)
                 continue
-            self._explicit[name] = _parse_value(key, raw)
+            self._explicit[name] = parse_value(key, raw)
         for name in self.unknown_keys:
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         self._values = {n: self._explicit.get(n, k.default) for n, k in BROKER_CONFIG_KEYS.items()}
@@ -321,7 +121,7 @@ class KafkaConfig:
             return False
         listener, stored, key = parsed
         try:
-            value = _parse_value(key, raw)
+            value = parse_value(key, raw)
         except ConfigError as e:
             raise ConfigError(name, raw, e.allowed) from None
         self.listener_overrides.setdefault(listener, {})[stored] = value
@@ -379,7 +179,7 @@ class KafkaConfig:
         if not lowest <= bid <= max_id:
             raise ConfigError("broker.id", bid, f"an integer in [{lowest},...,{max_id}] "
                               "(reserved.broker.max.id; -1 only with broker.id.generation.enable)")
-        self.listener_security_protocol_map = _parse_protocol_map(
+        self.listener_security_protocol_map = parse_protocol_map(
             self._values["listener.security.protocol.map"])
         self.listeners: list[Endpoint] = parse_listeners(
             "listeners", self._values["listeners"], self.listener_security_protocol_map)
@@ -486,7 +286,7 @@ class KafkaConfig:
             if lk is None:
                 continue
             try:
-                dynamic_listener.setdefault(lk[0], {})[lk[1]] = _parse_value(lk[2], raw)
+                dynamic_listener.setdefault(lk[0], {})[lk[1]] = parse_value(lk[2], raw)
             except ConfigError as e:
                 log.warning("ignoring dynamic broker config %s: %s", name, e)
         changed_listener = {f"{LISTENER_PREFIX}{lst.lower()}.{k}"
@@ -506,7 +306,7 @@ class KafkaConfig:
                     log.warning("ignoring dynamic broker config %s: not a dynamic config", name)
                     continue
                 try:
-                    parsed[name] = _parse_value(key, raw)
+                    parsed[name] = parse_value(key, raw)
                 except ConfigError as e:
                     log.warning("ignoring dynamic broker config %s: %s", name, e)
             layers.append(parsed)
@@ -535,7 +335,7 @@ class KafkaConfig:
         out = []
         for name in wanted:
             key = BROKER_CONFIG_KEYS[name]
-            value = None if key.sensitive else _to_string(key, self._values[name])
+            value = None if key.sensitive else to_string(key, self._values[name])
             source = self.source(name)
             out.append(ConfigEntry(name, value, key.type, source, key.read_only,
                                    key.sensitive, source is ConfigSource.DEFAULT_CONFIG))

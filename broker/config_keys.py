@@ -15,6 +15,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from common.config_error import SENSITIVE_KEYS
+
 __all__ = [
     "ConfigType",
     "ConfigSource",
@@ -123,6 +125,8 @@ _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _k(name, type_, default, validator=None, *, dynamic=False):
+    if type_ is ConfigType.PASSWORD:
+        SENSITIVE_KEYS.add(name)  # never shown in a ConfigError
     return ConfigKey(name, type_, default, validator, read_only=not dynamic,
                      sensitive=type_ is ConfigType.PASSWORD)
 

@@ -34,8 +34,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from broker.config import ConfigError, _parse_value, listener_key
 from broker.config_keys import BROKER_CONFIG_KEYS, DYNAMIC_AT_RESTART, DYNAMIC_NOT_APPLIED
+from broker.config_values import listener_key, parse_value
+from common.config_error import ConfigError
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["DEFAULT_ENTITY", "DynamicBrokerConfig", "PER_BROKER_ONLY"]
@@ -115,7 +116,7 @@ class DynamicBrokerConfig:
             if raw is None:
                 continue
             try:
-                _parse_value(listener_keys[name][2] if name in listener_keys
+                parse_value(listener_keys[name][2] if name in listener_keys
                              else BROKER_CONFIG_KEYS[name], raw)
             except ConfigError as e:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None

@@ -60,7 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import ConfigError, Endpoint, KafkaConfig
+from broker.config import Endpoint, KafkaConfig
 from broker.dispatcher import ApiDispatcher
 from broker.handlers import load_all
 from broker.log_dir_setup import (
@@ -75,6 +75,7 @@ from broker.metadata_listener import BrokerMetadataListener
 from broker.network import SocketServer
 from broker.purgatory import SystemTimer
 from broker.startup_gate import StartupGate
+from common.config_error import ConfigError
 from controller.api import Controller
 from protocol.errors import KafkaError
 from storage.checkpoints import CheckpointError, read_meta_properties, write_meta_properties
@@ -113,7 +114,7 @@ class BrokerServices:
     client_metrics: Any = None  # broker.client_metrics.ClientMetricsManager (KIP-714)
     group_configs: Any = None  # broker.group_configs.GroupConfigManager (GROUP resources)
     log_dir_mover: Any = None  # broker.alter_log_dirs.ReplicaAlterLogDirsManager (KIP-113)
-    transaction_coordinator: Any = None  # issue 14: broker.coordinator.transaction
+    transaction_coordinator: Any = None  # issue 14: coordinator.transaction
     transaction_verifier: Any = None
     #: issue 28 (share groups): coordinator.share.share_coordinator.ShareCoordinator,
     #: broker.share.partition_manager.SharePartitionManager, broker.share.persister
@@ -221,7 +222,7 @@ class BrokerServer:
         self.services = BrokerServices(cfg, self.broker_id, self.metadata_cache, None,
                                        self.replica_manager, self.log_manager, self.timer,
                                        security=self.security)
-        from broker.coordinator.wiring import attach_group_coordinator
+        from broker.coordinator_wiring import attach_group_coordinator
         attach_group_coordinator(self.services, listener)
         from broker.dynamic_config import DynamicBrokerConfig  # issue 16: KIP-226
         self.services.dynamic_config = listener.dynamic_config = \
@@ -231,7 +232,7 @@ class BrokerServer:
             from broker.replication.wiring import replication_reconfigurable
             self.services.dynamic_config.listeners.append(
                 replication_reconfigurable(self.replica_manager, cfg))
-        from broker.coordinator.transaction.wiring import attach_transaction_coordinator
+        from broker.coordinator_wiring import attach_transaction_coordinator
         attach_transaction_coordinator(self.services, listener)
         from broker.share.wiring import attach_share_groups  # issue 28: KIP-932
         attach_share_groups(self.services, listener)
@@ -554,7 +555,7 @@ class BrokerServer:
         if pid_manager is not None:
             steps.append(("producer id manager", pid_manager.shutdown))
         if self.services is not None and self.services.transaction_coordinator is not None:
-            from broker.coordinator.transaction.wiring import shutdown_transaction_coordinator
+            from broker.coordinator_wiring import shutdown_transaction_coordinator
             steps.append(("transaction coordinator",
                           functools.partial(shutdown_transaction_coordinator, self.services)))
         if self.services is not None and self.services.share_partitions is not None:

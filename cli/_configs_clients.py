@@ -22,9 +22,10 @@ import re
 
 from cli._common import UsageError, check_error, split_pairs
 from client.connection import ToolError
+from common.security.scram import BY_TYPE as SCRAM_BY_TYPE
+from common.security.scram import MECHANISMS as SCRAM_MECHANISMS
 
 DESCRIBE_QUOTAS, ALTER_QUOTAS, DESCRIBE_SCRAM, ALTER_SCRAM = 48, 49, 50, 51
-SCRAM_MECHANISMS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
               "controller_mutation_rate")
 ENTITY_KEY = {"users": "user", "clients": "client-id"}
@@ -80,7 +81,7 @@ def _alter(client, args) -> int:
 
 
 def _alter_scram(client, user: str, added: dict[str, str], deleted: list[str]) -> None:
-    from broker.security.scram import MECHANISMS, random_nonce, salted_password
+    from common.security.scram import random_nonce, salted_password
 
     upsertions = []
     for mech_name, text in added.items():
@@ -92,10 +93,11 @@ def _alter_scram(client, user: str, added: dict[str, str], deleted: list[str]) -
             else DEFAULT_ITERATIONS
         salt = random_nonce().encode()
         upsertions.append({
-            "name": user, "mechanism": SCRAM_MECHANISMS[mech_name], "iterations": iterations,
+            "name": user, "mechanism": SCRAM_MECHANISMS[mech_name].type_id,
+            "iterations": iterations,
             "salt": salt, "salted_password": salted_password(
-                MECHANISMS[mech_name], m.group(2), salt, max(1, iterations))})
-    deletions = [{"name": user, "mechanism": SCRAM_MECHANISMS[k]} for k in deleted]
+                SCRAM_MECHANISMS[mech_name], m.group(2), salt, max(1, iterations))})
+    deletions = [{"name": user, "mechanism": SCRAM_MECHANISMS[k].type_id} for k in deleted]
     resp = client.request(ALTER_SCRAM, {"deletions": deletions, "upsertions": upsertions})
     for r in resp.results:
         check_error(r.error_code, r.error_message, f"cannot alter SCRAM credentials of {r.user}")
@@ -151,7 +153,7 @@ def _describe(client, args) -> int:
         resp = client.request(DESCRIBE_SCRAM, {
             "users": [{"name": u} for u in users] if users else None})
         check_error(resp.error_code, resp.error_message, "cannot describe SCRAM credentials")
-        mech_names = {v: k for k, v in SCRAM_MECHANISMS.items()}
+        mech_names = {t: m.name for t, m in SCRAM_BY_TYPE.items()}
         for r in resp.results:
             if r.error_code:
                 try:

@@ -27,26 +27,21 @@ import argparse
 import sys
 
 from cli._common import UsageError, add_bootstrap, check_error, connect, tool_main
+from common.acl import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    code_name,
+)
 
 COMMAND = "acls"
 HELP = "Add, remove and list ACLs (like kafka-acls.sh)"
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
-RTYPE = {"TOPIC": 2, "GROUP": 3, "CLUSTER": 4, "TRANSACTIONAL_ID": 5, "DELEGATION_TOKEN": 6,
-         "USER": 7}
-RTYPE_NAME = {v: k for k, v in RTYPE.items()}
-PTYPE = {"ANY": 1, "MATCH": 2, "LITERAL": 3, "PREFIXED": 4}
-PTYPE_NAME = {v: k for k, v in PTYPE.items()}
-OPS = {"ALL": 2, "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8,
-       "CLUSTERACTION": 9, "DESCRIBECONFIGS": 10, "ALTERCONFIGS": 11, "IDEMPOTENTWRITE": 12,
-       "CREATETOKENS": 13, "DESCRIBETOKENS": 14}
-OP_NAME = {2: "ALL", 3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER",
-           8: "DESCRIBE", 9: "CLUSTER_ACTION", 10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS",
-           12: "IDEMPOTENT_WRITE", 13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS"}
-PERM = {2: "DENY", 3: "ALLOW"}
-SUPPORTED = {"TOPIC": {3, 4, 5, 8, 6, 7, 10, 11}, "GROUP": {3, 8, 6},
-             "CLUSTER": {5, 9, 10, 11, 12, 7, 8}, "TRANSACTIONAL_ID": {8, 4},
-             "DELEGATION_TOKEN": {8}, "USER": {13, 14}}
+
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,30 +78,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _resources(args, ptype: int) -> list[tuple[int, str, int]]:
-    out = [(RTYPE["TOPIC"], n, ptype) for n in args.topic]
-    out += [(RTYPE["GROUP"], n, ptype) for n in args.group]
-    out += [(RTYPE["TRANSACTIONAL_ID"], n, ptype) for n in args.transactional_id]
-    out += [(RTYPE["DELEGATION_TOKEN"], n, ptype) for n in args.delegation_token]
-    out += [(RTYPE["USER"], n, ptype) for n in args.user_principal]
+    R = ResourceType
+    out = [(R.TOPIC, n, ptype) for n in args.topic]
+    out += [(R.GROUP, n, ptype) for n in args.group]
+    out += [(R.TRANSACTIONAL_ID, n, ptype) for n in args.transactional_id]
+    out += [(R.DELEGATION_TOKEN, n, ptype) for n in args.delegation_token]
+    out += [(R.USER, n, ptype) for n in args.user_principal]
     if args.cluster:
-        out.append((RTYPE["CLUSTER"], "kafka-cluster", PTYPE["LITERAL"]))
+        out.append((R.CLUSTER, CLUSTER_NAME, PatternType.LITERAL))
     return out
 
 
 def _ops(names: list[str]) -> set[int]:
     out = set()
     for n in names or ["All"]:
-        code = OPS.get(n.replace("_", "").replace("-", "").upper())
-        if code is None:
+        try:
+            op = AclOperation.parse(n)
+        except ValueError:
+            op = None
+        if op in (None, AclOperation.ANY, AclOperation.UNKNOWN):
             raise UsageError(f"unknown operation {n}")
-        out.add(code)
+        out.add(op)
     return out
 
 
 def _entries(args, ops: set[int]) -> list[tuple[str, str, int, int]]:
     out = []
-    for principals, hosts, perm in ((args.allow_principal, args.allow_host, 3),
-                                    (args.deny_principal, args.deny_host, 2)):
+    for principals, hosts, perm in ((args.allow_principal, args.allow_host,
+                                     AclPermissionType.ALLOW),
+                                    (args.deny_principal, args.deny_host,
+                                     AclPermissionType.DENY)):
         for pr in principals:
             if ":" not in pr:
                 raise UsageError(f"principal {pr!r} must be in principalType:name format")
@@ -117,45 +118,53 @@ def _entries(args, ops: set[int]) -> list[tuple[str, str, int, int]]:
 
 
 def _resource_to_acls(args) -> dict[tuple[int, str, int], list]:
-    ptype = PTYPE[(args.resource_pattern_type or "literal").upper()]
+    ptype = PatternType[(args.resource_pattern_type or "literal").upper()]
+    R, Op = ResourceType, AclOperation
     result: dict[tuple[int, str, int], list] = {}
     if args.producer or args.consumer:
         if args.producer:
             if not args.topic:
                 raise UsageError("With --producer you must specify a --topic")
             for t in args.topic:
-                result.setdefault((2, t, ptype), []).extend(_entries(args, {4, 8, 5}))
+                result.setdefault((R.TOPIC, t, ptype), []).extend(
+                    _entries(args, {Op.WRITE, Op.DESCRIBE, Op.CREATE}))
             for x in args.transactional_id:
-                result.setdefault((5, x, ptype), []).extend(_entries(args, {4, 8}))
+                result.setdefault((R.TRANSACTIONAL_ID, x, ptype), []).extend(
+                    _entries(args, {Op.WRITE, Op.DESCRIBE}))
             if args.idempotent:
-                result.setdefault((4, "kafka-cluster", 3), []).extend(_entries(args, {12}))
+                result.setdefault((R.CLUSTER, CLUSTER_NAME, PatternType.LITERAL), []).extend(
+                    _entries(args, {Op.IDEMPOTENT_WRITE}))
         if args.consumer:
             if not args.topic or not args.group:
                 raise UsageError("With --consumer you must specify a --topic and a --group")
             for t in args.topic:
-                result.setdefault((2, t, ptype), []).extend(_entries(args, {3, 8}))
+                result.setdefault((R.TOPIC, t, ptype), []).extend(
+                    _entries(args, {Op.READ, Op.DESCRIBE}))
             for g in args.group:
-                result.setdefault((3, g, ptype), []).extend(_entries(args, {3}))
+                result.setdefault((R.GROUP, g, ptype), []).extend(_entries(args, {Op.READ}))
         return result
     ops = _ops(args.operation)
-    for r in _resources(args, ptype):
-        bad = ops - SUPPORTED[RTYPE_NAME[r[0]]] - {2}
-        if bad:
-            raise UsageError(f"ResourceType {RTYPE_NAME[r[0]]} only supports operations "
-                             + ", ".join(OP_NAME[o] for o in sorted(SUPPORTED[RTYPE_NAME[r[0]]]
-                                                                     | {2})))
+    resources = _resources(args, ptype)
+    if not resources:
+        raise UsageError("You must specify one of: --topic, --cluster, --group, "
+                         "--transactional-id, --delegation-token, --user-principal")
+    for r in resources:
+        allowed = set(SUPPORTED_OPERATIONS[r[0]]) | {Op.ALL}
+        if ops - allowed:
+            raise UsageError(f"ResourceType {r[0].name} only supports operations "
+                             + ", ".join(o.name for o in sorted(allowed)))
         result[r] = _entries(args, ops)
     return result
 
 
 def _pattern_str(rtype: int, name: str, ptype: int) -> str:
-    return (f"ResourcePattern(resourceType={RTYPE_NAME.get(rtype, rtype)}, name={name}, "
-            f"patternType={PTYPE_NAME.get(ptype, ptype)})")
+    return (f"ResourcePattern(resourceType={code_name(ResourceType, rtype)}, name={name}, "
+            f"patternType={code_name(PatternType, ptype)})")
 
 
 def _entry_str(principal: str, host: str, op: int, perm: int) -> str:
-    return (f"(principal={principal}, host={host}, operation={OP_NAME.get(op, op)}, "
-            f"permissionType={PERM.get(perm, perm)})")
+    return (f"(principal={principal}, host={host}, operation={code_name(AclOperation, op)}, "
+            f"permissionType={code_name(AclPermissionType, perm)})")
 
 
 def _print_block(title: str, entries) -> None:
@@ -175,7 +184,7 @@ def _describe(client, rtype=1, name=None, ptype=1) -> dict[tuple[int, str, int],
 
 
 def _list(client, args) -> None:
-    ptype = PTYPE[(args.resource_pattern_type or "any").upper()]
+    ptype = PatternType[(args.resource_pattern_type or "any").upper()]
     resources = _resources(args, ptype)
     found: dict = {}
     if resources:
@@ -195,9 +204,6 @@ def _list(client, args) -> None:
 
 def _add(client, args) -> None:
     todo = _resource_to_acls(args)
-    if not todo:
-        raise UsageError("You must specify one of: --topic, --cluster, --group, "
-                         "--transactional-id, --delegation-token, --user-principal")
     for key, entries in todo.items():
         if not entries:
             raise UsageError("You must specify one of: --allow-principal, --deny-principal "
@@ -216,9 +222,6 @@ def _add(client, args) -> None:
 
 def _remove(client, args) -> None:
     todo = _resource_to_acls(args)
-    if not todo:
-        raise UsageError("You must specify one of: --topic, --cluster, --group, "
-                         "--transactional-id, --delegation-token, --user-principal")
     for key, entries in todo.items():
         flt = _pattern_str(*key).replace("ResourcePattern(", "ResourcePatternFilter(")
         if not args.force:

@@ -176,7 +176,7 @@ def _consumer_config(args) -> dict[str, str]:
     """``--consumer.config`` file, then ``--consumer-property`` pairs on top."""
     out: dict[str, str] = {}
     if args.consumer_config:
-        from broker.properties import PropertiesError, load_properties
+        from common.properties import PropertiesError, load_properties
 
         try:
             out.update(load_properties(args.consumer_config))

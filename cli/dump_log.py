@@ -101,7 +101,8 @@ def _text(b) -> str:
 
 def _batches(view, limit: int):
     """(position, batch | None, error) for each batch; None + message at a bad tail."""
-    from protocol.records import BATCH_HEADER_SIZE, CorruptRecordError, RecordBatch
+    from protocol.record_format import BATCH_HEADER_SIZE, CorruptRecordError
+    from protocol.records import RecordBatch
 
     pos = 0
     end = min(len(view), limit)
@@ -200,7 +201,7 @@ def _dump_records(b, args, out, problems, path) -> None:
                 f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq} "
                 f"headerKeys: [{','.join(k for k, _ in (r.headers or []))}]")
         if args.transaction_log_decoder:  # __transaction_state records, as Kafka prints them
-            from broker.coordinator.transaction.log_records import format_record
+            from coordinator.transaction.log_records import format_record
             key_text, value_text = format_record(r.key, r.value)
             line += f" key: {key_text} payload: {value_text}"
         elif args.print_data_log:

@@ -48,14 +48,14 @@ class SaslClient:
         if m == "PLAIN":
             return f"\x00{self._opt('username')}\x00{self._opt('password')}".encode()
         if m.startswith("SCRAM-"):
-            from broker.security.sasl.scram import ScramClient
+            from common.security.scram_client import ScramClient
 
             token = self.options.get("tokenauth", "false").lower() == "true"
             self._scram = ScramClient(m, self._opt("username"), self._opt("password"),
                                       token_auth=token)
             return self._scram.first()
         if m == "OAUTHBEARER":
-            from broker.security.sasl.oauthbearer import client_initial_response
+            from common.security.oauthbearer_client import client_initial_response
             return client_initial_response(self._oauth_token())
         raise ValueError(f"unsupported SASL mechanism {m}")
 
@@ -80,7 +80,7 @@ class SaslClient:
         return value
 
     def _oauth_token(self) -> str:
-        from broker.security.sasl.oauthbearer import unsecured_token
+        from common.security.oauthbearer_client import unsecured_token
 
         claims: dict[str, Any] = {}
         for k, v in self.options.items():
@@ -113,7 +113,7 @@ class ClientSecurity:
         self._context = None
         self.jaas_options: dict[str, str] = {}
         if self.uses_sasl:
-            from broker.security.jaas import parse_jaas_config
+            from common.security.jaas import parse_jaas_config
 
             text = props.get("sasl.jaas.config")
             if not text:
@@ -132,7 +132,7 @@ class ClientSecurity:
 
     def ssl_context(self):
         if self._context is None:
-            from broker.security.ssl_factory import SslConfig, client_context
+            from common.security.ssl_factory import SslConfig, client_context
 
             def get(key: str):
                 v = self.props.get(key)
@@ -151,7 +151,7 @@ class ClientSecurity:
 
 def load_client_properties(path: str) -> dict[str, str]:
     """A client properties file (Java properties syntax) as a dict."""
-    from broker.properties import load_properties
+    from common.properties import load_properties
     return dict(load_properties(path))
 
 

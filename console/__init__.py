@@ -4,5 +4,6 @@ A separate process (aiohttp) that talks to any Kafka-compatible cluster through 
 protocol client (:mod:`client`), showing brokers and the controller, topics (partitions,
 leaders, ISR, offsets, sizes, configs; create/delete with ``--allow-writes``), a message
 browser, consumer groups with members, assignments and lag, and live charts. Assets ship in
-``console/static`` (no CDN). See :mod:`console.app`.
+``console/static`` (no CDN). See :mod:`console.app` (application, routes) and
+:mod:`console.rendering` (what the pages share).
 """

@@ -19,11 +19,11 @@ partition reassignments with the bytes copied, and every broker's log directorie
 
 from __future__ import annotations
 
-from cli._configs_clients import LABEL, SCRAM_MECHANISMS
-from cli.acls import OP_NAME, PERM, PTYPE_NAME, RTYPE_NAME
 from client.admin import AdminRouter
 from client.connection import error_name
 from client.metadata import check_error
+from common.acl import AclOperation, AclPermissionType, PatternType, ResourceType, code_name
+from common.security.scram import BY_TYPE as SCRAM_BY_TYPE
 from console.queries import leaders_of
 
 __all__ = ["acls", "scram_users", "quotas", "transactions", "reassignments", "log_dirs"]
@@ -32,6 +32,8 @@ DESCRIBE_ACLS, DESCRIBE_LOG_DIRS, LIST_REASSIGNMENTS = 29, 35, 46
 DESCRIBE_QUOTAS, DESCRIBE_SCRAM = 48, 50
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 SECURITY_DISABLED = 54
+#: DescribeClientQuotas entity types as kafka-configs.sh labels them
+ENTITY_LABEL = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 
 
 def acls(c) -> dict:
@@ -41,11 +43,11 @@ def acls(c) -> dict:
     if resp.error_code == SECURITY_DISABLED:
         return {"enabled": False, "acls": []}
     check_error(resp.error_code, resp.error_message, "cannot describe ACLs")
-    rows = [{"resource_type": RTYPE_NAME.get(r.resource_type, r.resource_type),
-             "name": r.resource_name, "pattern": PTYPE_NAME.get(r.pattern_type, r.pattern_type),
+    rows = [{"resource_type": code_name(ResourceType, r.resource_type),
+             "name": r.resource_name, "pattern": code_name(PatternType, r.pattern_type),
              "principal": a.principal, "host": a.host,
-             "operation": OP_NAME.get(a.operation, a.operation),
-             "permission": PERM.get(a.permission_type, a.permission_type)}
+             "operation": code_name(AclOperation, a.operation),
+             "permission": code_name(AclPermissionType, a.permission_type)}
             for r in resp.resources for a in r.acls]
     rows.sort(key=lambda r: (str(r["resource_type"]), r["name"], r["principal"],
                              str(r["operation"])))
@@ -55,7 +57,7 @@ def acls(c) -> dict:
 def scram_users(c) -> list[dict]:
     resp = c.request(DESCRIBE_SCRAM, {"users": None})
     check_error(resp.error_code, resp.error_message, "cannot describe SCRAM credentials")
-    names = {v: k for k, v in SCRAM_MECHANISMS.items()}
+    names = {t: m.name for t, m in SCRAM_BY_TYPE.items()}
     out = []
     for r in resp.results:
         out.append({"user": r.user, "error": error_name(r.error_code) if r.error_code else "",
@@ -70,8 +72,9 @@ def quotas(c) -> list[dict]:
     out = []
     for e in resp.entries:
         entity = ", ".join(
-            f"{LABEL.get(x.entity_type, x.entity_type)} {x.entity_name}"
-            if x.entity_name is not None else f"default {LABEL.get(x.entity_type, x.entity_type)}"
+            f"{ENTITY_LABEL.get(x.entity_type, x.entity_type)} {x.entity_name}"
+            if x.entity_name is not None
+            else f"default {ENTITY_LABEL.get(x.entity_type, x.entity_type)}"
             for x in e.entity)
         out.append({"entity": entity, "limits": sorted((v.key, v.value) for v in e.values)})
     return sorted(out, key=lambda q: q["entity"])

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from client.connection import ToolError
 from console import admin
-from console.app import SERVICE, page
+from console.rendering import SERVICE, page
 
 __all__ = ["register"]
 

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from client.connection import ToolError
 from console import browse, queries
-from console.app import SAMPLER, SERVICE, page, render
+from console.rendering import SAMPLER, SERVICE, page, render
 
 __all__ = ["register"]
 

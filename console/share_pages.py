@@ -19,8 +19,8 @@ from aiohttp import ClientSession, ClientTimeout, web
 from client.admin import AdminRouter
 from client.connection import ToolError
 from client.offsets import LATEST
-from console.app import SAMPLER, SERVICE, add_section, page
 from console.queries import describe_configs, leaders_of, offsets
+from console.rendering import SAMPLER, SERVICE, add_section, page
 
 __all__ = ["register"]
 

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from client.connection import ToolError
 from console import browse
-from console.app import SERVICE, format_value
+from console.rendering import SERVICE, format_value
 from console.service import ClusterUnavailable
 
 __all__ = ["register"]

@@ -24,9 +24,9 @@ from aiohttp import web
 
 from client.connection import ToolError
 from console import writes
-from console.app import SERVICE, SETTINGS, render
 from console.auth import USER
 from console.pages import timestamp_param
+from console.rendering import SERVICE, SETTINGS, render
 from console.service import ClusterUnavailable
 
 __all__ = ["register", "AUDIT"]

@@ -23,12 +23,12 @@ from __future__ import annotations
 import random
 import time
 
-from cli.console_producer import Sender, key_partition
 from client.admin import AdminRouter
 from client.connection import ToolError, error_name
 from client.groups import committed_offsets, describe_group
 from client.metadata import check_error
 from client.offsets import EARLIEST, LATEST, commit_offsets
+from client.producer import Sender, key_partition
 from console.queries import leaders_of, offsets
 
 __all__ = ["create_topic", "delete_topic", "produce", "alter_topic_configs",

@@ -57,7 +57,7 @@ def zookeeper_auth_data(environ: Mapping[str, str]) -> list[tuple[str, str]] | N
     m = re.search(r"(?:^|[\s;}])" + re.escape(section) + r"\s*\{(.*?)\}\s*;", text, re.S)
     if m is None:
         return None
-    from broker.security.jaas import JaasConfigError, parse_jaas_config
+    from common.security.jaas import JaasConfigError, parse_jaas_config
 
     try:
         entries = parse_jaas_config(m.group(1))

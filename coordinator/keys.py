@@ -6,14 +6,18 @@
 - `share_coordinator_key(group, topic_id, partition)`: `"group:topicId:partition"`, the
   FindCoordinator key type 2 ("share") key of a share-partition (Kafka's
   `SharePartitionKey.asCoordinatorKey`).
+- `GroupKey(group_id)`, `MemberKey(group_id, member_id)`: what the group coordinator's
+  delayed operations are watched under in their purgatories.
 """
 
 from __future__ import annotations
 
 import base64
 import uuid
+from typing import NamedTuple
 
-__all__ = ["java_abs", "java_string_hashcode", "kafka_uuid", "share_coordinator_key"]
+__all__ = ["GroupKey", "MemberKey", "java_abs", "java_string_hashcode", "kafka_uuid",
+           "share_coordinator_key"]
 
 
 def java_string_hashcode(s: str) -> int:
@@ -36,3 +40,22 @@ def kafka_uuid(value: uuid.UUID) -> str:
 
 def share_coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
     return f"{group_id}:{kafka_uuid(topic_id)}:{partition}"
+
+
+class GroupKey(NamedTuple):
+    """A group's rebalance / sync operations (Kafka's GroupJoinKey / GroupSyncKey)."""
+
+    group_id: str
+
+    def __str__(self) -> str:
+        return self.group_id
+
+
+class MemberKey(NamedTuple):
+    """A member's heartbeat operation (Kafka's MemberKey)."""
+
+    group_id: str
+    member_id: str
+
+    def __str__(self) -> str:
+        return f"{self.group_id}-{self.member_id}"

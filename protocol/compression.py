@@ -33,6 +33,7 @@ import snappy
 import zstandard
 
 from protocol.errors import ErrorCode, KafkaError
+from protocol.record_format import CorruptRecordError
 
 NONE = 0
 GZIP = 1
@@ -56,9 +57,6 @@ _zstd_decompressor = zstandard.ZstdDecompressor()
 
 
 def _corrupt(message: str) -> Exception:
-    # Imported lazily: protocol.records imports this module.
-    from protocol.records import CorruptRecordError
-
     return CorruptRecordError(message)
 
 

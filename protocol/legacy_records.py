@@ -33,14 +33,9 @@ from typing import NamedTuple
 
 from protocol import compression
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import (
-    CREATE_TIME,
-    LOG_APPEND_TIME,
-    NO_TIMESTAMP,
-    CorruptRecordError,
-    RecordBatchBuilder,
-    iter_batches_lenient,
-)
+from protocol.record_builder import RecordBatchBuilder
+from protocol.record_format import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, CorruptRecordError
+from protocol.records import iter_batches_lenient
 
 MESSAGE_HEADER = struct.Struct(
     ">"

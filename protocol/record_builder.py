@@ -1,9 +1,6 @@
 """Building magic-v2 record batches: ``RecordBatchBuilder``, ``build_control_batch``,
-``encode_record`` (layouts in ``protocol.records``; Kafka docs implementation.html
-§5.3.1-5.3.3, KIP-98 for control batches).
-
-``protocol.records`` re-exports these names, so ``from protocol.records import
-RecordBatchBuilder`` keeps working.
+``encode_record`` (layouts in ``protocol.record_format``; Kafka docs implementation.html
+§5.3.1-5.3.3, KIP-98 for control batches). Reading them back: ``protocol.records``.
 """
 
 from __future__ import annotations
@@ -12,17 +9,17 @@ from collections.abc import Iterable
 
 import crc32c
 
-from protocol.records import (
-    _CONTROL_KEY,
-    _CONTROL_VALUE,
-    _UINT32,
+from protocol import compression
+from protocol.record_format import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     CONTROL_ABORT,
     CONTROL_COMMIT,
+    CONTROL_KEY,
     CONTROL_MASK,
+    CONTROL_VALUE,
     CRC_OFFSET,
     CREATE_TIME,
     LOG_APPEND_TIME,
@@ -31,6 +28,7 @@ from protocol.records import (
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    UINT32,
     encode_varint,
 )
 
@@ -128,8 +126,6 @@ class RecordBatchBuilder:
     def build(self) -> bytes:
         if self._count == 0:
             raise ValueError("a record batch needs at least one record")
-        from protocol import compression
-
         payload = compression.compress(self.compression_type, self._records)
         out = bytearray(BATCH_HEADER_SIZE + len(payload))
         BATCH_HEADER.pack_into(
@@ -150,7 +146,7 @@ class RecordBatchBuilder:
             self._count,
         )
         out[BATCH_HEADER_SIZE:] = payload
-        _UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+        UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
         return bytes(out)
 
 
@@ -180,6 +176,6 @@ def build_control_batch(
         partition_leader_epoch=partition_leader_epoch,
     )
     builder.append(
-        timestamp, _CONTROL_KEY.pack(0, ctype), _CONTROL_VALUE.pack(0, coordinator_epoch)
+        timestamp, CONTROL_KEY.pack(0, ctype), CONTROL_VALUE.pack(0, coordinator_epoch)
     )
     return builder.build()

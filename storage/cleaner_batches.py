@@ -46,8 +46,7 @@ import crc32c
 
 from protocol import compression
 from protocol.record_builder import encode_record
-from protocol.records import (
-    _UINT32,
+from protocol.record_format import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
@@ -60,8 +59,9 @@ from protocol.records import (
     MAGIC_V2,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
-    RecordBatch,
 )
+from protocol.record_format import UINT32 as _UINT32
+from protocol.records import RecordBatch
 
 BYTES_PER_ENTRY = 24  # Kafka's SkimpyOffsetMap: 16-byte MD5 of the key + 8-byte offset
 

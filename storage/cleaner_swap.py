@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD
+from protocol.record_format import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD
 from storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,

@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
-from protocol.records import LOG_APPEND_TIME, CorruptRecordError, RecordBatch, iter_batches
+from protocol.record_format import LOG_APPEND_TIME, CorruptRecordError
+from protocol.records import RecordBatch, iter_batches
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache
 from storage.index import CorruptIndexError

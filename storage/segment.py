@@ -22,7 +22,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+from protocol.record_format import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD
+from protocol.records import RecordBatch
 from storage.descriptor_cache import _CACHE, FileHandle
 from storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex

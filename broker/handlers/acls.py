@@ -23,17 +23,17 @@ from __future__ import annotations
 
 from broker.handlers.authz import AclOperation, authorize_cluster
 from broker.handlers.registry import handles
-from broker.security.acl import (
+from broker.security.principal import parse_principal
+from common.acl import (
     CLUSTER_NAME,
     AclBinding,
+    AclBindingFilter,
     AclEntry,
     AclPermissionType,
     PatternType,
     ResourcePattern,
     ResourceType,
 )
-from broker.security.authorizer import AclBindingFilter
-from broker.security.principal import parse_principal
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from broker.security.acl import (
+from common.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     AclOperation,

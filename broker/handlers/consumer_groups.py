@@ -1,7 +1,7 @@
 """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69): KIP-848 consumer groups.
 
 Behaviour (Kafka's ``GroupMetadataManager``; the state machine is
-``broker.coordinator.consumer_coordinator``):
+``coordinator.group.consumer_coordinator``):
 - ConsumerGroupHeartbeat: join (epoch 0), heartbeat, leave (-1) or static leave (-2);
   answers the member id, member epoch, ``group.consumer.heartbeat.interval.ms`` and the
   assignment (topic ids) when it changed or the request was a full one. Errors (top level,
@@ -26,6 +26,8 @@ member id comes from the client, KIP-1082); ConsumerGroupDescribe v0-v1 (v1: eac
 """
 
 from __future__ import annotations
+
+import functools
 
 from broker.handlers import authz
 from broker.handlers.group_admin import AUTHORIZED_OPERATIONS_OMITTED
@@ -102,24 +104,35 @@ def heartbeat_response(cls, r):
                heartbeat_interval_ms=r.heartbeat_interval_ms, assignment=assignment)
 
 
-def _described(group_id: str, error, message=None):
-    return DescribeResponse.DescribedGroup(error_code=int(error), error_message=message,
-                                           group_id=group_id, group_state="", group_epoch=-1,
-                                           assignment_epoch=-1, assignor_name="", members=[])
+def described_group(cls, group_id: str, error, message=None):
+    """A ``DescribedGroup`` of ``cls`` (ConsumerGroupDescribe or ShareGroupDescribe response)
+    that carries only an error."""
+    return cls.DescribedGroup(error_code=int(error), error_message=message, group_id=group_id,
+                              group_state="", group_epoch=-1, assignment_epoch=-1,
+                              assignor_name="", members=[])
 
 
-def describe_error_response(request, version: int, error: KafkaError):
-    return DescribeResponse(groups=[_described(g, error.code, error.message)
-                                    for g in request.group_ids])
+def describe_error_response_of(cls):
+    """The ``error_response`` of a describe handler answering with ``cls``: every requested
+    group gets the error."""
+    def error_response(request, version: int, error: KafkaError):
+        return cls(groups=[described_group(cls, g, error.code, error.message)
+                           for g in request.group_ids])
+    return error_response
 
 
-def _assignment(a: dict, topics) -> object:
-    out = []
-    for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])):
-        if ps:
-            out.append(DescribeResponse.TopicPartitions(
-                topic_id=t, topic_name=topics.name_of(t) or "", partitions=sorted(ps)))
-    return DescribeResponse.Assignment(topic_partitions=out)
+def topic_assignment(cls, a: dict, topics):
+    """``{topic_id: partitions}`` as ``cls.Assignment`` (topic names from ``topics``; empty
+    partition sets left out; ordered by topic id)."""
+    return cls.Assignment(topic_partitions=[
+        cls.TopicPartitions(topic_id=t, topic_name=topics.name_of(t) or "",
+                            partitions=sorted(ps))
+        for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps])
+
+
+_described = functools.partial(described_group, DescribeResponse)
+_assignment = functools.partial(topic_assignment, DescribeResponse)
+describe_error_response = describe_error_response_of(DescribeResponse)
 
 
 @handles(DESCRIBE, 0, 1, error_response=describe_error_response)

@@ -18,7 +18,7 @@ starts at 1, ``controller.broker_config_admin.FeatureZNode.BOOTSTRAP``; at 0
 ConsumerGroupHeartbeat/Describe answer UNSUPPORTED_VERSION, as Kafka's
 ``isConsumerGroupProtocolEnabled``), ``transaction.version`` 0-2 (1 = flexible transaction
 log records; 2 = KIP-890 part 2: an epoch bump per transaction and implicit
-AddPartitionsToTxn from Produce v12+, see ``broker/coordinator/transaction/``),
+AddPartitionsToTxn from Produce v12+, see ``coordinator/transaction/``),
 ``share.version`` 0-1 (1 = KIP-932 share groups, as Kafka 4.2 a new cluster starts at 1; at
 0 the share-group APIs answer UNSUPPORTED_VERSION).
 

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import logging
 
-from broker.coordinator.group_store import GROUP_METADATA_TOPIC
 from broker.handlers import authz
 from broker.handlers.metadata import internal_topic_spec
 from broker.handlers.registry import handles
+from coordinator.group.group_store import GROUP_METADATA_TOPIC
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
 

@@ -28,10 +28,10 @@ instance ids, v6 error_message and GROUP_ID_NOT_FOUND); ListGroups v0-v5 (v3+ fl
 
 from __future__ import annotations
 
-from broker.coordinator.group import GroupState
 from broker.handlers import authz
 from broker.handlers.groups import group_coordinator
 from broker.handlers.registry import handles
+from coordinator.group.group import GroupState
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
 

@@ -1,6 +1,6 @@
 """JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13): classic group membership.
 
-Behaviour (Kafka's ``KafkaApis`` group handlers over ``broker.coordinator``): the requests go
+Behaviour (Kafka's ``KafkaApis`` group handlers over ``coordinator.group``): the requests go
 to ``ctx.broker.group_coordinator`` (COORDINATOR_NOT_AVAILABLE when the broker has none).
 JoinGroup and SyncGroup park until the rebalance completes (the handler returns a future the
 coordinator resolves); Heartbeat and LeaveGroup answer at once. An empty group id is
@@ -24,10 +24,10 @@ Version notes:
 
 from __future__ import annotations
 
-from broker.coordinator.group import JoinResult, SyncResult
 from broker.handlers import authz
 from broker.handlers.registry import handles
 from broker.request_channel import Deferred
+from coordinator.group.group import JoinResult, SyncResult
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
 

@@ -1,7 +1,7 @@
 """OffsetCommit (8), OffsetFetch (9), OffsetDelete (47): committed offsets of groups.
 
 Behaviour (Kafka's ``KafkaApis`` + ``GroupCoordinator``; offsets are records in
-``__consumer_offsets``, see ``broker.coordinator.records``):
+``__consumer_offsets``, see ``coordinator.group.records``):
 - OffsetCommit: a partition of a topic the broker does not know answers
   UNKNOWN_TOPIC_OR_PARTITION (3); the rest go to the coordinator: generation/member checks
   (ILLEGAL_GENERATION 22, UNKNOWN_MEMBER_ID 25, REBALANCE_IN_PROGRESS 27,
@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import time
 
-from broker.coordinator.group import OffsetAndMetadata
 from broker.handlers import authz
 from broker.handlers.groups import deny_group, group_coordinator
 from broker.handlers.registry import handles
+from coordinator.group.group import OffsetAndMetadata
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.types import ZERO_UUID

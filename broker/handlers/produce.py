@@ -14,7 +14,7 @@
 #   offset (Kafka's DUPLICATE_SEQUENCE_NUMBER handling). Produce never creates topics.
 #   Transactional batches (KIP-98): with transaction.partition.verification.enable (KIP-890
 #   part 1) a batch that would start the producer's transaction on a partition is first
-#   checked with the transaction coordinator (broker.coordinator.transaction.verification):
+#   checked with the transaction coordinator (broker.txn_verification):
 #   INVALID_TXN_STATE when the partition was not added to the transaction (v11:
 #   TRANSACTION_ABORTABLE), NOT_ENOUGH_REPLICAS (retriable) when the coordinator could not be
 #   asked, INVALID_PRODUCER_EPOCH when fenced; a non-transactional batch inside the
@@ -33,7 +33,7 @@
 #   TRANSACTION_ABORTABLE where older versions get INVALID_TXN_STATE (KIP-890 part 1). v12 is
 #   v11 plus, once `transaction.version` 2 is finalized, the implicit AddPartitionsToTxn of
 #   KIP-890 part 2 (a transactional batch adds its partition to the producer's transaction;
-#   broker.coordinator.transaction.verification). v13 names topics by topic id (KIP-516): an
+#   broker.txn_verification). v13 names topics by topic id (KIP-516): an
 #   id this broker does not know answers UNKNOWN_TOPIC_ID for its partitions, and the
 #   response carries the ids.
 
@@ -42,16 +42,16 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from broker.coordinator.transaction.verification import verify_produce
-from broker.coordinator.transaction.versions import (
-    finalized_transaction_version,
-    produce_adds_partitions,
-)
 from broker.handlers import authz, throttling
 from broker.handlers.registry import CLOSE_CONNECTION, NO_RESPONSE, handles, then
 from broker.handlers.transactions import authorize_transactional_id
 from broker.metrics import TOPIC_STATS
 from broker.replica_manager import ProducePartitionResult
+from broker.txn_verification import verify_produce
+from coordinator.transaction.versions import (
+    finalized_transaction_version,
+    produce_adds_partitions,
+)
 from protocol.errors import ErrorCode, KafkaError
 from protocol.legacy_records import convert_to_v2
 from protocol.messages import ProduceRequest, ProduceResponse

@@ -3,7 +3,7 @@
 #   (broker.producer_id_manager); as in Kafka, a producer without a transactional id that
 #   sends its old producer id and epoch (KIP-360, v3+) also gets a new id. With a
 #   transactional id the transaction coordinator answers
-#   (broker.coordinator.transaction.coordinator: epoch bump and fencing of the previous
+#   (coordinator.transaction.coordinator: epoch bump and fencing of the previous
 #   producer, an Ongoing transaction fenced and aborted -> CONCURRENT_TRANSACTIONS so the
 #   client retries, KIP-360/588 recovery with the expected producer id and epoch,
 #   INVALID_TRANSACTION_TIMEOUT, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,

@@ -28,7 +28,7 @@ from collections import Counter
 from broker.handlers.authz import AclOperation, authorize_cluster
 from broker.handlers.registry import handles
 from broker.security import znodes
-from broker.security.scram import BY_TYPE, credential_from_salted
+from common.security.scram import BY_TYPE, credential_from_salted
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
 

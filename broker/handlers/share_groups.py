@@ -1,7 +1,7 @@
 """ShareGroupHeartbeat (76) and ShareGroupDescribe (77): KIP-932 share groups.
 
 Behaviour (Kafka's ``GroupMetadataManager`` share paths; the state machine is
-``broker.coordinator.share_groups``):
+``coordinator.group.share_groups``):
 - ShareGroupHeartbeat: join (epoch 0), heartbeat, leave (-1); answers the member id, member
   epoch, the heartbeat interval and the assignment (topic ids) when the member joined or
   its assignment changed. Errors (top level, with a message): INVALID_REQUEST,
@@ -24,8 +24,15 @@ not served); flexible.
 
 from __future__ import annotations
 
+import functools
+
 from broker.handlers import authz
-from broker.handlers.consumer_groups import heartbeat_response
+from broker.handlers.consumer_groups import (
+    describe_error_response_of,
+    described_group,
+    heartbeat_response,
+    topic_assignment,
+)
 from broker.handlers.features import finalized_level
 from broker.handlers.group_admin import AUTHORIZED_OPERATIONS_OMITTED
 from broker.handlers.groups import client_host, group_coordinator
@@ -73,22 +80,9 @@ async def handle_share_group_heartbeat(ctx, request):
     return heartbeat_response(HeartbeatResponse, r)
 
 
-def _described(group_id: str, error, message=None):
-    return DescribeResponse.DescribedGroup(error_code=int(error), error_message=message,
-                                           group_id=group_id, group_state="", group_epoch=-1,
-                                           assignment_epoch=-1, assignor_name="", members=[])
-
-
-def describe_error_response(request, version: int, error: KafkaError):
-    return DescribeResponse(groups=[_described(g, error.code, error.message)
-                                    for g in request.group_ids])
-
-
-def _assignment(a: dict, topics):
-    return DescribeResponse.Assignment(topic_partitions=[
-        DescribeResponse.TopicPartitions(topic_id=t, topic_name=topics.name_of(t) or "",
-                                         partitions=sorted(ps))
-        for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])) if ps])
+_described = functools.partial(described_group, DescribeResponse)
+_assignment = functools.partial(topic_assignment, DescribeResponse)
+describe_error_response = describe_error_response_of(DescribeResponse)
 
 
 @handles(DESCRIBE, 1, 1, error_response=describe_error_response)

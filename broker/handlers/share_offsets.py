@@ -1,7 +1,7 @@
 """DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92).
 
 Behaviour (Kafka 4.2's ``KafkaApis`` + ``GroupCoordinatorService``; the share-group side is
-``broker.coordinator.share_groups``, which reaches the share coordinator):
+``coordinator.group.share_groups``, which reaches the share coordinator):
 - Describe: per group (DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED) and per
   requested topic partition (topics null: every partition the group has share state for)
   the share-partition start offset and leader epoch from ReadShareGroupStateSummary;

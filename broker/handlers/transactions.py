@@ -14,7 +14,7 @@ Behaviour:
 - EndTxn: commit (`committed` true) or abort; NONE once PrepareCommit/PrepareAbort is
   written (the markers follow asynchronously), INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS,
   PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, coordinator errors.
-- Transaction version 2 (KIP-890 part 2, broker.coordinator.transaction.versions): while
+- Transaction version 2 (KIP-890 part 2, coordinator.transaction.versions): while
   the cluster has `transaction.version` 2 finalized, EndTxn v5 bumps the producer epoch on
   every commit and abort and answers the new producer id and epoch, and a broker's
   AddPartitionsToTxn v5 that adds partitions (the implicit add of a Produce v12+ or
@@ -33,14 +33,14 @@ v4 ends the transaction).
 
 from __future__ import annotations
 
-from broker.coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
-from broker.coordinator.transaction.versions import (
+from broker.handlers import authz
+from broker.handlers.registry import error_code_response, handles
+from coordinator.transaction.log_records import TRANSACTION_STATE_TOPIC
+from coordinator.transaction.versions import (
     add_partitions_version,
     end_txn_version,
     finalized_transaction_version,
 )
-from broker.handlers import authz
-from broker.handlers.registry import error_code_response, handles
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     AddOffsetsToTxnRequest,

@@ -2,7 +2,7 @@
 its transaction (KIP-98; KIP-447 adds the group generation / member id / instance id).
 
 Behaviour (Kafka's handleTxnOffsetCommitRequest): partitions of unknown topics answer
-UNKNOWN_TOPIC_OR_PARTITION; the rest go to `broker.coordinator.txn_offsets`
+UNKNOWN_TOPIC_OR_PARTITION; the rest go to `coordinator.group.txn_offsets`
 (coordinator errors, member/generation checks with UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
 FENCED_INSTANCE_ID, OFFSET_METADATA_TOO_LARGE, INVALID_PRODUCER_EPOCH for a fenced producer,
 KIP-890 verification of the group's `__consumer_offsets` partition). The offsets become
@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import time
 
-from broker.coordinator.group import OffsetAndMetadata
-from broker.coordinator.transaction.versions import (
-    finalized_transaction_version,
-    txn_offset_commit_adds_partition,
-)
-from broker.coordinator.txn_offsets import handle_txn_commit_offsets
 from broker.handlers import authz
 from broker.handlers.registry import handles
 from broker.handlers.transactions import authorize_transactional_id
+from coordinator.group.group import OffsetAndMetadata
+from coordinator.group.txn_offsets import handle_txn_commit_offsets
+from coordinator.transaction.versions import (
+    finalized_transaction_version,
+    txn_offset_commit_adds_partition,
+)
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 

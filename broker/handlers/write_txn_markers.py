@@ -7,7 +7,7 @@ here), NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), INVALID_PRODU
 (an older producer epoch than the partition knows), TRANSACTION_COORDINATOR_FENCED (an
 older coordinator epoch), KAFKA_STORAGE_ERROR. Committed/aborted transactional offsets of
 `__consumer_offsets` partitions are applied/dropped once their markers are written. The
-work is `broker.coordinator.transaction.marker_writer.write_txn_markers`, shared with the
+work is `broker.txn_markers.write_txn_markers`, shared with the
 coordinator's local shortcut. Only brokers send it (Kafka checks CLUSTER_ACTION; issue 15).
 
 Version notes: v0-v1 (v1 flexible).
@@ -16,9 +16,9 @@ Authorization: ALTER or CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATIO
 
 from __future__ import annotations
 
-from broker.coordinator.transaction.marker_writer import write_txn_markers
 from broker.handlers import authz
 from broker.handlers.registry import handles
+from broker.txn_markers import write_txn_markers
 from protocol.errors import KafkaError
 from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 

@@ -30,7 +30,7 @@ CONFIG_KEY = "prometheus.listener"
 def parse_prometheus_listener(value: str) -> tuple[str, int]:
     """``http://HOST:PORT`` -> (host, port); empty host = all interfaces; port 0 = any free
     port. ConfigError naming ``prometheus.listener`` otherwise."""
-    from broker.config import ConfigError
+    from common.config_error import ConfigError
 
     allowed = "http://HOST:PORT (for example http://0.0.0.0:9404)"
     try:

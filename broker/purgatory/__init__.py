@@ -10,8 +10,6 @@ from broker.purgatory.delayed_operation import (
     DelayedOperation,
     DelayedOperationPurgatory,
     FetchSessionKey,
-    GroupKey,
-    MemberKey,
     TopicPartitionKey,
 )
 from broker.purgatory.timer import MockTime, MockTimer, SystemTimer, Timer
@@ -23,8 +21,6 @@ __all__ = [
     "DelayedOperation",
     "DelayedOperationPurgatory",
     "FetchSessionKey",
-    "GroupKey",
-    "MemberKey",
     "MockTime",
     "MockTimer",
     "SystemTimer",

@@ -26,8 +26,6 @@ from broker.purgatory.timer_task import TimerTask
 __all__ = [
     "DelayedOperation",
     "DelayedOperationPurgatory",
-    "GroupKey",
-    "MemberKey",
     "TopicPartitionKey",
     "FetchSessionKey",
 ]
@@ -53,25 +51,6 @@ class FetchSessionKey(NamedTuple):
 
     def __str__(self) -> str:
         return f"fetch-session-{self.session_id}"
-
-
-class GroupKey(NamedTuple):
-    """Watch key of DelayedJoin / DelayedSync (Kafka's GroupJoinKey / GroupSyncKey)."""
-
-    group_id: str
-
-    def __str__(self) -> str:
-        return self.group_id
-
-
-class MemberKey(NamedTuple):
-    """Watch key of DelayedHeartbeat (Kafka's MemberKey)."""
-
-    group_id: str
-    member_id: str
-
-    def __str__(self) -> str:
-        return f"{self.group_id}-{self.member_id}"
 
 
 class DelayedOperation(TimerTask):
@@ -236,7 +215,7 @@ class DelayedOperationPurgatory:
     `name` labels logs/metrics ("Fetch", "Produce", "Rebalance", "Heartbeat"). `timer` is any
     `Timer` (a `SystemTimer` in the broker, a `MockTimer` in tests); the purgatory never
     shuts it down. Keys are hashable values of one type per purgatory: `TopicPartitionKey`,
-    `GroupKey` or `MemberKey`.
+    `FetchSessionKey`, or the group coordinator's `coordinator.keys.GroupKey` / `MemberKey`.
 
     Purging (Kafka's expiration reaper, without a thread): an operation that completes while
     still watched - by its deadline, by `force_complete`, or through another of its keys - stays

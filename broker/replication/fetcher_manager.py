@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from broker.coordinator.group_store import java_string_hashcode
 from broker.replication.fetcher import FetcherConfig, InitialFetchState, ReplicaFetcher
+from coordinator.keys import java_string_hashcode
 
 __all__ = ["ReplicaFetcherManager", "fetcher_id_for"]
 

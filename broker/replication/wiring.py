@@ -46,7 +46,7 @@ def attach_replication(replica_manager, config, metadata_cache,
     try:
         replica_manager.replica_selector = selector_for(config.get("replica.selector.class"))
     except ValueError as e:
-        from broker.config import ConfigError
+        from common.config_error import ConfigError
         raise ConfigError("replica.selector.class", config.get("replica.selector.class"),
                           "org.apache.kafka.common.replica.RackAwareReplicaSelector or "
                           "LeaderSelector", str(e)) from None

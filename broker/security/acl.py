@@ -1,8 +1,5 @@
-"""ACL vocabulary and Kafka's ZooKeeper ACL documents (``org.apache.kafka.common.acl``,
-``org.apache.kafka.common.resource``, ``kafka.security.authorizer.AclEntry``, ``ZkData``).
-
-Codes are the wire values of the ACL APIs; names are what ZooKeeper documents and
-kafka-acls.sh print.
+"""Kafka's ZooKeeper ACL documents (``kafka.security.authorizer.AclEntry``, ``ZkData``); the
+vocabulary (resource types, operations, patterns, entries) is ``common.acl``.
 
 ZooKeeper layout (``ResourceZNode`` / ``ZkAclChangeStore``)::
 
@@ -17,161 +14,29 @@ ZooKeeper layout (``ResourceZNode`` / ``ZkAclChangeStore``)::
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
-from dataclasses import dataclass
 
-__all__ = ["AclBinding", "AclEntry", "AclOperation", "AclPermissionType", "PatternType",
-           "ResourcePattern", "ResourceType", "CLUSTER_NAME", "WILDCARD", "WILDCARD_HOST",
-           "acl_change_node", "decode_acl_change", "decode_acls", "encode_acls",
-           "resource_znode"]
+from common.acl import (
+    AclEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+
+__all__ = ["ACL_ROOT", "CHANGE_PREFIX", "EXTENDED_ACL_ROOT", "EXTENDED_CHANGES",
+           "LITERAL_CHANGES", "acl_change_node", "decode_acl_change", "decode_acls",
+           "encode_acls", "resource_znode"]
 
 log = logging.getLogger(__name__)
 
-CLUSTER_NAME = "kafka-cluster"
-WILDCARD = "*"  # resource name / principal name matching everything
-WILDCARD_HOST = "*"
 ACL_ROOT = "/kafka-acl"
 EXTENDED_ACL_ROOT = "/kafka-acl-extended"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
-
-
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-    @property
-    def znode_name(self) -> str:
-        """``Topic``, ``Group``, ``Cluster``, ``TransactionalId``, ``DelegationToken``,
-        ``User`` (Kafka's ``SecurityUtils.resourceTypeName``)."""
-        return _camel(self.name)
-
-    @classmethod
-    def parse(cls, text: str) -> ResourceType:
-        key = text.replace("_", "").replace("-", "").lower()
-        for rt in cls:
-            if rt.name.replace("_", "").lower() == key:
-                return rt
-        raise ValueError(f"unknown resource type {text}")
-
-
-class AclOperation(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-    @property
-    def znode_name(self) -> str:
-        return _camel(self.name)
-
-    @classmethod
-    def parse(cls, text: str) -> AclOperation:
-        key = text.replace("_", "").replace("-", "").lower()
-        for op in cls:
-            if op.name.replace("_", "").lower() == key:
-                return op
-        raise ValueError(f"unknown operation {text}")
-
-
-class AclPermissionType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-    @property
-    def znode_name(self) -> str:
-        return _camel(self.name)
-
-    @classmethod
-    def parse(cls, text: str) -> AclPermissionType:
-        return cls[text.upper()]
-
-
-class PatternType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-    @classmethod
-    def parse(cls, text: str) -> PatternType:
-        return cls[text.upper()]
-
-
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
-
-
-#: operations each resource type accepts in ACLs and authorized-operations fields
-#: (Kafka 3.9's ``AclEntry.supportedOperations``)
-SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
-    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
-                         AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,
-                         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
-    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
-                           AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
-                           AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
-                           AclOperation.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
-    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
-    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
-}
-
-
-@dataclass(frozen=True)
-class ResourcePattern:
-    resource_type: ResourceType
-    name: str
-    pattern_type: PatternType
-
-    def __str__(self) -> str:
-        return (f"ResourcePattern(resourceType={self.resource_type.name}, name={self.name}, "
-                f"patternType={self.pattern_type.name})")
-
-
-@dataclass(frozen=True)
-class AclEntry:
-    """One access control entry: who, from where, what, allow or deny."""
-
-    principal: str  # "User:alice", "User:*"
-    host: str
-    operation: AclOperation
-    permission_type: AclPermissionType
-
-    def __str__(self) -> str:
-        return (f"(principal={self.principal}, host={self.host}, "
-                f"operation={self.operation.name}, "
-                f"permissionType={self.permission_type.name})")
-
-
-@dataclass(frozen=True)
-class AclBinding:
-    pattern: ResourcePattern
-    entry: AclEntry
 
 
 def resource_znode(pattern: ResourcePattern) -> str:

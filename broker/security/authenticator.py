@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from broker.security.principal import KafkaPrincipal
 from broker.security.sasl import (
     IllegalSaslStateError,
-    SaslAuthenticationError,
     SaslCredentialError,
     SaslServer,
     create_server,
 )
+from common.security.errors import SaslAuthenticationError
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import (

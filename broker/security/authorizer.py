@@ -38,11 +38,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 
 from broker.security import acl as A
-from broker.security.acl import (
+from broker.security.change_listener import ChangeNotificationListener
+from broker.security.principal import KafkaPrincipal, parse_principal
+from broker.security.store import ZNodeBadVersion, ZNodeExists, ZNodeStore, ensure_path
+from common.acl import (
+    WILDCARD,
+    WILDCARD_HOST,
     AclBinding,
+    AclBindingFilter,
     AclEntry,
     AclOperation,
     AclPermissionType,
@@ -50,11 +55,8 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.change_listener import ChangeNotificationListener
-from broker.security.principal import KafkaPrincipal, parse_principal
-from broker.security.store import ZNodeBadVersion, ZNodeExists, ZNodeStore, ensure_path
 
-__all__ = ["ACL_AUTHORIZER_CLASSES", "AclAuthorizer", "AclBindingFilter", "AuthorizerError"]
+__all__ = ["ACL_AUTHORIZER_CLASSES", "AclAuthorizer", "AuthorizerError"]
 
 log = logging.getLogger("broker.security.authorizer")
 audit = logging.getLogger("kafka.authorizer.logger")
@@ -76,44 +78,6 @@ class AuthorizerError(Exception):
     def __init__(self, code, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-@dataclass(frozen=True)
-class AclBindingFilter:
-    """Kafka's ``AclBindingFilter``: None name/principal/host = any; ANY types match all;
-    pattern type MATCH matches what a literal name would match (itself, ``*``, prefixes)."""
-
-    resource_type: ResourceType
-    name: str | None
-    pattern_type: PatternType
-    principal: str | None
-    host: str | None
-    operation: AclOperation
-    permission_type: AclPermissionType
-
-    def matches_pattern(self, p: ResourcePattern) -> bool:
-        if self.resource_type is not ResourceType.ANY and self.resource_type is not p.resource_type:
-            return False
-        pt = self.pattern_type
-        if pt not in (PatternType.ANY, PatternType.MATCH) and pt is not p.pattern_type:
-            return False
-        if self.name is None:
-            return True
-        if pt is PatternType.ANY or pt is p.pattern_type:
-            return self.name == p.name
-        if p.pattern_type is PatternType.LITERAL:  # MATCH
-            return self.name == p.name or p.name == A.WILDCARD
-        return self.name.startswith(p.name)
-
-    def matches_entry(self, e: AclEntry) -> bool:
-        return ((self.principal is None or self.principal == e.principal)
-                and (self.host is None or self.host == e.host)
-                and (self.operation is AclOperation.ANY or self.operation is e.operation)
-                and (self.permission_type is AclPermissionType.ANY
-                     or self.permission_type is e.permission_type))
-
-    def matches(self, b: AclBinding) -> bool:
-        return self.matches_pattern(b.pattern) and self.matches_entry(b.entry)
 
 
 class AclAuthorizer:
@@ -138,7 +102,7 @@ class AclAuthorizer:
     def from_config(cls, config) -> AclAuthorizer | None:
         """The configured authorizer, None when ``authorizer.class.name`` is empty; a class
         other than Kafka's ACL authorizers is a ConfigError."""
-        from broker.config import ConfigError
+        from common.config_error import ConfigError
 
         name = (config.get("authorizer.class.name") or "").strip()
         if not name:
@@ -258,7 +222,7 @@ class AclAuthorizer:
     def _matching(self, resource_type: ResourceType, name: str) -> list[frozenset[AclEntry]]:
         out = []
         literal = self._index.get((resource_type, PatternType.LITERAL), {})
-        for n in (name, A.WILDCARD):
+        for n in (name, WILDCARD):
             entries = literal.get(n)
             if entries:
                 out.append(entries)
@@ -287,7 +251,7 @@ class AclAuthorizer:
 
         deny_literal = names(AclPermissionType.DENY, PatternType.LITERAL)
         resource = f"{resource_type.znode_name}:UNKNOWN:NONE"
-        if A.WILDCARD in deny_literal:
+        if WILDCARD in deny_literal:
             self._audit(ctx, principal, host, operation, resource, False, True)
             return False
         if self.allow_everyone:
@@ -301,7 +265,7 @@ class AclAuthorizer:
             return any(name[:i] in deny_prefix for i in range(1, len(name) + 1))
 
         allowed = (any(not dominated(p) for p in allow_prefix)
-                   or any(n == A.WILDCARD or (n not in deny_literal and not dominated(n))
+                   or any(n == WILDCARD or (n not in deny_literal and not dominated(n))
                           for n in allow_literal))
         self._audit(ctx, principal, host, operation, resource, allowed, True)
         return allowed
@@ -428,7 +392,7 @@ def _exists(acls, principal: str, host: str, operations, permission: AclPermissi
             if (e.permission_type is permission
                     and (e.principal == principal or e.principal == "User:*")
                     and (e.operation in operations or e.operation is AclOperation.ALL)
-                    and (e.host == host or e.host == A.WILDCARD_HOST)):
+                    and (e.host == host or e.host == WILDCARD_HOST)):
                 return True
     return False
 

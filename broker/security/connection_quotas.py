@@ -23,9 +23,9 @@ import socket
 import time
 from collections.abc import Callable
 
-from broker.config import ConfigError
 from broker.security import znodes
 from broker.security.quotas import Rate
+from common.config_error import ConfigError
 
 __all__ = ["ConnectionQuotas", "parse_overrides"]
 

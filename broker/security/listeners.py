@@ -17,16 +17,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import ConfigError, Endpoint
+from broker.config import Endpoint
 from broker.security.authenticator import SaslServerAuthenticator
-from broker.security.jaas import (
-    OAUTHBEARER_LOGIN_MODULE,
-    PLAIN_LOGIN_MODULE,
-    SCRAM_LOGIN_MODULE,
-    JaasConfigError,
-    JaasEntry,
-    parse_jaas_config,
-)
 from broker.security.principal import (
     ANONYMOUS,
     KafkaPrincipal,
@@ -35,7 +27,16 @@ from broker.security.principal import (
     dn_of_certificate,
 )
 from broker.security.sasl import SUPPORTED_MECHANISMS
-from broker.security.ssl_factory import SslConfig, SslConfigError, load_keystore, server_context
+from common.config_error import ConfigError
+from common.security.jaas import (
+    OAUTHBEARER_LOGIN_MODULE,
+    PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
+    JaasConfigError,
+    JaasEntry,
+    parse_jaas_config,
+)
+from common.security.ssl_factory import SslConfig, SslConfigError, load_keystore, server_context
 
 __all__ = ["ListenerSecurity", "Session"]
 

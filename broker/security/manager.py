@@ -26,8 +26,8 @@ from typing import Any
 
 from broker.security import znodes
 from broker.security.listeners import ListenerSecurity, Session
-from broker.security.scram import MECHANISMS, ScramCredential
 from broker.security.store import ZNodeBadVersion, ZNodeExists, ZNodeStore, upsert
+from common.security.scram import MECHANISMS, ScramCredential
 
 __all__ = ["SecurityManager"]
 
@@ -105,7 +105,7 @@ class SecurityManager:
         return [sec for name, sec in self.listeners.items() if name in touched and sec.uses_ssl]
 
     def _validate_ssl_update(self, entity: str, configs: dict) -> None:
-        from broker.security.ssl_factory import SslConfigError
+        from common.security.ssl_factory import SslConfigError
         from protocol.errors import ErrorCode, KafkaError
 
         for sec in self._ssl_listeners(configs):

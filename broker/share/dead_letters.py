@@ -39,7 +39,8 @@ from coordinator.share.share_partition import SharePartition
 from coordinator.share.state import DeadLetterIntent
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import MESSAGES
-from protocol.records import RecordBatchBuilder, iter_batches_lenient
+from protocol.record_builder import RecordBatchBuilder
+from protocol.records import iter_batches_lenient
 
 __all__ = ["DeadLetterWriter"]
 

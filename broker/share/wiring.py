@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import functools
 
-from broker.coordinator.transaction.links import BrokerLinks
 from broker.coordinator_runtime import BrokerCoordinatorRuntime
-from broker.replication.wiring import inter_broker_listener
 from broker.share.dead_letters import DeadLetterWriter
 from broker.share.fetch import ShareFetcher
 from broker.share.metrics import ShareMetrics
@@ -40,7 +38,7 @@ def attach_share_groups(services, listener) -> SharePartitionManager | None:
                                        config.get("share.coordinator.load.buffer.size"))
     coordinator = ShareCoordinator(runtime, ShareCoordinatorConfig.from_kafka_config(config.get))
     coordinator.startup()
-    links = BrokerLinks(services, inter_broker_listener(config), "share-persister")
+    links = runtime.inter_broker("share-persister")
     persister = BrokerSharePersister(services, coordinator, links,
                                      max_retry_ms=config.get("share.coordinator.write.timeout.ms")
                                      + 3000)

@@ -35,14 +35,14 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from protocol.records import (
+from protocol.record_format import (
     CONTROL_ABORT,
     LOG_APPEND_TIME,
     MAGIC_OFFSET,
     CorruptRecordError,
-    RecordBatch,
     read_varint,
 )
+from protocol.records import RecordBatch
 
 _PAD = bytes(16)  # so that vectorised reads a few bytes past a record stay inside the buffer
 _LEGACY_SIZE = struct.Struct(">qi")  # offset, message size (v0/v1 message set entry)

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from coordinator.share.in_flight import InFlightState
+from coordinator.share.config import SharePartitionConfig
+from coordinator.share.in_flight import InFlightCache, InFlightState
 from coordinator.share.state import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -33,8 +34,18 @@ from coordinator.share.state import (
 )
 from protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from coordinator.share.share_partition import SharePartition
+
+class SharePartition(Protocol):
+    """What planning reads of a `share_partition.SharePartition`."""
+
+    cache: InFlightCache
+    config: SharePartitionConfig
+
+    @property
+    def start_offset(self) -> int: ...
+
+    @property
+    def end_offset(self) -> int: ...
 
 __all__ = ["Change", "Plan", "plan_acknowledge", "plan_release_member", "release_target"]
 

@@ -25,14 +25,24 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from coordinator.share.in_flight import InFlightBatch, InFlightState, RangeTimeout
+from coordinator.share.config import SharePartitionConfig
+from coordinator.share.in_flight import InFlightBatch, InFlightCache, InFlightState, RangeTimeout
 from coordinator.share.state import AbortedTransaction, AcquiredRecords, FetchedBatch, RecordState
 from coordinator.share.transactions import skipped_ranges
 
-if TYPE_CHECKING:
-    from coordinator.share.share_partition import SharePartition
+
+class SharePartition(Protocol):
+    """What acquisition reads and moves of a `share_partition.SharePartition`: its in-flight
+    window [`_start`, `_end`) and the batches in it."""
+
+    cache: InFlightCache
+    config: SharePartitionConfig
+    _start: int
+    _end: int
+
+    def _add_batch(self, first: int, last: int, st: InFlightState) -> InFlightBatch: ...
 
 __all__ = ["acquire_records"]
 

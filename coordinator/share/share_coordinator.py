@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from coordinator.append_errors import COORDINATOR_APPEND_ERRORS
 from coordinator.keys import java_abs, java_string_hashcode, share_coordinator_key
 from coordinator.runtime import CoordinatorRuntime
 from coordinator.share.coordinator_shard import (
@@ -65,14 +66,6 @@ LOAD_RETRY_BACKOFF_MS = 1000
 MAX_BATCH_OPERATIONS = 256
 E = ErrorCode
 
-_APPEND_ERRORS = {
-    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
-    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
-    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
-    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
-    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
-}
 
 
 @dataclass
@@ -319,7 +312,7 @@ class ShareCoordinator:
                                 code.name)
                 for s in reversed(saved):
                     shard.restore(s)
-                mapped = _APPEND_ERRORS.get(code, E.UNKNOWN_SERVER_ERROR)
+                mapped = COORDINATOR_APPEND_ERRORS.get(code, E.UNKNOWN_SERVER_ERROR)
                 answers = [op.fail(mapped) for op in ops]
         for op, answer in zip(ops, answers, strict=True):
             if not op.future.done():

@@ -158,7 +158,7 @@ def test_console_producer_from_file_keyed_partitioning(shared_broker, tmp_path):
     ends = {int(line.split(":")[1]): int(line.split(":")[2]) for line in out.splitlines()}
     assert sum(ends.values()) == 3000
     # the same key always lands on the partition Kafka's murmur2 partitioner picks
-    from cli.console_producer import key_partition
+    from client.producer import key_partition
     expected: dict[int, int] = {}
     for i in range(3000):
         p = key_partition(b"key-%d" % (i % 10), 4)

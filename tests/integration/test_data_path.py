@@ -15,7 +15,8 @@ import pytest
 
 from protocol import api
 from protocol.legacy_records import build_message_set, iter_legacy_messages
-from protocol.records import RecordBatchBuilder, iter_batches_lenient
+from protocol.record_builder import RecordBatchBuilder
+from protocol.records import iter_batches_lenient
 from tests.integration.raw_client import RawClient
 
 pytestmark = pytest.mark.integration

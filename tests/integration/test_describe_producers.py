@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.handlers.producers import handle_describe_producers
 from protocol import api
 from protocol.errors import ErrorCode as E
-from protocol.records import RecordBatchBuilder, build_control_batch
+from protocol.record_builder import RecordBatchBuilder, build_control_batch
 from tests.integration.harness import api_versions_probe
 from tests.integration.raw_client import RawClient
 from tests.unit.broker.dataplane_helpers import leader_and_isr, make_replica_manager

@@ -27,7 +27,8 @@ import warnings
 import pytest
 
 from protocol import api
-from protocol.records import RecordBatchBuilder, iter_batches_lenient
+from protocol.record_builder import RecordBatchBuilder
+from protocol.records import iter_batches_lenient
 from tests.integration.raw_client import RawClient
 
 pytestmark = pytest.mark.integration

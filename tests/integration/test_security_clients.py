@@ -283,11 +283,11 @@ def test_josef_tools_over_sasl_ssl(secure, tmp_path):
 def test_inter_broker_connect(secure, listener, mechanism):
     """broker.security.inter_broker: the client side other brokers use."""
     from broker.config import KafkaConfig
-    from broker.properties import load_properties
     from broker.security.inter_broker import (
         InterBrokerAuthenticationError,
         inter_broker_connect,
     )
+    from common.properties import load_properties
     from protocol import api
     from tests.integration.secure_broker import _jaas
 

@@ -159,7 +159,7 @@ def _alice_client(c: Cluster, broker_id: int):
 def _produce_codes(c: Cluster, topic: str) -> dict[int, int]:
     """Produce one record as alice to every partition, each sent to its leader (leaders from
     ZooKeeper: without DESCRIBE alice's Metadata does not name them); {leader: error code}."""
-    from protocol.records import RecordBatchBuilder
+    from protocol.record_builder import RecordBatchBuilder
 
     out = {}
     for p in range(3):

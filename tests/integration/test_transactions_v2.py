@@ -26,7 +26,7 @@ import pytest
 
 from client.connection import KafkaClient
 from protocol.errors import ErrorCode as E
-from protocol.records import RecordBatchBuilder
+from protocol.record_builder import RecordBatchBuilder
 from tests.integration.harness import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -258,7 +258,7 @@ def test_producer_id_blocks_are_unique_across_brokers(zk_cluster):
 def test_group_coordination_moves_with_offsets_topic_leadership(zk_cluster):
     from kafka import KafkaConsumer, KafkaProducer
 
-    from broker.coordinator.group_store import partition_for
+    from coordinator.group.group_store import partition_for
 
     c = zk_cluster
     topic, group = "zk-group-data", "zk-group"

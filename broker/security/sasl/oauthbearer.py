@@ -23,12 +23,12 @@ import json
 import re
 import time
 
-from broker.security.sasl import IllegalSaslStateError, SaslAuthenticationError, SaslServer
+from broker.security.sasl.server import IllegalSaslStateError, SaslServer
+from common.security.errors import SaslAuthenticationError
+from common.security.oauthbearer_client import SEP
 
-__all__ = ["OAuthBearerSaslServer", "TokenError", "UnsecuredJws", "client_initial_response",
-           "unsecured_token", "validate_unsecured"]
+__all__ = ["OAuthBearerSaslServer", "TokenError", "UnsecuredJws", "validate_unsecured"]
 
-SEP = "\x01"
 _SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"
 _KV = r"[A-Za-z]+=[\x21-\x7E \t\r\n]+" + SEP
 INITIAL = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,{SEP}(?P<kvpairs>(?:{_KV})*){SEP}")
@@ -177,22 +177,3 @@ class OAuthBearerSaslServer(SaslServer):
         self.credential_expiry_ms = jws.lifetime_ms
         self.complete = True
         return b""
-
-
-def unsecured_token(principal: str, lifetime_s: float = 3600, scope=(), now_s=None,
-                    **claims) -> str:
-    """An unsecured JWS as Kafka's ``OAuthBearerUnsecuredLoginCallbackHandler`` makes."""
-    now = int(time.time()) if now_s is None else now_s
-    body = {"sub": principal, "iat": now, "exp": now + lifetime_s, **claims}
-    if scope:
-        body["scope"] = list(scope)
-
-    def enc(d):
-        return base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()
-
-    return f"{enc({'alg': 'none'})}.{enc(body)}."
-
-
-def client_initial_response(token: str, extensions: dict[str, str] | None = None) -> bytes:
-    ext = "".join(f"{k}={v}{SEP}" for k, v in (extensions or {}).items())
-    return f"n,,{SEP}auth=Bearer {token}{SEP}{ext}{SEP}".encode()

@@ -9,7 +9,8 @@ password"), an authorization id other than the username.
 
 from __future__ import annotations
 
-from broker.security.sasl import IllegalSaslStateError, SaslAuthenticationError, SaslServer
+from broker.security.sasl.server import IllegalSaslStateError, SaslServer
+from common.security.errors import SaslAuthenticationError
 
 __all__ = ["PlainSaslServer", "plain_initial_response"]
 

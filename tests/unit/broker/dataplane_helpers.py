@@ -7,7 +7,7 @@ import uuid
 from broker.purgatory import MockTimer
 from broker.replica_manager import ReplicaManager
 from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest
-from protocol.records import RecordBatchBuilder
+from protocol.record_builder import RecordBatchBuilder
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 

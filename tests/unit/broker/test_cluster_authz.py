@@ -11,7 +11,10 @@ from types import SimpleNamespace
 
 from broker.handlers import configs, features, log_dirs
 from broker.handlers.registry import REGISTRY
-from broker.security.acl import (
+from broker.security.authorizer import AclAuthorizer
+from broker.security.principal import KafkaPrincipal
+from broker.security.store import MemoryZNodeStore
+from common.acl import (
     CLUSTER_NAME,
     AclBinding,
     AclEntry,
@@ -21,9 +24,6 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.authorizer import AclAuthorizer
-from broker.security.principal import KafkaPrincipal
-from broker.security.store import MemoryZNodeStore
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     AlterReplicaLogDirsRequest,

@@ -24,7 +24,7 @@ from protocol.messages import (
     OffsetForLeaderEpochRequest,
     ProduceRequest,
 )
-from protocol.records import RecordBatchBuilder
+from protocol.record_builder import RecordBatchBuilder
 from tests.unit.broker.dataplane_helpers import batch, leader_and_isr, make_replica_manager
 
 

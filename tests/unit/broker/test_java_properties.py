@@ -2,7 +2,7 @@
 
 import pytest
 
-from broker.properties import PropertiesError, format_properties, load_properties, parse_properties
+from common.properties import PropertiesError, format_properties, load_properties, parse_properties
 
 
 def test_separators_and_whitespace():

@@ -8,7 +8,6 @@ import random
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.config import ConfigError
 from broker.metrics.core import (
     NUM_BUCKETS,
     Histogram,
@@ -25,6 +24,7 @@ from broker.metrics.request_metrics import RequestMetricsRecorder, request_name
 from broker.metrics.topic_stats import BrokerTopicStats
 from broker.replica_manager import ProducePartitionResult
 from broker.request_channel import Request
+from common.config_error import ConfigError
 from protocol.errors import ErrorCode
 
 CASES = [

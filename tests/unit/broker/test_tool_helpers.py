@@ -10,10 +10,12 @@ import pytest
 
 from cli._common import UsageError, split_pairs, topic_matcher
 from cli.console_consumer import Formatter
-from cli.console_producer import LineReader, key_partition, murmur2
+from cli.console_producer import LineReader
 from client.connection import ToolError, build, parse_bootstrap
+from client.producer import key_partition, murmur2
 from protocol import api
-from protocol.records import Record, RecordBatchBuilder
+from protocol.record_builder import RecordBatchBuilder
+from protocol.records import Record
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -5,7 +5,7 @@ transactional id, before any coordinator work; allowed ids reach the coordinator
 from types import SimpleNamespace
 
 from broker.handlers import producer_id, transactions, transactions_admin
-from broker.security.acl import AclOperation, ResourceType
+from common.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages import (
     DescribeTransactionsRequest,

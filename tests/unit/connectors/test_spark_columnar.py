@@ -21,7 +21,8 @@ from connectors.spark.schema import source_arrow_schema  # noqa: E402
 from connectors.spark.wire_fetch import next_fetch_offset  # noqa: E402
 from protocol.legacy_records import build_message_set  # noqa: E402
 from protocol.record_builder import RecordBatchBuilder, build_control_batch  # noqa: E402
-from protocol.records import LOG_APPEND_TIME, CorruptRecordError, iter_batches  # noqa: E402
+from protocol.record_format import LOG_APPEND_TIME, CorruptRecordError  # noqa: E402
+from protocol.records import iter_batches  # noqa: E402
 
 BASE_TS = 1_700_000_000_000
 
@@ -155,7 +156,7 @@ def test_long_varints_and_big_values():
     assert rows.column("offset").to_pylist() == [10, 11, 12]
     # Varints longer than the 8 bytes read at once (only timestamps that overflow Spark's
     # microseconds can be) are decoded one by one.
-    from protocol.records import encode_varint
+    from protocol.record_format import encode_varint
 
     data = bytearray()
     for v in (1, -(1 << 60), 300, (1 << 62) + 5):

@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from console import app
+from console import rendering
 from console.auth import AuthFileError, BasicAuth, hash_password, load_users
 from console.browse import Filters, json_field
 from console.service import BrokerTracker
@@ -95,10 +95,10 @@ def test_login_file_and_passwords(tmp_path):
 
 
 def test_sections_leave_room_for_more_pages(monkeypatch):
-    monkeypatch.setattr(app, "SECTIONS", list(app.SECTIONS))
-    app.add_section("/share-groups", "Share groups", after="/groups")
-    paths = [p for p, _ in app.SECTIONS]
+    monkeypatch.setattr(rendering, "SECTIONS", list(rendering.SECTIONS))
+    rendering.add_section("/share-groups", "Share groups", after="/groups")
+    paths = [p for p, _ in rendering.SECTIONS]
     assert paths[paths.index("/groups") + 1] == "/share-groups"
-    assert app._section_of("/share-groups/g1") == "/share-groups"
-    assert app._section_of("/brokers/3") == "/"
-    assert app.format_value(b"\x00a", "text") == "\\x00a"
+    assert rendering._section_of("/share-groups/g1") == "/share-groups"
+    assert rendering._section_of("/brokers/3") == "/"
+    assert rendering.format_value(b"\x00a", "text") == "\\x00a"

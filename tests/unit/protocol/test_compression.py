@@ -14,7 +14,7 @@ import zstandard
 from protocol import compression
 from protocol.compression import compress, decompress
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import CorruptRecordError
+from protocol.record_format import CorruptRecordError
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -18,12 +18,8 @@ from protocol.legacy_records import (
     iter_legacy_messages,
 )
 from protocol.record_builder import RecordBatchBuilder, build_control_batch
-from protocol.records import (
-    LOG_APPEND_TIME,
-    CorruptRecordError,
-    RecordBatch,
-    iter_batches,
-)
+from protocol.record_format import LOG_APPEND_TIME, CorruptRecordError
+from protocol.records import RecordBatch, iter_batches
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

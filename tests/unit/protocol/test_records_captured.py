@@ -10,12 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import (
-    LOG_APPEND_TIME,
-    CorruptRecordError,
-    RecordBatch,
-    iter_batches,
-)
+from protocol.record_format import LOG_APPEND_TIME, CorruptRecordError
+from protocol.records import RecordBatch, iter_batches
 
 CAPTURED = next((p for p in (Path(__file__).resolve().parents[3].parent / "shared" / "kafka-protocol"
                  / "captured", Path("/work/shared/kafka-protocol/captured"))

@@ -9,11 +9,10 @@ import pytest
 from broker.purgatory import (
     DelayedOperation,
     DelayedOperationPurgatory,
-    GroupKey,
-    MemberKey,
     MockTimer,
     TopicPartitionKey,
 )
+from coordinator.keys import GroupKey, MemberKey
 
 TP0 = TopicPartitionKey("t", 0)
 TP1 = TopicPartitionKey("t", 1)

@@ -11,7 +11,8 @@ import shutil
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.records import RecordBatchBuilder, iter_batches
+from protocol.record_builder import RecordBatchBuilder
+from protocol.records import iter_batches
 from tests.unit.replication.mini_cluster import MiniCluster, wait_for
 
 TP = ("t", 0)

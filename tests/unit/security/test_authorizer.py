@@ -11,8 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.security.acl import (
+from broker.security.authorizer import AclAuthorizer
+from broker.security.principal import KafkaPrincipal
+from broker.security.store import MemoryZNodeStore
+from common.acl import (
     AclBinding,
+    AclBindingFilter,
     AclEntry,
     AclOperation,
     AclPermissionType,
@@ -20,9 +24,6 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.authorizer import AclAuthorizer, AclBindingFilter
-from broker.security.principal import KafkaPrincipal
-from broker.security.store import MemoryZNodeStore
 
 R, W, D, ALL = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.ALL
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
@@ -178,7 +179,8 @@ async def test_audit_log(caplog):
 
 
 def test_from_config_validates():
-    from broker.config import ConfigError, KafkaConfig
+    from broker.config import KafkaConfig
+    from common.config_error import ConfigError
 
     assert AclAuthorizer.from_config(KafkaConfig({})) is None
     a = AclAuthorizer.from_config(KafkaConfig({

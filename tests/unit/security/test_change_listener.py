@@ -13,7 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.security.acl import (
+from broker.security.authorizer import AclAuthorizer
+from broker.security.change_listener import ChangeNotificationListener
+from broker.security.principal import KafkaPrincipal
+from broker.security.store import MemoryZNodeStore
+from common.acl import (
     AclBinding,
     AclEntry,
     AclOperation,
@@ -22,10 +26,6 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.authorizer import AclAuthorizer
-from broker.security.change_listener import ChangeNotificationListener
-from broker.security.principal import KafkaPrincipal
-from broker.security.store import MemoryZNodeStore
 
 PATH, PREFIX = "/changes", "change_"
 
@@ -189,7 +189,7 @@ async def test_acl_authorizers_follow_concurrent_changes(adds):
 
 
 def _filter(i: int):
-    from broker.security.authorizer import AclBindingFilter
+    from common.acl import AclBindingFilter
 
     return AclBindingFilter(ResourceType.TOPIC, f"t{i}", PatternType.LITERAL, None, None,
                             AclOperation.ANY, AclPermissionType.ANY)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import ConfigError, KafkaConfig
+from broker.config import KafkaConfig
 from broker.security.connection_quotas import ConnectionQuotas, parse_overrides
 from broker.security.quotas import ClientQuotaManager, ControllerMutationQuota, Rate
+from common.config_error import ConfigError
 
 
 class Clock:

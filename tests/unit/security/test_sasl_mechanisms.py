@@ -7,7 +7,6 @@ import base64
 
 import pytest
 
-from broker.security.jaas import JaasConfigError, parse_jaas_config
 from broker.security.principal import (
     KafkaPrincipal,
     NoMatchingRule,
@@ -15,19 +14,15 @@ from broker.security.principal import (
     dn_of_certificate,
     parse_principal,
 )
-from broker.security.sasl import (
-    IllegalSaslStateError,
-    SaslAuthenticationError,
-    SaslCredentialError,
-)
-from broker.security.sasl.oauthbearer import (
-    OAuthBearerSaslServer,
-    client_initial_response,
-    unsecured_token,
-)
+from broker.security.sasl import IllegalSaslStateError, SaslCredentialError
+from broker.security.sasl.oauthbearer import OAuthBearerSaslServer
 from broker.security.sasl.plain import PlainSaslServer
-from broker.security.sasl.scram import ScramClient, ScramSaslServer
-from broker.security.scram import MECHANISMS, ScramCredential, credential_from_password
+from broker.security.sasl.scram import ScramSaslServer
+from common.security.errors import SaslAuthenticationError
+from common.security.jaas import JaasConfigError, parse_jaas_config
+from common.security.oauthbearer_client import client_initial_response, unsecured_token
+from common.security.scram import MECHANISMS, ScramCredential, credential_from_password
+from common.security.scram_client import ScramClient
 
 
 class Creds:
@@ -95,7 +90,7 @@ def test_scram_accepts_a_repeated_client_nonce_as_kafka_does():
     that text); Kafka only checks that the nonce ends with the server-first nonce."""
     import re
 
-    from broker.security.scram import salted_password
+    from common.security.scram import salted_password
 
     mech = MECHANISMS["SCRAM-SHA-256"]
     creds = Creds()

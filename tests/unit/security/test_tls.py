@@ -9,9 +9,11 @@ import ssl
 
 import pytest
 
-from broker.config import ConfigError, KafkaConfig
+from broker.config import KafkaConfig
 from broker.security.listeners import ListenerSecurity
-from broker.security.ssl_factory import (
+from broker.security.tls_transport import TlsServerProtocol
+from common.config_error import ConfigError
+from common.security.ssl_factory import (
     SslConfig,
     SslConfigError,
     client_context,
@@ -19,7 +21,6 @@ from broker.security.ssl_factory import (
     load_keystore,
     server_context,
 )
-from broker.security.tls_transport import TlsServerProtocol
 from tests.tls_certs import make_certs
 
 

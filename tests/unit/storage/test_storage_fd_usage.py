@@ -10,7 +10,7 @@ import resource
 
 import pytest
 
-from protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD
+from protocol.record_format import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD
 from storage.config import LogConfig
 from storage.descriptor_cache import descriptor_cache
 from storage.index import OffsetIndex

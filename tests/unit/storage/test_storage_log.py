@@ -3,7 +3,8 @@ import os
 import pytest
 
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import LOG_APPEND_TIME, RecordBatch, iter_batches
+from protocol.record_format import LOG_APPEND_TIME
+from protocol.records import RecordBatch, iter_batches
 from storage.config import LogConfig
 
 from .conftest import build_batch
