@@ -39,15 +39,8 @@ ALLOWED = {
     "protocol": set(),
     "common": set(),
 }
-#: Imports against the map that another branch of issue 23 removes (controller/ is H2's);
-#: listed one by one so that no new one slips in. The coordinator empties this after merging.
-KNOWN_AGAINST_THE_MAP = {
-    ("controller.broker_config_admin", "broker.config_keys"),
-    ("controller.broker_config_admin", "broker.config_values"),
-    ("controller.config_change", "broker.security.change_listener"),
-    ("controller.security_store", "broker.security.store"),
-    ("controller.topic_admin", "broker.loop_slice"),
-}
+#: Imports against the map allowed one by one (none: keep it that way).
+KNOWN_AGAINST_THE_MAP: set[tuple[str, str]] = set()
 
 
 def _modules() -> dict[str, Path]:
@@ -202,11 +195,6 @@ def test_every_import_counts():
     assert {"x.y", "pkg.sub", "pkg.sub.w", "pkg.v", "pkg.v.u"} <= names
 
 
-# Circles left in other helpers' rooms when this test landed (issue 23: controller/ is H2's,
-# broker/{network,processor,request_channel} and storage/ are H3's). The coordinator removes
-# this mark once all three branches are merged.
-@pytest.mark.xfail(strict=False, reason="issue 23: circles in controller/, broker/network "
-                   "and storage/ are being removed on other branches")
 def test_no_import_circle():
     circles = _circles(GRAPH)
     assert not circles, "import circles:\n" + "\n".join(
@@ -239,10 +227,6 @@ def _generated(path: Path) -> bool:
     return "do not edit" in head.lower()
 
 
-# Over 700 lines when this test landed: broker/processor.py and broker/replica_manager.py
-# (H3's rooms, being split on their branch). The coordinator removes this mark after merging.
-@pytest.mark.xfail(strict=False, reason="issue 23: broker/processor.py and "
-                   "broker/replica_manager.py are being split on another branch")
 def test_no_hand_written_module_over_700_lines():
     big = []
     for path in sorted(MODULES.values()):
