@@ -26,8 +26,8 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.handlers import throttling
-from broker.loop_slice import LoopSlice
 from broker.security.quotas import TokenBucket
+from common.loop_slice import LoopSlice
 from controller.api import CreatableTopic
 from protocol.errors import ErrorCode
 

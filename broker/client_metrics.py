@@ -37,7 +37,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field
 
-from broker.config_keys import ConfigType
+from common.config_keys import ConfigType
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["ClientMetricsManager", "ClientMetricsRegistry", "PushedMetric", "decode_otlp"]

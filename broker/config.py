@@ -9,7 +9,7 @@ Usage::
 
 Rules (Kafka's ``KafkaConfig``/``ConfigDef`` behaviour):
 
-- Keys, types, defaults and valid values: :mod:`broker.config_keys`; how one value parses
+- Keys, types, defaults and valid values: :mod:`common.config_keys`; how one value parses
   (types, ranges, listeners, ``listener.name.*`` keys): :mod:`broker.config_values`.
 - A value that does not parse or is out of range raises :class:`ConfigError` naming the
   key, the value and what is allowed.
@@ -39,7 +39,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
 from broker.config_values import (
     LISTENER_PREFIX,
     listener_key,
@@ -50,6 +49,7 @@ from broker.config_values import (
     to_string,
 )
 from common.config_error import ConfigError, ConfigFileError
+from common.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
 from common.properties import PropertiesError, load_properties
 from controller.zk_data import Endpoint
 

@@ -20,7 +20,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from broker.config_keys import (
+from common.config_error import ConfigError
+from common.config_keys import (
     BROKER_CONFIG_KEYS,
     LISTENER_KEY_PREFIXES,
     LISTENER_KEYS,
@@ -28,7 +29,6 @@ from broker.config_keys import (
     ConfigKey,
     ConfigType,
 )
-from common.config_error import ConfigError
 from controller.zk_data import SECURITY_PROTOCOL_IDS, Endpoint
 
 __all__ = ["LISTENER_PREFIX", "listener_key", "parse_listeners", "parse_override",

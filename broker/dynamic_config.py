@@ -34,9 +34,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from broker.config_keys import BROKER_CONFIG_KEYS, DYNAMIC_AT_RESTART, DYNAMIC_NOT_APPLIED
 from broker.config_values import listener_key, parse_value
 from common.config_error import ConfigError
+from common.config_keys import BROKER_CONFIG_KEYS, DYNAMIC_AT_RESTART, DYNAMIC_NOT_APPLIED
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["DEFAULT_ENTITY", "DynamicBrokerConfig", "PER_BROKER_ONLY"]

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 
-from broker.config_keys import ConfigType
+from common.config_keys import ConfigType
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["GROUP_CONFIG_SOURCE", "GroupConfigManager", "validate_group_configs"]

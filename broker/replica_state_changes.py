@@ -18,10 +18,10 @@ import logging
 import uuid
 from collections.abc import Iterable, Mapping
 
-from broker.loop_slice import LoopSlice
 from broker.partition import Partition, timestamp_bounds
 from broker.replication.fetcher import InitialFetchState
 from broker.replication.quota import parse_throttled_partitions
+from common.loop_slice import LoopSlice
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
 

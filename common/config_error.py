@@ -4,7 +4,7 @@ Raised by the broker's config (``broker.config.KafkaConfig``), the coordinators'
 the tools; the broker stops at startup naming the key, a tool exits with the message. The
 value of a sensitive key (Kafka's PASSWORD type: ``ssl.keystore.password``,
 ``sasl.jaas.config``, ...) is never shown: the key tables that know them add their names to
-`SENSITIVE_KEYS` (``broker.config_keys`` does for the broker's keys).
+`SENSITIVE_KEYS` (``common.config_keys`` does for the broker's keys).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ DynamicConfigManager + ZkNodeChangeNotificationListener).
 Entity configs live in ``/config/<type>/<name>`` (``{"version":1,"config":{...}}``); a
 change is announced by a sequential ``/config/changes/config_change_<seq>`` holding
 ``{"version":2,"entity_path":"<type>/<name>"}``. Each broker follows ``/config/changes``
-with the shared :class:`broker.security.change_listener.ChangeNotificationListener` (the
+with the shared :class:`controller.change_listener.ChangeNotificationListener` (the
 same pending-flag discipline as the ACL and delegation-token notifications): every
 notification it has not seen yet, in sequence order, re-reads the entity's current configs
 (so repeated or coalesced notifications converge); notifications older than
@@ -25,8 +25,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from broker.security.change_listener import ChangeNotificationListener
 from controller import zk_data as zd
+from controller.change_listener import ChangeNotificationListener
 from controller.kafka_zk_client import KafkaZkClient
 from controller.security_store import ZkZNodeStore
 

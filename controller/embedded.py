@@ -397,7 +397,7 @@ class EmbeddedController(TopicAdmin, BrokerConfigAdmin, Controller):
     # ------------------------------------------------------------------ security (issue 15)
 
     def security_store(self):
-        """A ``broker.security.store.ZNodeStore`` over this store (credentials, ACLs, quotas,
+        """A ``controller.znode_store.ZNodeStore`` over this store (credentials, ACLs, quotas,
         delegation tokens in Kafka's znode layout)."""
         from controller.security_store import EmbeddedZNodeStore
         return EmbeddedZNodeStore(self._store)

@@ -1,4 +1,4 @@
-"""``EmbeddedZNodeStore``: the ``broker.security.store.ZNodeStore`` interface over the
+"""``EmbeddedZNodeStore``: the ``controller.znode_store.ZNodeStore`` interface over the
 embedded metadata store, so the broker's security components (credentials, ACLs, quotas,
 delegation tokens) keep Kafka's znode documents in ``josef-metadata.db`` when
 ``zookeeper.connect`` is not set. Watch callbacks run (``call_soon``) after this process's
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from broker.security.store import MATCH_ANY, ZNodeBadVersion, ZNodeExists, ZNodeMissing
 from controller.metadata_store import (
     BadVersionError,
     Create,
@@ -20,6 +19,7 @@ from controller.metadata_store import (
     NoNodeError,
     SetData,
 )
+from controller.znode_store import MATCH_ANY, ZNodeBadVersion, ZNodeExists, ZNodeMissing
 
 __all__ = ["EmbeddedZNodeStore"]
 

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from broker.loop_slice import LoopSlice
+from common.loop_slice import LoopSlice
 from controller import admin_validation as av
 from controller import decisions
 from controller.api import (

@@ -149,7 +149,7 @@ class ZkBroker(Controller):
         self._broker_epoch = epoch
 
     def security_store(self):
-        """The ``broker.security.store.ZNodeStore`` over this ZooKeeper session (issue 15:
+        """The ``controller.znode_store.ZNodeStore`` over this ZooKeeper session (issue 15:
         credentials, ACLs, quotas and delegation tokens in Kafka's znodes)."""
         from controller.security_store import ZkZNodeStore
         return ZkZNodeStore(self.zk_client)

@@ -68,12 +68,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
 from broker.dynamic_config import broker_id_of
 from broker.handlers import authz
 from broker.handlers.authz import AclOperation
 from broker.handlers.registry import error_code_response, handles
 from broker.handlers.topics import TOPIC_CONFIG_SYNONYMS, topic_config_entries
+from common.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
 from controller.admin_validation import validate_topic_name
 from protocol import api
 from protocol.errors import ErrorCode, KafkaError

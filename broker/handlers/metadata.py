@@ -44,8 +44,8 @@ import uuid
 from broker.auto_topic_creation import auto_topic_creator
 from broker.handlers import authz
 from broker.handlers.registry import handles
-from broker.loop_slice import LoopSlice
 from broker.metadata_cache import INTERNAL_TOPICS
+from common.loop_slice import LoopSlice
 from controller.admin_validation import validate_topic_name
 from controller.api import CreatableTopic
 from protocol import api

@@ -28,7 +28,7 @@ DEBUG, the rest (authorized-operations probes, filters) at TRACE. Decisions are 
 ACLs live in ``/kafka-acl/<Type>/<name>`` and ``/kafka-acl-extended/prefixed/<Type>/<name>``
 (``broker.security.acl``); every change writes an ``acl_changes_`` notification that every
 broker (this one included) processes by re-reading that resource, through the shared
-``broker.security.change_listener.ChangeNotificationListener`` (no change is dropped while
+``controller.change_listener.ChangeNotificationListener`` (no change is dropped while
 an earlier one is being processed; notifications are deleted 15 minutes after a broker first
 saw them).
 """
@@ -40,9 +40,7 @@ import logging
 import time
 
 from broker.security import acl as A
-from broker.security.change_listener import ChangeNotificationListener
 from broker.security.principal import KafkaPrincipal, parse_principal
-from broker.security.store import ZNodeBadVersion, ZNodeExists, ZNodeStore, ensure_path
 from common.acl import (
     WILDCARD,
     WILDCARD_HOST,
@@ -55,6 +53,8 @@ from common.acl import (
     ResourcePattern,
     ResourceType,
 )
+from controller.change_listener import ChangeNotificationListener
+from controller.znode_store import ZNodeBadVersion, ZNodeExists, ZNodeStore, ensure_path
 
 __all__ = ["ACL_AUTHORIZER_CLASSES", "AclAuthorizer", "AuthorizerError"]
 

@@ -29,10 +29,10 @@ import uuid
 from dataclasses import dataclass, field
 
 from broker.security import znodes
-from broker.security.change_listener import ChangeNotificationListener
 from broker.security.principal import KafkaPrincipal, parse_principal
-from broker.security.store import ZNodeStore, ensure_path, upsert
 from common.security.scram import MECHANISMS, ScramCredential, credential_from_password
+from controller.change_listener import ChangeNotificationListener
+from controller.znode_store import ZNodeStore, ensure_path, upsert
 from protocol.errors import ErrorCode
 
 __all__ = ["DelegationTokenManager", "TokenInfo"]

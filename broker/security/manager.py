@@ -9,7 +9,7 @@
 
 Startup: ``SecurityManager(config)`` validates the listener settings (``ConfigError`` naming
 the key); ``await start(store)`` loads credentials and client configs from the znode store
-(see ``broker.security.store``) and sets ``ready`` - authenticators wait for it, so a
+(see ``controller.znode_store``) and sets ``ready`` - authenticators wait for it, so a
 client connecting during startup is authenticated against loaded credentials.
 Changes: :meth:`alter_entity` writes ``/config/<entity path>`` and a ``/config/changes``
 notification, then applies the change locally; :meth:`config_changed` is what the ZooKeeper
@@ -26,8 +26,8 @@ from typing import Any
 
 from broker.security import znodes
 from broker.security.listeners import ListenerSecurity, Session
-from broker.security.store import ZNodeBadVersion, ZNodeExists, ZNodeStore, upsert
 from common.security.scram import MECHANISMS, ScramCredential
+from controller.znode_store import ZNodeBadVersion, ZNodeExists, ZNodeStore, upsert
 
 __all__ = ["SecurityManager"]
 

@@ -134,7 +134,7 @@ def test_list_configs_append_from_default_and_every_kafka_dynamic_key(broker_fac
         ResourceType,
     )
 
-    from broker.config_keys import KAFKA_DYNAMIC_BROKER_CONFIGS
+    from common.config_keys import KAFKA_DYNAMIC_BROKER_CONFIGS
 
     broker = broker_factory()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})

@@ -19,8 +19,6 @@ import ast
 import os
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 700
 SKIP_DIRS = {"tests", "node_modules", "build", "dist", "venv", "__pycache__"}

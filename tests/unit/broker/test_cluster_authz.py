@@ -13,7 +13,6 @@ from broker.handlers import configs, features, log_dirs
 from broker.handlers.registry import REGISTRY
 from broker.security.authorizer import AclAuthorizer
 from broker.security.principal import KafkaPrincipal
-from broker.security.store import MemoryZNodeStore
 from common.acl import (
     CLUSTER_NAME,
     AclBinding,
@@ -24,6 +23,7 @@ from common.acl import (
     ResourcePattern,
     ResourceType,
 )
+from controller.znode_store import MemoryZNodeStore
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     AlterReplicaLogDirsRequest,

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from broker.config import Endpoint, KafkaConfig
-from broker.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
 from broker.config_values import parse_override
 from common.config_error import ConfigError
+from common.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
 from common.properties import load_properties
 
 REPO = Path(__file__).resolve().parents[3]

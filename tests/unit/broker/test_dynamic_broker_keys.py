@@ -10,14 +10,14 @@ from types import SimpleNamespace
 import pytest
 
 from broker.config import KafkaConfig
-from broker.config_keys import (
+from broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from common.config_keys import (
     BROKER_CONFIG_KEYS,
     DYNAMIC_AT_RESTART,
     DYNAMIC_NOT_APPLIED,
     KAFKA_DYNAMIC_BROKER_CONFIGS,
     ConfigType,
 )
-from broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from controller.broker_config_admin import OP_APPEND, OP_SUBTRACT, apply_incremental_ops
 from controller.topic_config import apply_incremental
 from protocol.errors import ErrorCode, KafkaError

@@ -13,7 +13,6 @@ import pytest
 
 from broker.security.authorizer import AclAuthorizer
 from broker.security.principal import KafkaPrincipal
-from broker.security.store import MemoryZNodeStore
 from common.acl import (
     AclBinding,
     AclBindingFilter,
@@ -24,6 +23,7 @@ from common.acl import (
     ResourcePattern,
     ResourceType,
 )
+from controller.znode_store import MemoryZNodeStore
 
 R, W, D, ALL = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.ALL
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY

@@ -14,9 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker.security.authorizer import AclAuthorizer
-from broker.security.change_listener import ChangeNotificationListener
 from broker.security.principal import KafkaPrincipal
-from broker.security.store import MemoryZNodeStore
 from common.acl import (
     AclBinding,
     AclEntry,
@@ -26,6 +24,8 @@ from common.acl import (
     ResourcePattern,
     ResourceType,
 )
+from controller.change_listener import ChangeNotificationListener
+from controller.znode_store import MemoryZNodeStore
 
 PATH, PREFIX = "/changes", "change_"
 

@@ -11,7 +11,7 @@ import json
 from broker.config import KafkaConfig
 from broker.security.delegation_tokens import DelegationTokenManager
 from broker.security.principal import KafkaPrincipal
-from broker.security.store import MemoryZNodeStore
+from controller.znode_store import MemoryZNodeStore
 from protocol.errors import ErrorCode
 
 ALICE, BOB, CAROL = (KafkaPrincipal("User", n) for n in ("alice", "bob", "carol"))

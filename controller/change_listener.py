@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from broker.security.store import ZNodeStore, ensure_path
+from controller.znode_store import ZNodeStore, ensure_path
 
 __all__ = ["CHANGE_EXPIRATION_MS", "ChangeNotificationListener", "sequence_number"]
 
