@@ -40,8 +40,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.config_values import (
-    LISTENER_PREFIX,
-    listener_key,
     parse_listeners,
     parse_override,
     parse_protocol_map,
@@ -49,7 +47,13 @@ from broker.config_values import (
     to_string,
 )
 from common.config_error import ConfigError, ConfigFileError
-from common.config_keys import BROKER_CONFIG_KEYS, ConfigSource, ConfigType
+from common.config_keys import (
+    BROKER_CONFIG_KEYS,
+    LISTENER_PREFIX,
+    ConfigSource,
+    ConfigType,
+    listener_key,
+)
 from common.properties import PropertiesError, load_properties
 from controller.zk_data import Endpoint
 

@@ -10,8 +10,7 @@ half of ``broker.config`` that knows no ``KafkaConfig``.
 - :func:`parse_override`: ``--override key=value``.
 - :func:`parse_listeners`: ``NAME://host:port,...`` (IPv6 hosts in brackets) into
   ``Endpoint`` s; :func:`parse_protocol_map`: ``listener.security.protocol.map``.
-- :func:`listener_key`: ``listener.name.<l>.<key>`` / ``listener.name.<l>.<mechanism>.<key>``
-  (Kafka's ``ListenerName.configPrefix``).
+(``listener_key``, which names the per-listener keys, is in ``common.config_keys``.)
 """
 
 from __future__ import annotations
@@ -22,16 +21,12 @@ from typing import Any
 
 from common.config_error import ConfigError
 from common.config_keys import (
-    BROKER_CONFIG_KEYS,
-    LISTENER_KEY_PREFIXES,
-    LISTENER_KEYS,
-    MECHANISM_KEYS,
     ConfigKey,
     ConfigType,
 )
 from controller.zk_data import SECURITY_PROTOCOL_IDS, Endpoint
 
-__all__ = ["LISTENER_PREFIX", "listener_key", "parse_listeners", "parse_override",
+__all__ = ["parse_listeners", "parse_override",
            "parse_protocol_map", "parse_value", "to_string"]
 
 _TYPE_BOUNDS = {
@@ -53,7 +48,6 @@ _TYPE_NAMES = {
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)://\[?(?P<host>[0-9A-Za-z\-%._:]*?)\]?:(?P<port>-?[0-9]+)$")
 _SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-LISTENER_PREFIX = "listener.name."
 
 
 def parse_override(text: str) -> tuple[str, str]:
@@ -163,22 +157,6 @@ def parse_listeners(
     return endpoints
 
 
-def listener_key(name: str) -> tuple[str, str, ConfigKey] | None:
-    """``listener.name.<l>.<key>`` -> (LISTENER, key, ConfigKey of key);
-    ``listener.name.<l>.<mechanism>.<key>`` -> (LISTENER, "<mechanism>.<key>", ConfigKey);
-    None for any other name (Kafka's ``ListenerName.configPrefix``)."""
-    if not name.startswith(LISTENER_PREFIX):
-        return None
-    listener, _, rest = name[len(LISTENER_PREFIX):].partition(".")
-    if not listener or not rest:
-        return None
-    key = BROKER_CONFIG_KEYS.get(rest)
-    if key is not None and (rest.startswith(LISTENER_KEY_PREFIXES) or rest in LISTENER_KEYS):
-        return listener.upper(), rest, key
-    mechanism, _, base = rest.partition(".")
-    if base not in MECHANISM_KEYS or not mechanism:
-        return None
-    return listener.upper(), f"{mechanism.lower()}.{base}", BROKER_CONFIG_KEYS[base]
 
 
 def parse_protocol_map(text: str) -> dict[str, str]:

@@ -34,9 +34,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from broker.config_values import listener_key, parse_value
+from broker.config_values import parse_value
 from common.config_error import ConfigError
-from common.config_keys import BROKER_CONFIG_KEYS, DYNAMIC_AT_RESTART, DYNAMIC_NOT_APPLIED
+from common.config_keys import (
+    BROKER_CONFIG_KEYS,
+    DYNAMIC_AT_RESTART,
+    DYNAMIC_NOT_APPLIED,
+    listener_key,
+)
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["DEFAULT_ENTITY", "DynamicBrokerConfig", "PER_BROKER_ONLY"]

@@ -18,6 +18,8 @@ from typing import Any
 from common.config_error import SENSITIVE_KEYS
 
 __all__ = [
+    "LISTENER_PREFIX",
+    "listener_key",
     "ConfigType",
     "ConfigSource",
     "Range",
@@ -489,3 +491,23 @@ MECHANISM_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class",
 
 #: Every known key, by name, in documentation order.
 BROKER_CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in _KEYS}
+
+
+LISTENER_PREFIX = "listener.name."
+
+def listener_key(name: str) -> tuple[str, str, ConfigKey] | None:
+    """``listener.name.<l>.<key>`` -> (LISTENER, key, ConfigKey of key);
+    ``listener.name.<l>.<mechanism>.<key>`` -> (LISTENER, "<mechanism>.<key>", ConfigKey);
+    None for any other name (Kafka's ``ListenerName.configPrefix``)."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, rest = name[len(LISTENER_PREFIX):].partition(".")
+    if not listener or not rest:
+        return None
+    key = BROKER_CONFIG_KEYS.get(rest)
+    if key is not None and (rest.startswith(LISTENER_KEY_PREFIXES) or rest in LISTENER_KEYS):
+        return listener.upper(), rest, key
+    mechanism, _, base = rest.partition(".")
+    if base not in MECHANISM_KEYS or not mechanism:
+        return None
+    return listener.upper(), f"{mechanism.lower()}.{base}", BROKER_CONFIG_KEYS[base]

@@ -96,8 +96,7 @@ def list_op(stored: str | None, default: str, op: int, value: str | None) -> str
 def broker_list_default(name: str) -> str | None:
     """The default of a LIST broker config as a comma-separated string (listener-prefixed
     names by their key); None when ``name`` is not a known LIST key."""
-    from broker.config_values import listener_key
-    from common.config_keys import BROKER_CONFIG_KEYS, ConfigType
+    from common.config_keys import BROKER_CONFIG_KEYS, ConfigType, listener_key
 
     lk = listener_key(name)
     key = lk[2] if lk is not None else BROKER_CONFIG_KEYS.get(name)
