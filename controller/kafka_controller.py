@@ -288,8 +288,9 @@ class KafkaController(ControllerCore):
         to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
         await self.deletion.init(to_delete, ineligible)
         self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
-        await self.replica_sm.startup()
-        await self.partition_sm.startup()
+        async with self.coalesced_requests():  # one LeaderAndIsr per broker, not three
+            await self.replica_sm.startup()
+            await self.partition_sm.startup()
         log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
         await self.reassignments.initialize()
         await self.deletion.try_topic_deletion()

@@ -6,6 +6,16 @@ entries, and ``send_requests_to_brokers(epoch)``: per broker one LeaderAndIsr (v
 UpdateMetadata (v8) to every broker in the set, then one StopReplica (v4), each queued on
 the channel manager. Adding a LeaderAndIsr also adds an UpdateMetadata of that partition for
 every live or shutting-down broker. Requests to brokers that are no longer live are dropped.
+
+Coalescing (``hold()`` / ``release()``, used through :meth:`ControllerCore.coalesced_requests`):
+while held, ``new_batch`` and ``send_requests_to_brokers`` of the state machines' steps only
+accumulate, and the last decision per partition and broker wins; one send at the end. A
+controller failover (replica then partition state machine startup) and a broker failure
+(elections then ISR shrinks) are each one LeaderAndIsr and one UpdateMetadata per broker
+with every partition's final state, not one per step: at 100,000 partitions that is 100,000
+partition states per broker instead of 233,000 (Kafka sends one batch per step; the brokers
+end in the same state either way). Partition states are built when sent, once per
+partition for all its recipients.
 A partition of a topic queued for deletion is announced with leader -2
 (``LEADER_DURING_DELETE``). ``type`` is UNKNOWN (0): the ZooKeeper controller never sends
 FULL requests (those are KRaft-migration only).
@@ -55,16 +65,18 @@ class ControllerBrokerRequestBatch:
         self.send = send
         self.on_leader_and_isr_response = on_leader_and_isr_response
         self.on_stop_replica_response = on_stop_replica_response
-        self._lai: dict[int, dict[TopicPartition, Any]] = {}
+        #: broker -> tp -> (state, assignment, is_new): the request's partition states are
+        #: built at send time (a coalesced batch overwrites most entries before that)
+        self._lai: dict[int, dict[TopicPartition, tuple]] = {}
         self._stop: dict[int, dict[TopicPartition, Any]] = {}
         self._um_brokers: set[int] = set()
         self._um_all_live = False  # UpdateMetadata goes to every live broker too
         self._um_partitions: dict[TopicPartition, None] = {}  # states built at send time
-        #: tp -> (state, assignment, is_new, LeaderAndIsrPartitionState): one object for all
-        #: the brokers a partition's LeaderAndIsr goes to in this batch
-        self._lai_objs: dict[TopicPartition, tuple] = {}
+        self._held = 0  # > 0: coalescing (see the module docstring)
 
     def new_batch(self) -> None:
+        if self._held:
+            return
         if self._lai or self._stop or self._um_brokers or self._um_all_live:
             raise RuntimeError("Controller to broker state change requests batch is not empty "
                                "while creating a new one")
@@ -75,35 +87,37 @@ class ControllerBrokerRequestBatch:
         self._um_brokers.clear()
         self._um_all_live = False
         self._um_partitions.clear()
-        self._lai_objs.clear()
+
+    def hold(self) -> None:
+        """Coalesce: ``send_requests_to_brokers`` accumulates until the matching release."""
+        self._held += 1
+
+    def release(self) -> bool:
+        """End one ``hold``; True when nothing holds the batch any more (the caller sends)."""
+        self._held -= 1
+        return self._held == 0
 
     # ------------------------------------------------------------------ adding
 
     def add_leader_and_isr(self, broker_ids: Iterable[int], tp: TopicPartition,
                            state: LeaderIsrAndControllerEpoch, assignment: ReplicaAssignment,
                            is_new: bool) -> None:
-        objs = self._lai_objs
+        """LeaderAndIsr of ``tp`` to ``broker_ids`` (called per replica at failover: kept
+        tight). ``is_new`` sticks once set for a broker within the batch."""
+        lai = self._lai
+        entry = (state, assignment, is_new)
         for b in broker_ids:
             if b < 0:
                 continue
-            per = self._lai.get(b)
+            per = lai.get(b)
             if per is None:
-                per = self._lai[b] = {}
-            old = per.get(tp)
-            new = is_new or (old is not None and old.is_new)
-            got = objs.get(tp)
-            if got is not None and got[0] is state and got[1] is assignment and got[2] == new:
-                per[tp] = got[3]
-                continue
-            obj = _LaiState(
-                topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
-                leader=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
-                partition_epoch=state.partition_epoch, replicas=list(assignment.replicas),
-                adding_replicas=list(assignment.adding_replicas),
-                removing_replicas=list(assignment.removing_replicas),
-                is_new=new, leader_recovery_state=state.leader_recovery_state)
-            objs[tp] = (state, assignment, new, obj)
-            per[tp] = obj
+                per = lai[b] = {}
+            if not is_new:
+                old = per.get(tp)
+                if old is not None and old[2]:
+                    per[tp] = (state, assignment, True)
+                    continue
+            per[tp] = entry
         self._um_all_live = True
         self._um_partitions[tp] = None
 
@@ -150,6 +164,8 @@ class ControllerBrokerRequestBatch:
     # ------------------------------------------------------------------ sending
 
     def send_requests_to_brokers(self, controller_epoch: int) -> None:
+        if self._held:
+            return
         try:
             self._send_leader_and_isr(controller_epoch)
             self._send_update_metadata(controller_epoch)
@@ -160,16 +176,30 @@ class ControllerBrokerRequestBatch:
     def _send_leader_and_isr(self, epoch: int) -> None:
         ctx = self.context
         live = ctx.live_or_shutting_down_broker_ids
-        for broker, states in self._lai.items():
+        built: dict[TopicPartition, tuple] = {}  # tp -> (entry, its partition state object)
+        for broker, entries in self._lai.items():
             if broker not in live:
                 continue
-            leaders = {s.leader for s in states.values()}
-            n_lead = sum(1 for s in states.values() if s.leader == broker)
-            log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d "
-                     "become-follower partitions", broker, n_lead, len(states) - n_lead)
+            leaders: set[int] = set()
+            n_lead = 0
             by_topic: dict[str, list] = {}
-            for (topic, _p), s in states.items():  # grouped by topic, in the order added
-                by_topic.setdefault(topic, []).append(s)
+            for tp, entry in entries.items():  # grouped by topic, in the order added
+                got = built.get(tp)
+                if got is not None and got[0] == entry:
+                    obj = got[1]
+                else:
+                    obj = _lai_state(tp, *entry)
+                    built[tp] = (entry, obj)
+                leader = obj.leader
+                leaders.add(leader)
+                if leader == broker:
+                    n_lead += 1
+                ps = by_topic.get(tp[0])
+                if ps is None:
+                    ps = by_topic[tp[0]] = []
+                ps.append(obj)
+            log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d "
+                     "become-follower partitions", broker, n_lead, len(entries) - n_lead)
             live_leaders = []
             for b in ctx.live_or_shutting_down_brokers():
                 if b.id in leaders:
@@ -252,6 +282,17 @@ class ControllerBrokerRequestBatch:
                 errors[tp] = pe.error_code if not response.error_code else response.error_code
         if errors:
             handler(broker, response, errors)
+
+
+def _lai_state(tp: TopicPartition, state: LeaderIsrAndControllerEpoch,
+               assignment: ReplicaAssignment, is_new: bool):
+    return _LaiState(
+        topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
+        leader=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
+        partition_epoch=state.partition_epoch, replicas=list(assignment.replicas),
+        adding_replicas=list(assignment.adding_replicas),
+        removing_replicas=list(assignment.removing_replicas),
+        is_new=is_new, leader_recovery_state=state.leader_recovery_state)
 
 
 def _swap(handler: Callable[[Any, int], None], broker: int, response: Any) -> None:
