@@ -240,6 +240,7 @@ class ControllerBrokerRequestBatch:
         ctx = self.context
         live = ctx.live_or_shutting_down_broker_ids
         built: dict[TopicPartition, tuple] = {}  # tp -> (entry, its partition state object)
+        lists: dict[tuple, list] = {}
         for broker, entries in self._lai.items():
             if broker not in live:
                 continue
@@ -251,7 +252,7 @@ class ControllerBrokerRequestBatch:
                 if got is not None and got[0] == entry:
                     obj = got[1]
                 else:
-                    obj = _lai_state(tp, *entry)
+                    obj = _lai_state(lists, tp, *entry)
                     built[tp] = (entry, obj)
                 leader = obj.leader
                 leaders.add(leader)
@@ -350,14 +351,21 @@ class ControllerBrokerRequestBatch:
             handler(broker, response, errors)
 
 
-def _lai_state(tp: TopicPartition, state: LeaderIsrAndControllerEpoch,
-               assignment: ReplicaAssignment, is_new: bool):
+def _lai_state(lists: dict[tuple, list], tp: TopicPartition,
+               state: LeaderIsrAndControllerEpoch, assignment: ReplicaAssignment, is_new: bool):
+    """One LeaderAndIsr partition state; ``lists`` shares one (read-only) list per distinct
+    replica tuple among the partitions of a send."""
+    def shared(ids: tuple) -> list:
+        got = lists.get(ids)
+        if got is None:
+            got = lists[ids] = list(ids)
+        return got
     return _LaiState(
         topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
-        leader=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
-        partition_epoch=state.partition_epoch, replicas=list(assignment.replicas),
-        adding_replicas=list(assignment.adding_replicas),
-        removing_replicas=list(assignment.removing_replicas),
+        leader=state.leader, leader_epoch=state.leader_epoch, isr=shared(state.isr),
+        partition_epoch=state.partition_epoch, replicas=shared(assignment.replicas),
+        adding_replicas=shared(assignment.adding_replicas),
+        removing_replicas=shared(assignment.removing_replicas),
         is_new=is_new, leader_recovery_state=state.leader_recovery_state)
 
 
