@@ -14,7 +14,9 @@ work) and not delivered. Measured, wall and main-thread CPU:
 
 Run: ``python3 benchmarks/bench_ctl_failover.py [--partitions 100000] [--topics 100]
 [--all-live] [--profile]`` (about a minute at 100,000 partitions, most of it filling
-ZooKeeper). ``JOSEF_TREE=/path`` measures another checkout of the code. Not a test: note
+ZooKeeper). ``JOSEF_TREE=/path`` measures another checkout of the code;
+``JOSEF_BENCH_QUICK=1`` (run_all.py --quick) makes it 3,000 partitions. Prints its figures
+(no results file: they go to benchmarks/results/scale.md by hand). Not a test: note
 ``uptime`` next to the figures.
 """
 
@@ -175,6 +177,8 @@ def main() -> None:
     ap.add_argument("--all-live", action="store_true")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
+    if os.environ.get("JOSEF_BENCH_QUICK"):  # run_all.py --quick: a smoke-sized run
+        args.partitions, args.topics = min(args.partitions, 3000), min(args.topics, 10)
     logging.basicConfig(level=logging.ERROR)
     with open("/proc/loadavg") as f:
         print("load average at the start:", " ".join(f.read().split()[:3]))
