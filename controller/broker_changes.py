@@ -131,12 +131,18 @@ class BrokerChanges:
     async def on_replicas_become_offline(self, replicas) -> None:
         ctx = self.core.context
         deletion = self.core.deletion
-        for_deletion = [r for r in replicas if deletion.is_topic_queued_up_for_deletion(r[0][0])]
-        not_for_deletion = [r for r in replicas if r not in set(for_deletion)]
+        for_deletion, not_for_deletion = [], []
+        for r in replicas:
+            (for_deletion if deletion.is_topic_queued_up_for_deletion(r[0][0])
+             else not_for_deletion).append(r)
         offline_leader = ctx.partitions_with_offline_leader()
-        await self.core.partition_sm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
-        results = await self.core.partition_sm.trigger_online_partition_state_change()
-        await self.core.replica_sm.handle_state_changes(not_for_deletion, ReplicaState.OFFLINE)
+        # the elections and the ISR shrinks reach each broker as one LeaderAndIsr
+        async with self.core.coalesced_requests():
+            await self.core.partition_sm.handle_state_changes(offline_leader,
+                                                              PartitionState.OFFLINE)
+            results = await self.core.partition_sm.trigger_online_partition_state_change()
+            await self.core.replica_sm.handle_state_changes(not_for_deletion,
+                                                            ReplicaState.OFFLINE)
         if for_deletion:
             await self.core.deletion.fail_replica_deletion(for_deletion)
         if not not_for_deletion and all(isinstance(r, Exception) for r in results.values()):

@@ -15,11 +15,13 @@ comments). ``ChildChangeWatch`` / ``NodeChangeWatch`` adapt a znode path and cal
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from controller.context import ControllerContext, TopicPartition
+from controller.kafka_zk_client import ControllerMovedError
 from controller.zk_client import ZNodeChangeHandler, ZNodeChildChangeHandler
 
 if TYPE_CHECKING:
@@ -112,3 +114,24 @@ class ControllerCore:
         self.batch.new_batch()
         self.batch.add_update_metadata(brokers, partitions)
         self.batch.send_requests_to_brokers(self.context.epoch)
+
+    @contextlib.asynccontextmanager
+    async def coalesced_requests(self) -> AsyncIterator[None]:
+        """The requests to brokers of the state changes inside go as one batch at the end
+        (see :mod:`controller.request_batch`). A ControllerMovedError drops them (the state
+        machines cleared the batch already); any other error still sends what was decided,
+        as each step would have."""
+        batch = self.batch
+        batch.hold()
+        try:
+            yield
+        except ControllerMovedError:
+            if batch.release():
+                batch.clear()
+            raise
+        except BaseException:
+            if batch.release():
+                batch.send_requests_to_brokers(self.context.epoch)
+            raise
+        if batch.release():
+            batch.send_requests_to_brokers(self.context.epoch)

@@ -10,8 +10,9 @@ Failover (``_on_controller_failover``): watch ``/brokers/ids``, ``/brokers/topic
 ``/admin/preferred_replica_election``, ``/admin/reassign_partitions``; drop stale ISR-change
 and log-dir notifications; load live brokers and
 epochs, topics, topic IDs (missing ones are created), assignments and partition states;
-UpdateMetadata to every live broker; start the replica and partition state machines (which
-send LeaderAndIsr for every partition and elect leaders for offline ones); resume
+UpdateMetadata to every live broker; start the partition and replica state machines (which
+elect leaders for offline partitions, drop dead replicas from the ISRs and send LeaderAndIsr
+for every partition, as one batch per broker); resume
 reassignments, deletions and preferred elections; schedule the auto leader rebalance.
 
 Resignation: on ``/controller`` deletion or change (re-election), session expiry, or a write
@@ -288,8 +289,14 @@ class KafkaController(ControllerCore):
         to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
         await self.deletion.init(to_delete, ineligible)
         self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
-        await self.replica_sm.startup()
-        await self.partition_sm.startup()
+        # Partitions first, as a broker failure does (Kafka's failover starts the replica
+        # state machine first): the elections already drop dead replicas from the ISRs, so
+        # the partitions a dead broker led are written once, not twice (33,000 fewer
+        # ZooKeeper writes at 100,000 partitions RF 3 when the old controller's broker is
+        # gone). One LeaderAndIsr per broker, not three.
+        async with self.coalesced_requests():
+            await self.partition_sm.startup()
+            await self.replica_sm.startup()
         log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
         await self.reassignments.initialize()
         await self.deletion.try_topic_deletion()

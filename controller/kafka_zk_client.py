@@ -46,8 +46,10 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 State = zd.LeaderIsrAndControllerEpoch
-#: writes per fenced multi when many partitions change at once
-BATCH = 200
+#: writes per fenced multi when many partitions change at once (1,000 state writes of topics
+#: with 249-character names stay under ZooKeeper's 1 MB jute.maxbuffer; fewer, larger
+#: multis cut kazoo's per-request cost: a 100,000-partition failover writes 100,000 states)
+BATCH = 1000
 
 
 class ControllerMovedError(Exception):

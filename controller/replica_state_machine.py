@@ -102,13 +102,18 @@ class ReplicaStateMachine:
         allowed = VALID_PREVIOUS_REPLICA_STATES[target]
         valid: list[PartitionReplica] = []
         invalid: list[PartitionReplica] = []
-        prior: dict[PartitionReplica, ReplicaState] = {}
+        prior: dict[PartitionReplica, ReplicaState] = {}  # only when going Online
+        online = target == ReplicaState.ONLINE
         for r in replicas:
             st = states.get(r)
             if st is None:
                 states[r] = st = ReplicaState.NON_EXISTENT
-            prior[r] = st
-            (valid if st in allowed else invalid).append(r)
+            if st in allowed:
+                valid.append(r)
+                if online:
+                    prior[r] = st
+            else:
+                invalid.append(r)
         bad = ChangeLog(logging.ERROR, f"Controller {self.controller_id} epoch {ctx.epoch} "
                         f"initiated state change of replica {replica_id} to {target} failed: it "
                         "should be in one of " + "/".join(
@@ -150,23 +155,30 @@ class ReplicaStateMachine:
                             False)
                 states[r] = ReplicaState.ONLINE
         elif target == ReplicaState.OFFLINE:
+            stop = self.batch.add_stop_replica
+            brokers = (replica_id,)
+            leadership = ctx.leadership
+            with_leadership, without = [], []
             for r in valid:
-                self.batch.add_stop_replica([replica_id], r[0], delete_partition=False)
-            with_leadership = [r[0] for r in valid if r[0] in ctx.leadership]
-            without = [r for r in valid if r[0] not in ctx.leadership]
+                tp = r[0]
+                stop(brokers, tp, False)
+                if tp in leadership:
+                    with_leadership.append(tp)
+                else:
+                    without.append(r)
             updated = await self._remove_replicas_from_isr(replica_id, with_leadership)
             changes = ChangeLog(logging.INFO, f"Partition states changed after removing replica "
                                 f"{replica_id} from the ISR as part of transition to "
                                 "OfflineReplica")
+            add, assignments = self.batch.add_leader_and_isr, ctx.assignments
+            deleting = ctx.topics_to_be_deleted
+            offline = ReplicaState.OFFLINE
             for tp, state in updated.items():
                 changes.add_lazy(_tp_fmt, tp, state)
-                if not ctx.is_topic_queued_up_for_deletion(tp[0]):
-                    recipients = [b for b in ctx.partition_replica_assignment(tp)
-                                  if b != replica_id]
-                    self.batch.add_leader_and_isr(recipients, tp, state,
-                                                  ctx.partition_full_replica_assignment(tp),
-                                                  is_new=False)
-                ctx.replica_states[(tp, replica_id)] = ReplicaState.OFFLINE
+                if tp[0] not in deleting:
+                    a = assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT)
+                    add([b for b in a.replicas if b != replica_id], tp, state, a, False)
+                states[(tp, replica_id)] = offline
             changes.emit()
             for r in without:
                 self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [r[0]])

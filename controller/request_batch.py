@@ -6,6 +6,16 @@ entries, and ``send_requests_to_brokers(epoch)``: per broker one LeaderAndIsr (v
 UpdateMetadata (v8) to every broker in the set, then one StopReplica (v4), each queued on
 the channel manager. Adding a LeaderAndIsr also adds an UpdateMetadata of that partition for
 every live or shutting-down broker. Requests to brokers that are no longer live are dropped.
+
+Coalescing (``hold()`` / ``release()``, used through :meth:`ControllerCore.coalesced_requests`):
+while held, ``new_batch`` and ``send_requests_to_brokers`` of the state machines' steps only
+accumulate, and the last decision per partition and broker wins; one send at the end. A
+controller failover (replica then partition state machine startup) and a broker failure
+(elections then ISR shrinks) are each one LeaderAndIsr and one UpdateMetadata per broker
+with every partition's final state, not one per step: at 100,000 partitions that is 100,000
+partition states per broker instead of 233,000 (Kafka sends one batch per step; the brokers
+end in the same state either way). Partition states are built when sent, once per
+partition for all its recipients.
 A partition of a topic queued for deletion is announced with leader -2
 (``LEADER_DURING_DELETE``). ``type`` is UNKNOWN (0): the ZooKeeper controller never sends
 FULL requests (those are KRaft-migration only).
@@ -15,16 +25,17 @@ from __future__ import annotations
 
 import functools
 import logging
+import struct
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from controller.context import ControllerContext, TopicPartition
+from controller.context import EMPTY_ASSIGNMENT, ControllerContext, TopicPartition
 from controller.zk_data import LEADER_DURING_DELETE, LeaderIsrAndControllerEpoch, ReplicaAssignment
 from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 __all__ = ["ControllerBrokerRequestBatch", "LEADER_AND_ISR_VERSION", "STOP_REPLICA_VERSION",
-           "UPDATE_METADATA_VERSION"]
+           "SharedUpdateMetadata", "UPDATE_METADATA_VERSION"]
 
 log = logging.getLogger("state.change.logger")
 
@@ -32,10 +43,45 @@ LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 7, 8, 4
 TYPE_UNKNOWN = 0
 _ZERO_UUID = uuid.UUID(int=0)
+_INT64 = struct.Struct(">q")
+
+
+def _broker_epoch_offset() -> int:
+    """Where the int64 broker_epoch sits in an UpdateMetadata v8 body (9: after
+    ControllerId int32, isKRaftController bool, ControllerEpoch int32; Type is tagged),
+    found by encoding two bodies that differ only there."""
+    a, b = (UpdateMetadataRequest(controller_id=1, controller_epoch=1, broker_epoch=e)
+            .encode(UPDATE_METADATA_VERSION) for e in (0, -1))
+    at = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+    if a[at:at + 8] != bytes(8) or b[at:at + 8] != b"\xff" * 8 or a[at + 8:] != b[at + 8:]:
+        raise RuntimeError("UpdateMetadata v8 layout changed: broker_epoch not found")
+    return at
+
+
+_EPOCH_AT = _broker_epoch_offset()
 
 _LaiState = LeaderAndIsrRequest.LeaderAndIsrPartitionState
 _UmState = UpdateMetadataRequest.UpdateMetadataPartitionState
 _SrState = StopReplicaRequest.StopReplicaPartitionState
+
+
+class SharedUpdateMetadata(UpdateMetadataRequest):
+    """An UpdateMetadata whose body is shared with the copies for the other brokers: the
+    first copy encoded at v8 is encoded once, the others reuse the bytes with their own
+    ``broker_epoch`` (int64 at bytes 9-16 of a v8 body, after ControllerId int32,
+    isKRaftController bool, ControllerEpoch int32). 100,000 partition states
+    take about a second to encode; every live broker gets them."""
+
+    __slots__ = ("encoded",)
+
+    def encode(self, version: int) -> bytes:
+        shared = getattr(self, "encoded", None)
+        if version != UPDATE_METADATA_VERSION or shared is None:
+            return super().encode(version)
+        body = shared.get(version)
+        if body is None:
+            body = shared[version] = super().encode(version)
+        return body[:_EPOCH_AT] + _INT64.pack(self.broker_epoch) + body[_EPOCH_AT + 8:]
 
 
 class ControllerBrokerRequestBatch:
@@ -55,16 +101,18 @@ class ControllerBrokerRequestBatch:
         self.send = send
         self.on_leader_and_isr_response = on_leader_and_isr_response
         self.on_stop_replica_response = on_stop_replica_response
-        self._lai: dict[int, dict[TopicPartition, Any]] = {}
+        #: broker -> tp -> (state, assignment, is_new): the request's partition states are
+        #: built at send time (a coalesced batch overwrites most entries before that)
+        self._lai: dict[int, dict[TopicPartition, tuple]] = {}
         self._stop: dict[int, dict[TopicPartition, Any]] = {}
         self._um_brokers: set[int] = set()
         self._um_all_live = False  # UpdateMetadata goes to every live broker too
         self._um_partitions: dict[TopicPartition, None] = {}  # states built at send time
-        #: tp -> (state, assignment, is_new, LeaderAndIsrPartitionState): one object for all
-        #: the brokers a partition's LeaderAndIsr goes to in this batch
-        self._lai_objs: dict[TopicPartition, tuple] = {}
+        self._held = 0  # > 0: coalescing (see the module docstring)
 
     def new_batch(self) -> None:
+        if self._held:
+            return
         if self._lai or self._stop or self._um_brokers or self._um_all_live:
             raise RuntimeError("Controller to broker state change requests batch is not empty "
                                "while creating a new one")
@@ -75,49 +123,56 @@ class ControllerBrokerRequestBatch:
         self._um_brokers.clear()
         self._um_all_live = False
         self._um_partitions.clear()
-        self._lai_objs.clear()
+
+    def hold(self) -> None:
+        """Coalesce: ``send_requests_to_brokers`` accumulates until the matching release."""
+        self._held += 1
+
+    def release(self) -> bool:
+        """End one ``hold``; True when nothing holds the batch any more (the caller sends)."""
+        self._held -= 1
+        return self._held == 0
 
     # ------------------------------------------------------------------ adding
 
     def add_leader_and_isr(self, broker_ids: Iterable[int], tp: TopicPartition,
                            state: LeaderIsrAndControllerEpoch, assignment: ReplicaAssignment,
                            is_new: bool) -> None:
-        objs = self._lai_objs
+        """LeaderAndIsr of ``tp`` to ``broker_ids`` (called per replica at failover: kept
+        tight). ``is_new`` sticks once set for a broker within the batch."""
+        lai = self._lai
+        entry = (state, assignment, is_new)
         for b in broker_ids:
             if b < 0:
                 continue
-            per = self._lai.get(b)
+            per = lai.get(b)
             if per is None:
-                per = self._lai[b] = {}
-            old = per.get(tp)
-            new = is_new or (old is not None and old.is_new)
-            got = objs.get(tp)
-            if got is not None and got[0] is state and got[1] is assignment and got[2] == new:
-                per[tp] = got[3]
-                continue
-            obj = _LaiState(
-                topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
-                leader=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
-                partition_epoch=state.partition_epoch, replicas=list(assignment.replicas),
-                adding_replicas=list(assignment.adding_replicas),
-                removing_replicas=list(assignment.removing_replicas),
-                is_new=new, leader_recovery_state=state.leader_recovery_state)
-            objs[tp] = (state, assignment, new, obj)
-            per[tp] = obj
+                per = lai[b] = {}
+            if not is_new:
+                old = per.get(tp)
+                if old is not None and old[2]:
+                    per[tp] = (state, assignment, True)
+                    continue
+            per[tp] = entry
         self._um_all_live = True
         self._um_partitions[tp] = None
 
     def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition,
                          delete_partition: bool) -> None:
+        """StopReplica of ``tp`` to ``broker_ids``; ``delete_partition`` sticks once set.
+        The partition states are built at send time, for live brokers only (a failover
+        stops every replica of a dead broker: 100,000 of them, all dropped)."""
         state = self.context.leadership.get(tp)
         leader_epoch = state.leader_epoch if state is not None else -1
+        stop = self._stop
         for b in broker_ids:
             if b < 0:
                 continue
-            per = self._stop.setdefault(b, {})
-            already_delete = tp in per and per[tp].delete_partition
-            per[tp] = _SrState(partition_index=tp[1], leader_epoch=leader_epoch,
-                               delete_partition=already_delete or delete_partition)
+            per = stop.get(b)
+            if per is None:
+                per = stop[b] = {}
+            old = per.get(tp)
+            per[tp] = (leader_epoch, delete_partition or (old is not None and old[1]))
 
     def add_update_metadata(self, broker_ids: Iterable[int],
                             partitions: Iterable[TopicPartition] = ()) -> None:
@@ -129,27 +184,51 @@ class ControllerBrokerRequestBatch:
             self._um_partitions[tp] = None
 
     def _um_states(self) -> dict[TopicPartition, Any]:
+        """The UpdateMetadata partition states, from the context. Replica and ISR lists
+        are shared between partitions with the same ones (read-only, only encoded), and
+        the offline replicas are worked out once per replica list unless some log dir is
+        offline: 100,000 partitions have a few hundred distinct lists."""
         ctx = self.context
         out: dict[TopicPartition, Any] = {}
         deleting = ctx.topics_to_be_deleted
+        leadership, assignments = ctx.leadership, ctx.assignments
+        lists: dict[tuple, list] = {}
+        offline_of: dict[tuple, list] = {}
+        per_partition = bool(ctx.replicas_on_offline_dirs)
         for tp in self._um_partitions:
-            state = ctx.leadership.get(tp)
+            state = leadership.get(tp)
             if state is None:
                 log.debug("Leader not yet assigned for partition %s-%d. Skip sending "
                           "UpdateMetadataRequest.", *tp)
                 continue
-            replicas = ctx.partition_replica_assignment(tp)
+            replicas = assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT).replicas
             leader = LEADER_DURING_DELETE if deleting and tp[0] in deleting else state.leader
+            if per_partition:
+                offline = [r for r in replicas if not ctx.is_replica_online(r, tp)]
+            else:
+                offline = offline_of.get(replicas)
+                if offline is None:
+                    offline = offline_of[replicas] = [  # depends on tp only via log dirs
+                        r for r in replicas if not ctx.is_replica_online(r, tp)]
+            isr = state.isr
+            isr_list = lists.get(isr)
+            if isr_list is None:
+                isr_list = lists[isr] = list(isr)
+            replica_list = lists.get(replicas)
+            if replica_list is None:
+                replica_list = lists[replicas] = list(replicas)
             out[tp] = _UmState(
                 topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
-                leader=leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
-                zk_version=state.partition_epoch, replicas=list(replicas),
-                offline_replicas=[r for r in replicas if not ctx.is_replica_online(r, tp)])
+                leader=leader, leader_epoch=state.leader_epoch, isr=isr_list,
+                zk_version=state.partition_epoch, replicas=replica_list,
+                offline_replicas=offline)
         return out
 
     # ------------------------------------------------------------------ sending
 
     def send_requests_to_brokers(self, controller_epoch: int) -> None:
+        if self._held:
+            return
         try:
             self._send_leader_and_isr(controller_epoch)
             self._send_update_metadata(controller_epoch)
@@ -160,16 +239,31 @@ class ControllerBrokerRequestBatch:
     def _send_leader_and_isr(self, epoch: int) -> None:
         ctx = self.context
         live = ctx.live_or_shutting_down_broker_ids
-        for broker, states in self._lai.items():
+        built: dict[TopicPartition, tuple] = {}  # tp -> (entry, its partition state object)
+        lists: dict[tuple, list] = {}
+        for broker, entries in self._lai.items():
             if broker not in live:
                 continue
-            leaders = {s.leader for s in states.values()}
-            n_lead = sum(1 for s in states.values() if s.leader == broker)
-            log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d "
-                     "become-follower partitions", broker, n_lead, len(states) - n_lead)
+            leaders: set[int] = set()
+            n_lead = 0
             by_topic: dict[str, list] = {}
-            for (topic, _p), s in states.items():  # grouped by topic, in the order added
-                by_topic.setdefault(topic, []).append(s)
+            for tp, entry in entries.items():  # grouped by topic, in the order added
+                got = built.get(tp)
+                if got is not None and got[0] == entry:
+                    obj = got[1]
+                else:
+                    obj = _lai_state(lists, tp, *entry)
+                    built[tp] = (entry, obj)
+                leader = obj.leader
+                leaders.add(leader)
+                if leader == broker:
+                    n_lead += 1
+                ps = by_topic.get(tp[0])
+                if ps is None:
+                    ps = by_topic[tp[0]] = []
+                ps.append(obj)
+            log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d "
+                     "become-follower partitions", broker, n_lead, len(entries) - n_lead)
             live_leaders = []
             for b in ctx.live_or_shutting_down_brokers():
                 if b.id in leaders:
@@ -211,11 +305,13 @@ class ControllerBrokerRequestBatch:
                 port=e.port, host=e.host, listener=e.listener_name,
                 security_protocol=e.security_protocol_id) for e in b.endpoints])
             for b in ctx.live_or_shutting_down_brokers()]
+        encoded: dict[int, bytes] = {}  # one encoding for every broker's copy
         for broker in sorted(self._um_brokers & ctx.live_or_shutting_down_broker_ids):
-            request = UpdateMetadataRequest(
+            request = SharedUpdateMetadata(
                 controller_id=self.controller_id, is_k_raft_controller=False, type=TYPE_UNKNOWN,
                 controller_epoch=epoch, broker_epoch=ctx.live_broker_epochs.get(broker, -1),
                 topic_states=topic_states, live_brokers=live_brokers)
+            request.encoded = encoded
             self.send(broker, UPDATE_METADATA, UPDATE_METADATA_VERSION, request, None)
 
     def _send_stop_replica(self, epoch: int) -> None:
@@ -225,8 +321,9 @@ class ControllerBrokerRequestBatch:
             if broker not in live:
                 continue
             by_topic: dict[str, list] = {}
-            for (topic, _p), s in states.items():  # grouped by topic, in the order added
-                by_topic.setdefault(topic, []).append(s)
+            for (topic, p), (leader_epoch, delete) in states.items():  # by topic, as added
+                by_topic.setdefault(topic, []).append(_SrState(
+                    partition_index=p, leader_epoch=leader_epoch, delete_partition=delete))
             log.info("Sending StopReplica request for %d replicas to broker %d", len(states),
                      broker)
             request = StopReplicaRequest(
@@ -234,7 +331,7 @@ class ControllerBrokerRequestBatch:
                 controller_epoch=epoch, broker_epoch=ctx.live_broker_epochs.get(broker, -1),
                 topic_states=[StopReplicaRequest.StopReplicaTopicState(
                     topic_name=t, partition_states=ps) for t, ps in by_topic.items()])
-            deleted = {tp for tp, s in states.items() if s.delete_partition}
+            deleted = {tp for tp, (_e, delete) in states.items() if delete}
             callback = None
             if self.on_stop_replica_response is not None:
                 callback = functools.partial(self._stop_replica_done,
@@ -252,6 +349,24 @@ class ControllerBrokerRequestBatch:
                 errors[tp] = pe.error_code if not response.error_code else response.error_code
         if errors:
             handler(broker, response, errors)
+
+
+def _lai_state(lists: dict[tuple, list], tp: TopicPartition,
+               state: LeaderIsrAndControllerEpoch, assignment: ReplicaAssignment, is_new: bool):
+    """One LeaderAndIsr partition state; ``lists`` shares one (read-only) list per distinct
+    replica tuple among the partitions of a send."""
+    def shared(ids: tuple) -> list:
+        got = lists.get(ids)
+        if got is None:
+            got = lists[ids] = list(ids)
+        return got
+    return _LaiState(
+        topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
+        leader=state.leader, leader_epoch=state.leader_epoch, isr=shared(state.isr),
+        partition_epoch=state.partition_epoch, replicas=shared(assignment.replicas),
+        adding_replicas=shared(assignment.adding_replicas),
+        removing_replicas=shared(assignment.removing_replicas),
+        is_new=is_new, leader_recovery_state=state.leader_recovery_state)
 
 
 def _swap(handler: Callable[[Any, int], None], broker: int, response: Any) -> None:

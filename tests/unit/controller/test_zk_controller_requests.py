@@ -253,3 +253,30 @@ async def test_event_manager_runs_one_event_at_a_time_and_preempts_on_clear():
     late = E("late")
     m.put(late)
     assert late.preempted
+
+
+async def test_broker_failure_reaches_each_broker_as_one_leader_and_isr():
+    """The elections and the ISR shrinks of a broker failure are coalesced: one LeaderAndIsr
+    and one UpdateMetadata per live broker, with each partition's final state."""
+    from tests.unit.controller.zk_fakes import Sent
+    c, zk = _controller(state=S(3, 4, (3, 1, 2), 5, 10))
+    tp1 = ("t", 1)
+    c.context.update_partition_full_replica_assignment(tp1, ReplicaAssignment((1, 2, 3)))
+    zk.states[tp1] = c.context.leadership[tp1] = S(1, 2, (1, 2, 3), 5, 3)
+    c.context.partition_states[tp1] = PartitionState.ONLINE
+    for r in (1, 2, 3):
+        c.context.replica_states[(tp1, r)] = ReplicaState.ONLINE
+    c.batch.send = sent = Sent()
+    c.context.remove_live_brokers([3])
+    await c.brokers._on_broker_failure([3])
+    lai = sent.of(4)
+    assert sorted(b for b, _ in lai) == [1, 2]
+    for _b, req in lai:
+        states = {(t.topic_name, p.partition_index): p
+                  for t in req.topic_states for p in t.partition_states}
+        assert set(states) == {TP, tp1}
+        assert states[TP].leader == 1 and list(states[TP].isr) == [1, 2]
+        assert states[TP].partition_epoch == zk.states[TP].partition_epoch
+        assert states[tp1].leader == 1 and list(states[tp1].isr) == [1, 2]
+    assert sorted(b for b, _ in sent.of(6)) == [1, 2]
+    assert zk.states[TP].leader == 1 and 3 not in zk.states[TP].isr

@@ -196,3 +196,49 @@ def test_reassign_to_builds_kafkas_replica_sets():
     # cancelling = reassigning back to the origin
     back = reassign_to(r, [1, 2])
     assert (back.replicas, back.adding_replicas, back.removing_replicas) == ((1, 2), (), ())
+
+
+def test_update_metadata_copies_share_one_encoding_with_their_own_broker_epoch():
+    """Every broker's UpdateMetadata of one batch is encoded once; each copy's bytes are
+    what encoding it alone gives (its own broker epoch)."""
+    from controller.request_batch import UPDATE_METADATA_VERSION as V
+    from protocol.messages import UpdateMetadataRequest
+    ctx = make_context((1, 2, 3), {TP: (1, 2, 3), ("t", 1): (2, 3, 1)})
+    ctx.leadership[TP] = S(1, 3, (1, 2), 4, 0)
+    ctx.leadership[("t", 1)] = S(2, 7, (2, 3, 1), 4, 9)
+    batch, sent = make_batch(ctx)
+    batch.add_update_metadata([1, 2, 3], [TP, ("t", 1)])
+    batch.send_requests_to_brokers(6)
+    um = sent.of(UM)
+    assert [b for b, _ in um] == [1, 2, 3]
+    for b, req in um:
+        assert req.broker_epoch == 100 + b
+        plain = UpdateMetadataRequest(**{f: getattr(req, f) for f in (
+            "controller_id", "is_k_raft_controller", "type", "controller_epoch", "broker_epoch",
+            "topic_states", "live_brokers")})
+        assert req.encode(V) == plain.encode(V)
+        assert UpdateMetadataRequest.decode(req.encode(V), V).broker_epoch == 100 + b
+    assert len(um[0][1].encoded) == 1 and um[0][1].encoded is um[2][1].encoded
+
+
+async def test_coalesced_steps_send_each_broker_its_last_decisions_once():
+    """While held, steps accumulate: the last LeaderAndIsr state per partition and broker,
+    a StopReplica's delete flag sticks; one send at release."""
+    ctx = make_context((1, 2, 3), {TP: (1, 2, 3)})
+    zk, _psm, rsm, sent = _machines(ctx)
+    zk.states[TP] = ctx.leadership[TP] = S(1, 3, (1, 2, 3), 4, 0)
+    for r in (1, 2, 3):
+        ctx.replica_states[(TP, r)] = ReplicaState.ONLINE
+    rsm.batch.hold()
+    await rsm.handle_state_changes([(TP, 1), (TP, 2), (TP, 3)], ReplicaState.ONLINE)
+    await rsm.handle_state_changes([(TP, 3)], ReplicaState.OFFLINE)
+    assert not sent
+    assert rsm.batch.release()
+    rsm.batch.send_requests_to_brokers(ctx.epoch)
+    lai = dict(sent.of(LAI))
+    assert sorted(lai) == [1, 2, 3]
+    for b in (1, 2):  # the state after the ISR shrink, not the one before
+        assert list(lai[b].topic_states[0].partition_states[0].isr) == [1, 2]
+    assert list(lai[3].topic_states[0].partition_states[0].isr) == [1, 2, 3]
+    assert [b for b, _ in sent.of(STOP)] == [3]
+    assert len(sent.of(UM)) == 3

@@ -1,0 +1,197 @@
+"""The ZooKeeper controller's own failover work at scale, in one process (issue 22).
+
+A real ZooKeeper (Debian's package, started here) holds P partitions in T topics at RF 3 on
+brokers 1-3, every partition led by its first replica with a full ISR. Brokers 2 and 3 are
+bare ZooKeeper sessions with a registration; broker 1 runs the real ``KafkaController``,
+which is elected and fails over. The requests it sends are encoded (that is the controller's
+work) and not delivered. Measured, wall and main-thread CPU:
+
+- ``failover`` (default): broker 3 is already gone when broker 1 takes over, as after a
+  SIGKILL of controller broker 3: context initialisation, elections for the partitions
+  broker 3 led, broker 3 out of every ISR, the LeaderAndIsr / UpdateMetadata batches;
+- ``--all-live``: the same with brokers 2 and 3 live, then broker 3's session closes
+  (a broker failure handled by the controller).
+
+Run: ``python3 benchmarks/bench_ctl_failover.py [--partitions 100000] [--topics 100]
+[--all-live] [--profile]`` (about a minute at 100,000 partitions, most of it filling
+ZooKeeper). ``JOSEF_TREE=/path`` measures another checkout of the code;
+``JOSEF_BENCH_QUICK=1`` (run_all.py --quick) makes it 3,000 partitions. Prints its figures
+(no results file: they go to benchmarks/results/scale.md by hand). Not a test: note
+``uptime`` next to the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import logging
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, os.environ.get("JOSEF_TREE") or str(Path(__file__).resolve().parents[1]))
+
+from broker.config import Endpoint  # noqa: E402
+from controller import zk_data as zd  # noqa: E402
+from controller.controller_core import ControllerConfig  # noqa: E402
+from controller.kafka_controller import KafkaController  # noqa: E402
+from controller.kafka_zk_client import KafkaZkClient  # noqa: E402
+from controller.zk_client import CreateOp, ZkClient  # noqa: E402
+from tests.integration.cluster import ZooKeeperServer  # noqa: E402
+
+
+def _info(broker_id: int) -> zd.BrokerInfo:
+    return zd.BrokerInfo(broker_id, (Endpoint("PLAINTEXT", "127.0.0.1", 1),))
+
+
+async def _populate(admin: ZkClient, partitions: int, topics: int) -> None:
+    per = partitions // topics
+    ops = []
+    for ti in range(topics):
+        name = f"t{ti}"
+        assignment = {p: zd.ReplicaAssignment(tuple((p + k) % 3 + 1 for k in range(3)))
+                      for p in range(per)}
+        ops.append(CreateOp(zd.TopicZNode.path(name), zd.TopicZNode.encode(
+            zd.TopicAssignment(uuid.uuid4(), assignment))))
+        ops.append(CreateOp(zd.TopicPartitionsZNode.path(name)))
+        for p in range(per):
+            replicas = assignment[p].replicas
+            state = zd.LeaderIsrAndControllerEpoch(replicas[0], 0, replicas, 1)
+            ops.append(CreateOp(zd.TopicPartitionZNode.path(name, p)))
+            ops.append(CreateOp(zd.TopicPartitionStateZNode.path(name, p),
+                                zd.TopicPartitionStateZNode.encode(state)))
+    for i in range(0, len(ops), 1000):
+        await admin.multi(ops[i:i + 1000])
+
+
+def _timed(obj, name: str, out: list) -> None:
+    fn = getattr(obj, name)
+
+    async def wrapper(*a, **k):
+        t0, c0 = time.monotonic(), time.thread_time()
+        try:
+            return await fn(*a, **k)
+        finally:
+            out.append((f"{type(obj).__name__}.{name}", time.monotonic() - t0,
+                        time.thread_time() - c0))
+    setattr(obj, name, wrapper)
+
+
+async def run(zk: ZooKeeperServer, args) -> None:
+    admin = ZkClient(zk.connect + "/k", session_timeout_ms=30000)
+    await admin.start()
+    await KafkaZkClient(admin).create_top_level_paths()
+    t = time.monotonic()
+    await _populate(admin, args.partitions, args.topics)
+    print(f"ZooKeeper filled: {args.partitions:,} partitions in {time.monotonic() - t:.1f} s")
+    sessions = {}
+    for b in (1, 2, 3):
+        c = ZkClient(zk.connect + "/k", session_timeout_ms=30000)
+        await c.start()
+        sessions[b] = c
+        if b == 2 or (b == 3 and args.all_live):
+            await KafkaZkClient(c).register_broker(_info(b))
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)  # as the broker does (broker/server.py)
+    kz = KafkaZkClient(sessions[1])
+    epoch = await kz.register_broker(_info(1))
+    ctl = KafkaController(ControllerConfig(broker_id=1, auto_leader_rebalance_enable=False),
+                          kz, _info(1), epoch)
+    steps: list = []
+    enc = {"s": 0.0, "requests": 0, "states": 0}
+
+    def send(broker_id, api_key, version, request, callback):
+        t0 = time.monotonic()
+        request.encode(version)
+        enc["s"] += time.monotonic() - t0
+        enc["requests"] += 1
+        enc["states"] += sum(len(ts.partition_states)
+                             for ts in getattr(request, "topic_states", ()))
+    ctl.batch.send = send
+    for obj, name in ((ctl, "_initialize_controller_context"), (ctl.partition_sm, "startup"),
+                      (ctl.replica_sm, "startup"),
+                      (ctl.brokers, "on_replicas_become_offline")):
+        _timed(obj, name, steps)
+    prof = cProfile.Profile() if args.profile else None
+
+    def report(what: str, t0: float, c0: float) -> None:
+        print(f"{what}: {time.monotonic() - t0:.2f} s wall, {time.thread_time() - c0:.2f} s "
+              f"main-thread CPU; requests encoded: {enc['requests']} "
+              f"({enc['states']:,} partition states, {enc['s']:.2f} s)")
+        for name, wall, cpu in steps:
+            print(f"  {name}: {wall:.2f} s wall, {cpu:.2f} s CPU")
+        steps.clear()
+        enc.update(s=0.0, requests=0, states=0)
+        if prof is not None:
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+            prof.clear()
+
+    done = asyncio.Event()
+    failover = ctl._on_controller_failover
+
+    async def timed_failover():
+        t0, c0 = time.monotonic(), time.thread_time()
+        if prof is not None:
+            prof.enable()
+        await failover()
+        report("failover" + (" (all brokers live)" if args.all_live else
+                             " (broker 3 gone)"), t0, c0)
+        done.set()
+    ctl._on_controller_failover = timed_failover
+    await ctl.startup()
+    await asyncio.wait_for(done.wait(), 600)
+    if args.all_live:
+        done.clear()
+        failure = ctl.brokers._on_broker_failure
+
+        async def timed_failure(dead):
+            t0, c0 = time.monotonic(), time.thread_time()
+            if prof is not None:
+                prof.enable()
+            await failure(dead)
+            report(f"broker failure {dead}", t0, c0)
+            done.set()
+        ctl.brokers._on_broker_failure = timed_failure
+        await sessions[3].close()
+        await asyncio.wait_for(done.wait(), 600)
+    await ctl.shutdown()
+    for b, c in sessions.items():
+        if b != 3 or not args.all_live:
+            await c.close()
+    await admin.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--partitions", type=int, default=100_000)
+    ap.add_argument("--topics", type=int, default=100)
+    ap.add_argument("--all-live", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    if os.environ.get("JOSEF_BENCH_QUICK"):  # run_all.py --quick: a smoke-sized run
+        args.partitions, args.topics = min(args.partitions, 3000), min(args.topics, 10)
+    logging.basicConfig(level=logging.ERROR)
+    with open("/proc/loadavg") as f:
+        print("load average at the start:", " ".join(f.read().split()[:3]))
+    work = Path(tempfile.mkdtemp(prefix="bench-ctl-failover-"))
+    zk = ZooKeeperServer(work / "zk", heap_mb=2048).start()
+    try:
+        asyncio.run(run(zk, args))
+    finally:
+        zk.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    with open("/proc/loadavg") as f:
+        print("load average at the end:", " ".join(f.read().split()[:3]))
+
+
+if __name__ == "__main__":
+    main()
