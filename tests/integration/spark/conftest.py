@@ -141,10 +141,22 @@ def _session_order(item) -> int:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items) -> None:
+def pytest_collection_modifyitems(config, items) -> None:
     """Run the Spark tests local first, then cluster, then spark-submit (a stable sort
     within the slots the Spark tests already hold; other tests keep their places): one
-    SparkSession start per mode instead of one per module and mode."""
+    SparkSession start per mode instead of one per module and mode. Tests marked
+    ``spark_cluster_only`` (the longest streaming ones, whose local[2] run adds nothing the
+    cluster run and the other local tests do not check) run on the cluster only, unless
+    ``JOSEF_SPARK_ALL_MODES=1`` or the cluster is not among ``JOSEF_SPARK_MODES``."""
+    if os.environ.get("JOSEF_SPARK_ALL_MODES") != "1" and "cluster" in SPARK_MODES:
+        dropped = [item for item in items
+                   if item.get_closest_marker("spark_cluster_only") is not None
+                   and getattr(item, "callspec", None) is not None
+                   and item.callspec.params.get("spark_mode", "cluster") != "cluster"]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            gone = set(map(id, dropped))
+            items[:] = [item for item in items if id(item) not in gone]
     here = pathlib.Path(__file__).parent
     slots = [i for i, item in enumerate(items) if here in pathlib.Path(item.path).parents]
     ordered = sorted((items[i] for i in slots), key=_session_order)

@@ -85,7 +85,7 @@ def checkpoint_state(checkpoint: pathlib.Path) -> tuple[int, int]:
 def test_query_killed_mid_stream_restarts_without_gap_or_duplicate(cluster, kafka, tmp_path):
     source = kafka.new_topic("spark-kill-in", 3)
     sink = kafka.new_topic("spark-kill-out", 2)
-    total, per_trigger = 3000, 500
+    total, per_trigger = 2000, 500
     batches = total // per_trigger
     kafka.produce(source, [(i % 3, b"k%d" % i, b"v%d" % i, None, None) for i in range(total)])
     checkpoint = tmp_path / "ckpt"

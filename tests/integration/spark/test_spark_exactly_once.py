@@ -54,6 +54,7 @@ def test_replayed_and_failed_task_attempts_write_once(kafka):
     assert committed_values(kafka, topic, 155) == sorted(b"v%d" % i for i in range(155))
 
 
+@pytest.mark.spark_cluster_only
 def test_streaming_copy_is_committed_once(spark, kafka, tmp_path):
     source = kafka.new_topic("spark-eos-in", 3)
     kafka.produce(source, [(i % 3, b"k%d" % i, b"v%d" % i, None, None) for i in range(3000)])

@@ -82,6 +82,7 @@ def collect_one(spark, output, i: int):
     return spark.read.parquet(str(output)).where(f"value = X'{(b'v%d' % i).hex()}'").collect()
 
 
+@pytest.mark.spark_cluster_only
 def test_available_now_reads_all_once_then_resumes(spark, kafka, big_topic, tmp_path):
     # This test appends MORE records to big_topic; when both modes' tests run without the
     # module fixture being set up again in between (e.g. -k picks this test only), the second
