@@ -544,6 +544,17 @@ def test_share_group_survives_leader_failovers(zk_cluster, tmp_path):
     _wait_futures(admin.create_topics([NewTopic(topic, 1, 3), NewTopic(dlq, 1, 3)],
                                       request_timeout=30))
     c.wait_metadata_converged([topic, dlq])
+    # Two of three brokers die below: the one left must be in every ISR that matters (a
+    # broker restarted by an earlier test on this shared cluster may still be catching up on
+    # the share-state partitions; killing the other two would leave those offline, which is
+    # not what this test is about). A share-state topic not created yet starts with full ISRs.
+    def full_isr(t: str, p: int, must_exist: bool) -> bool:
+        st = c.partition_state(t, p)
+        return (st is None and not must_exist) or (st is not None and len(st["isr"]) == 3)
+
+    c.wait_until("full ISRs of the topic and the share-state partitions", lambda: all(
+        [full_isr(topic, 0, True), full_isr(dlq, 0, True)]
+        + [full_isr("__share_group_state", p, False) for p in range(6)]), 60)
     set_group_configs(c.bootstrap, group, share_auto_offset_reset="earliest",
                       **{"errors.deadletterqueue.topic.name": dlq})
     produce(c.bootstrap, topic, range(n), chunk=10)
