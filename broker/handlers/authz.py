@@ -25,10 +25,11 @@ from common.acl import (
     AclOperation,
     ResourceType,
 )
+from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "authorize", "authorize_cluster",
            "authorize_by_resource_type", "authorized_operations", "enabled", "require_cluster",
-           "filter_authorized", "unauthorized"]
+           "filter_authorized", "unauthorized", "heartbeat_error"]
 
 
 def _authorizer(ctx):
@@ -54,7 +55,6 @@ def require_cluster(ctx, operation: AclOperation) -> None:
     """Kafka's ``authorizeClusterOperation``: KafkaError CLUSTER_AUTHORIZATION_FAILED (the
     handler's error response) unless ``operation`` on the cluster is allowed."""
     if not authorize_cluster(ctx, operation):
-        from protocol.errors import ErrorCode, KafkaError
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
 
 
@@ -83,6 +83,18 @@ def unauthorized(ctx, operation: AclOperation, resource_type: ResourceType,
     return {n for n in set(names)
             if not authorizer.authorize(ctx, operation, resource_type, n,
                                         log_if_denied=log_if_denied)}
+
+
+def heartbeat_error(ctx, group_id: str | None, topics) -> ErrorCode | None:
+    """What a KIP-848 / KIP-932 group heartbeat answers before it reaches the coordinator:
+    GROUP_AUTHORIZATION_FAILED without READ on the group, TOPIC_AUTHORIZATION_FAILED without
+    DESCRIBE on a subscribed topic (Kafka's KafkaApis for ConsumerGroupHeartbeat and
+    ShareGroupHeartbeat); None when both hold."""
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id or ""):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if topics and unauthorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None
 
 
 def authorize_by_resource_type(ctx, operation: AclOperation,

@@ -62,13 +62,9 @@ def _protocol_enabled(ctx) -> bool:
 async def handle_consumer_group_heartbeat(ctx, request):
     if not _protocol_enabled(ctx):
         raise _protocol_disabled()
-    if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
-                           request.group_id or ""):
-        return HeartbeatResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    if request.subscribed_topic_names and authz.unauthorized(
-            ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
-            request.subscribed_topic_names):
-        return HeartbeatResponse(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    denied = authz.heartbeat_error(ctx, request.group_id, request.subscribed_topic_names)
+    if denied is not None:
+        return HeartbeatResponse(error_code=int(denied))
     coordinator = group_coordinator(ctx)
     consumer = coordinator.consumer
     if consumer is None:

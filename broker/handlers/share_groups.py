@@ -64,13 +64,9 @@ def heartbeat_error_response(request, version: int, error: KafkaError):
 @handles(HEARTBEAT, 1, 1, error_response=heartbeat_error_response)
 async def handle_share_group_heartbeat(ctx, request):
     require_share_groups(ctx)
-    if not authz.authorize(ctx, authz.AclOperation.READ, authz.ResourceType.GROUP,
-                           request.group_id or ""):
-        return HeartbeatResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    if request.subscribed_topic_names and authz.unauthorized(
-            ctx, authz.AclOperation.DESCRIBE, authz.ResourceType.TOPIC,
-            request.subscribed_topic_names):
-        return HeartbeatResponse(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    denied = authz.heartbeat_error(ctx, request.group_id, request.subscribed_topic_names)
+    if denied is not None:
+        return HeartbeatResponse(error_code=int(denied))
     share = group_coordinator(ctx).share
     if share is None:
         return HeartbeatResponse(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
