@@ -287,6 +287,20 @@ class ProducerStateManager:
         self.verification_states.pop(producer_id, None)
 
     # --- updates -----------------------------------------------------------------------------
+    def _guard_outlives(self, batch: RecordBatch, entry: ProducerStateEntry) -> bool:
+        """True when `batch` is the marker of a transaction older than the one the producer's
+        verification guard was made for: with transaction version 2 the next transaction's
+        first batch (epoch e + 1) can reach the leader before the marker (also at e + 1) of
+        the open one (data at e), and the coordinator adds the partition as soon as that
+        marker is written; spending the guard there would refuse the verified batch with
+        INVALID_TXN_STATE. A guard of the transaction the marker ends (epoch <= its data
+        epoch, or no transaction open here) is spent as before."""
+        if not batch.is_control or entry.current_txn_first_offset is None:
+            return False
+        v = self.verification_states.get(batch.producer_id)
+        return v is not None and v.epoch > entry.producer_epoch and \
+            v.epoch >= batch.producer_epoch
+
     def update(self, batch: RecordBatch) -> CompletedTxn | None:
         """Record an appended batch (offsets already assigned); also used when loading the
         log and for follower appends (no checks). Returns the transaction a marker completed
@@ -297,15 +311,15 @@ class ProducerStateManager:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerStateEntry(pid)
-        if batch.producer_epoch != entry.producer_epoch:
-            entry.batches.clear()
-            entry.producer_epoch = batch.producer_epoch
-        entry.last_timestamp = batch.max_timestamp
-        if batch.is_transactional:
+        if batch.is_transactional and not self._guard_outlives(batch, entry):
             # a marker ends the transaction, a data batch opened it: either way the
             # verification guard is spent (Kafka's updateProducers; no stale guard survives
             # an abort to start the next transaction - the KIP-890 ABA case)
             self.verification_states.pop(pid, None)
+        if batch.producer_epoch != entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = batch.producer_epoch
+        entry.last_timestamp = batch.max_timestamp
         if batch.is_control:
             completed = None
             try:

@@ -206,3 +206,50 @@ async def test_a_newer_epoch_is_verified_while_the_previous_transaction_is_open(
     part.log.append_as_leader(memoryview(bytearray(b.build())), 0, verification_guard=guard)
     assert part.maybe_start_transaction_verification(5, 1, 3) is None  # same epoch: open
     assert part.maybe_start_transaction_verification(5, 0, 4) is not None
+
+
+def _txn_batch(pid, epoch, seq=0):
+    from protocol.record_builder import RecordBatchBuilder
+    b = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                           is_transactional=True)
+    b.append(1000, b"k", b"v")
+    return memoryview(bytearray(b.build()))
+
+
+def _marker(pid, epoch, commit=True):
+    from protocol.record_builder import build_control_batch
+    return memoryview(bytearray(build_control_batch("commit" if commit else "abort", pid,
+                                                    epoch, 0, 1000)))
+
+
+async def test_the_next_transactions_guard_survives_the_previous_marker(h):
+    """TV 2: the next transaction's first batch (epoch 4) is verified before the marker of
+    the open one (data at 3, marker at 4) lands; the coordinator then adds the partition and
+    the batch must append with the guard it got before the marker (CI saw INVALID_TXN_STATE
+    after a coordinator failover)."""
+    part = h.rm.get_partition("t", 0)
+    log = part.log
+    log.append_as_leader(_txn_batch(5, 3), 0,
+                         verification_guard=part.maybe_start_transaction_verification(5, 0, 3))
+    guard = part.maybe_start_transaction_verification(5, 0, 4)
+    assert guard is not None
+    log.append_as_leader(_marker(5, 4), 0, origin="coordinator")
+    assert part.maybe_start_transaction_verification(5, 0, 4) is guard  # the same guard
+    info = log.append_as_leader(_txn_batch(5, 4), 0, verification_guard=guard)
+    assert info.first_offset == 2
+    assert part.maybe_start_transaction_verification(5, 1, 4) is None  # open at epoch 4
+
+
+async def test_a_marker_still_spends_the_guard_of_the_transaction_it_ends(h):
+    """The KIP-890 ABA case: a guard made while no transaction is open here (a verification
+    answered for a transaction that is then aborted) is spent by the abort marker, at the
+    same epoch (TV 1) and at the next one (TV 2)."""
+    from protocol.errors import KafkaError
+    part = h.rm.get_partition("t", 0)
+    log = part.log
+    for pid, marker_epoch in ((5, 3), (6, 4)):
+        stale = part.maybe_start_transaction_verification(pid, 0, 3)
+        log.append_as_leader(_marker(pid, marker_epoch, commit=False), 0, origin="coordinator")
+        with pytest.raises(KafkaError) as e:
+            log.append_as_leader(_txn_batch(pid, marker_epoch), 0, verification_guard=stale)
+        assert e.value.code == E.INVALID_TXN_STATE
