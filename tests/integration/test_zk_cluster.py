@@ -558,8 +558,11 @@ def test_share_group_survives_leader_failovers(zk_cluster, tmp_path):
     set_group_configs(c.bootstrap, group, share_auto_offset_reset="earliest",
                       **{"errors.deadletterqueue.topic.name": dlq})
     produce(c.bootstrap, topic, range(n), chunk=10)
+    # the consumers outlive every wait below (up to 270 s; they are killed at the end): with
+    # 120 s they could stop by themselves on a slow machine while the second failover was
+    # still settling, which looked like a stall at 540 of 600 records
     workers = [Worker(tmp_path, f"f{i}", c.bootstrap, group, topic, "--sleep-ms", "5",
-                      "--max-records", "30", "--reject-mod", "10:3", "--seconds", "120")
+                      "--max-records", "30", "--reject-mod", "10:3", "--seconds", "290")
                for i in range(2)]
     rejected = {v for v in range(n) if v % 10 == 3}
 
