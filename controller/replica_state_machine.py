@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import replace
 
 from controller.context import (
     EMPTY_ASSIGNMENT,
@@ -147,7 +146,7 @@ class ReplicaStateMachine:
                         log.error("Adding replica (%d) that is not part of the assignment %s",
                                   replica_id, a)
                         ctx.update_partition_full_replica_assignment(
-                            tp, replace(a, replicas=a.replicas + (replica_id,)))
+                            tp, a._replace(replicas=a.replicas + (replica_id,)))
                 else:
                     state = leadership.get(tp)
                     if state is not None:

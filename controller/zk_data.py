@@ -42,7 +42,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from controller.kafka_uuid import InvalidUuidError, from_base64, to_base64
 
@@ -172,9 +172,10 @@ class BrokerInfo:
     features: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True)
-class ReplicaAssignment:
-    """Replicas of one partition; ``replicas[0]`` is the preferred leader."""
+class ReplicaAssignment(NamedTuple):
+    """Replicas of one partition; ``replicas[0]`` is the preferred leader. A NamedTuple
+    (immutable; built in C, unlike a frozen dataclass): a controller failover reads
+    100,000 of them."""
 
     replicas: tuple[int, ...]
     adding_replicas: tuple[int, ...] = ()
@@ -189,12 +190,12 @@ class TopicAssignment:
     partitions: dict[int, ReplicaAssignment]
 
 
-@dataclass(frozen=True)
-class LeaderIsrAndControllerEpoch:
+class LeaderIsrAndControllerEpoch(NamedTuple):
     """Partition state (``.../partitions/<p>/state``) plus its znode version.
 
     ``partition_epoch`` is the state znode's ``stat.version`` (Kafka's ``zkVersion``); it is
-    not part of the JSON and rises by one on every write of the state.
+    not part of the JSON and rises by one on every write of the state. A NamedTuple
+    (immutable, cheap to build): a failover makes a few hundred thousand of them.
     """
 
     leader: int
