@@ -211,14 +211,15 @@ def test_update_metadata_copies_share_one_encoding_with_their_own_broker_epoch()
     batch.send_requests_to_brokers(6)
     um = sent.of(UM)
     assert [b for b, _ in um] == [1, 2, 3]
+    fast = {b: req.encode(V) for b, req in um}  # before topic_states is read
+    assert len(um[0][1].shared) == 1 and um[0][1].shared is um[2][1].shared
     for b, req in um:
         assert req.broker_epoch == 100 + b
         plain = UpdateMetadataRequest(**{f: getattr(req, f) for f in (
             "controller_id", "is_k_raft_controller", "type", "controller_epoch", "broker_epoch",
             "topic_states", "live_brokers")})
-        assert req.encode(V) == plain.encode(V)
-        assert UpdateMetadataRequest.decode(req.encode(V), V).broker_epoch == 100 + b
-    assert len(um[0][1].encoded) == 1 and um[0][1].encoded is um[2][1].encoded
+        assert fast[b] == plain.encode(V) == req.encode(V)
+        assert UpdateMetadataRequest.decode(fast[b], V).broker_epoch == 100 + b
 
 
 async def test_coalesced_steps_send_each_broker_its_last_decisions_once():
