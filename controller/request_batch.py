@@ -72,9 +72,11 @@ class ControllerBrokerRequestBatch:
         self.send = send
         self.on_leader_and_isr_response = on_leader_and_isr_response
         self.on_stop_replica_response = on_stop_replica_response
-        #: broker -> tp -> (state, assignment, is_new): the request's partition states are
-        #: built at send time (a coalesced batch overwrites most entries before that)
+        #: broker -> tp -> (state, assignment): the request's partition states are built at
+        #: send time (a coalesced batch overwrites most entries before that); broker -> the
+        #: partitions sent to it with is_new (sticks once set within the batch)
         self._lai: dict[int, dict[TopicPartition, tuple]] = {}
+        self._lai_new: dict[int, set[TopicPartition]] = {}
         self._stop: dict[int, dict[TopicPartition, Any]] = {}
         self._um_brokers: set[int] = set()
         self._um_all_live = False  # UpdateMetadata goes to every live broker too
@@ -90,6 +92,7 @@ class ControllerBrokerRequestBatch:
 
     def clear(self) -> None:
         self._lai.clear()
+        self._lai_new.clear()
         self._stop.clear()
         self._um_brokers.clear()
         self._um_all_live = False
@@ -109,41 +112,60 @@ class ControllerBrokerRequestBatch:
     def add_leader_and_isr(self, broker_ids: Iterable[int], tp: TopicPartition,
                            state: LeaderIsrAndControllerEpoch, assignment: ReplicaAssignment,
                            is_new: bool) -> None:
-        """LeaderAndIsr of ``tp`` to ``broker_ids`` (called per replica at failover: kept
-        tight). ``is_new`` sticks once set for a broker within the batch."""
+        """LeaderAndIsr of ``tp`` to ``broker_ids``. ``is_new`` sticks once set for a
+        broker within the batch."""
         lai = self._lai
-        entry = (state, assignment, is_new)
+        entry = (state, assignment)
         for b in broker_ids:
             if b < 0:
                 continue
             per = lai.get(b)
             if per is None:
                 per = lai[b] = {}
-            if not is_new:
-                old = per.get(tp)
-                if old is not None and old[2]:
-                    per[tp] = (state, assignment, True)
-                    continue
             per[tp] = entry
+            if is_new:
+                self._lai_new.setdefault(b, set()).add(tp)
         self._um_all_live = True
         self._um_partitions[tp] = None
+
+    def add_leader_and_isr_many(self, broker_id: int,
+                                entries: dict[TopicPartition, tuple[LeaderIsrAndControllerEpoch,
+                                                                    ReplicaAssignment]]) -> None:
+        """``add_leader_and_isr(broker_id, tp, state, assignment, is_new=False)`` for every
+        ``tp: (state, assignment)`` of ``entries`` (a failover sends each live broker all
+        its partitions: one dict update, not 100,000 calls)."""
+        if broker_id < 0 or not entries:
+            return
+        per = self._lai.get(broker_id)
+        if per is None:
+            self._lai[broker_id] = dict(entries)
+        else:
+            per.update(entries)
+        self._um_all_live = True
+        self._um_partitions.update(dict.fromkeys(entries))
 
     def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition,
                          delete_partition: bool) -> None:
         """StopReplica of ``tp`` to ``broker_ids``; ``delete_partition`` sticks once set.
         The partition states are built at send time, for live brokers only (a failover
         stops every replica of a dead broker: 100,000 of them, all dropped)."""
-        state = self.context.leadership.get(tp)
-        leader_epoch = state.leader_epoch if state is not None else -1
-        stop = self._stop
         for b in broker_ids:
-            if b < 0:
-                continue
-            per = stop.get(b)
-            if per is None:
-                per = stop[b] = {}
-            old = per.get(tp)
-            per[tp] = (leader_epoch, delete_partition or (old is not None and old[1]))
+            self.add_stop_replica_many(b, (tp,), delete_partition)
+
+    def add_stop_replica_many(self, broker_id: int, tps: Iterable[TopicPartition],
+                              delete_partition: bool) -> None:
+        """``add_stop_replica([broker_id], tp, delete_partition)`` for each of ``tps``."""
+        if broker_id < 0:
+            return
+        stop = self._stop.get(broker_id)
+        if stop is None:
+            stop = self._stop[broker_id] = {}
+        leadership = self.context.leadership
+        for tp in tps:
+            state = leadership.get(tp)
+            old = stop.get(tp)
+            stop[tp] = (state.leader_epoch if state is not None else -1,
+                        delete_partition or (old is not None and old[1]))
 
     def add_update_metadata(self, broker_ids: Iterable[int],
                             partitions: Iterable[TopicPartition] = ()) -> None:
@@ -212,24 +234,27 @@ class ControllerBrokerRequestBatch:
         for broker, entries in self._lai.items():
             if broker not in live:
                 continue
+            new = self._lai_new.get(broker, ())
             leaders: set[int] = set()
             n_lead = 0
             by_topic: dict[str, tuple[list, list[bytes]]] = {}
-            for tp, entry in entries.items():  # grouped by topic, in the order added
+            for tp, (state, assignment) in entries.items():  # by topic, in the order added
+                is_new = tp in new
                 got = built.get(tp)
-                if got is not None and got[0] == entry:
-                    encoded = got[1]
+                if got is not None and got[0] is state and got[1] is assignment \
+                        and got[2] == is_new:
+                    encoded = got[3]
                 else:
-                    encoded = lai_partition_state(tp[1], *entry)
-                    built[tp] = (entry, encoded)
-                leader = entry[0].leader
+                    encoded = lai_partition_state(tp[1], state, assignment, is_new)
+                    built[tp] = (state, assignment, is_new, encoded)
+                leader = state.leader
                 leaders.add(leader)
                 if leader == broker:
                     n_lead += 1
                 topic = by_topic.get(tp[0])
                 if topic is None:
                     topic = by_topic[tp[0]] = ([], [])
-                topic[0].append((tp[1], *entry))
+                topic[0].append((tp[1], state, assignment, is_new))
                 topic[1].append(encoded)
             log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d "
                      "become-follower partitions", broker, n_lead, len(entries) - n_lead)
