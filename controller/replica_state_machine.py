@@ -52,33 +52,44 @@ class ReplicaStateMachine:
 
     async def startup(self) -> None:
         """Every replica Online (live broker) or ReplicaDeletionIneligible, then moved to
-        OnlineReplica / OfflineReplica (one pass over the assignments, grouped by broker as
-        it goes: 300,000 replicas at 100,000 partitions RF 3)."""
+        OnlineReplica / OfflineReplica, in one pass over the assignments (300,000 replicas
+        at 100,000 partitions RF 3). The Online step is the generic transition
+        specialised: each replica was just set Online (a valid previous state, not New), so
+        it gets a LeaderAndIsr with its partition's current state when there is one."""
         ctx = self.context
         states = ctx.replica_states
         is_online = ctx.is_replica_online
+        leadership = ctx.leadership
         # without failed log dirs a replica is online iff its broker is live and not
         # shutting down (is_replica_online's rule, one set lookup instead of a call)
         live = None if ctx.replicas_on_offline_dirs else ctx.live_broker_ids
         online_state, ineligible = ReplicaState.ONLINE, ReplicaState.DELETION_INELIGIBLE
-        online: dict[int, list[PartitionReplica]] = {}
+        to_send: dict[int, dict[TopicPartition, tuple]] = {}  # broker -> LeaderAndIsr entries
         offline: dict[int, list[PartitionReplica]] = {}
         for t, ps in ctx.assignments.items():
             for p, a in ps.items():
                 tp = (t, p)
+                state = leadership.get(tp)
+                entry = (state, a)
                 for r in a.replicas:
-                    key = (tp, r)
                     if r in live if live is not None else is_online(r, tp):
-                        states[key] = online_state
-                        group = online
+                        states[(tp, r)] = online_state
+                        if state is not None:
+                            got = to_send.get(r)
+                            if got is None:
+                                got = to_send[r] = {}
+                            got[tp] = entry
                     else:
+                        key = (tp, r)
                         states[key] = ineligible
-                        group = offline
-                    got = group.get(r)
-                    if got is None:
-                        got = group[r] = []
-                    got.append(key)
-        await self._handle_grouped(online, ReplicaState.ONLINE)
+                        got = offline.get(r)
+                        if got is None:
+                            got = offline[r] = []
+                        got.append(key)
+        self.batch.new_batch()
+        for broker, entries in to_send.items():
+            self.batch.add_leader_and_isr_many(broker, entries)
+        self.batch.send_requests_to_brokers(ctx.epoch)
         await self._handle_grouped(offline, ReplicaState.OFFLINE)
 
     async def handle_state_changes(self, replicas: list[PartitionReplica],

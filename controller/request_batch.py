@@ -154,8 +154,10 @@ class ControllerBrokerRequestBatch:
 
     def add_stop_replica_many(self, broker_id: int, tps: Iterable[TopicPartition],
                               delete_partition: bool) -> None:
-        """``add_stop_replica([broker_id], tp, delete_partition)`` for each of ``tps``."""
-        if broker_id < 0:
+        """``add_stop_replica([broker_id], tp, delete_partition)`` for each of ``tps``.
+        Nothing is kept for a broker that is not live: its requests are dropped at send
+        (the live brokers do not change within one controller event)."""
+        if broker_id not in self.context.live_brokers:
             return
         stop = self._stop.get(broker_id)
         if stop is None:

@@ -243,3 +243,39 @@ async def test_coalesced_steps_send_each_broker_its_last_decisions_once():
     assert list(lai[3].topic_states[0].partition_states[0].isr) == [1, 2, 3]
     assert [b for b, _ in sent.of(STOP)] == [3]
     assert len(sent.of(UM)) == 3
+
+
+@pytest.mark.parametrize("failed_dir", [False, True])
+async def test_replica_state_machine_startup(failed_dir):
+    """Failover with broker 3 gone: live replicas Online with a LeaderAndIsr of their
+    partition's (final) state, broker 3's replicas Offline and out of the ISRs, nothing
+    sent to broker 3; a replica in a failed log dir is Offline too (and stopped)."""
+    t0, t1, u0 = ("t", 0), ("t", 1), ("u", 0)
+    ctx = make_context((1, 2), {t0: (1, 2, 3), t1: (3, 1, 2), u0: (2, 3)})
+    zk, _psm, rsm, sent = _machines(ctx)
+    zk.states[t0] = ctx.leadership[t0] = S(1, 3, (1, 2, 3), 4, 0)
+    zk.states[t1] = ctx.leadership[t1] = S(3, 6, (3, 1), 4, 2)
+    if failed_dir:
+        ctx.replicas_on_offline_dirs = {2: {t0}}
+    rsm.batch.hold()
+    await rsm.startup()
+    assert rsm.batch.release()
+    rsm.batch.send_requests_to_brokers(ctx.epoch)
+    R = ReplicaState
+    offline = {(t0, 3), (t1, 3), (u0, 3)} | ({(t0, 2)} if failed_dir else set())
+    assert ctx.replica_states == {(tp, r): R.OFFLINE if (tp, r) in offline else R.ONLINE
+                                  for tp in (t0, t1, u0)
+                                  for r in ctx.partition_replica_assignment(tp)}
+    assert zk.states[t0] == (S(1, 5, (1,), 5, 2) if failed_dir else S(1, 4, (1, 2), 5, 1))
+    assert zk.states[t1] == S(-1, 7, (1,), 5, 3)
+    lai = {b: {(ts.topic_name, ps.partition_index): (ps.leader, ps.leader_epoch, ps.isr,
+                                                      ps.partition_epoch, ps.is_new)
+               for ts in req.topic_states for ps in ts.partition_states}
+           for b, req in sent.of(LAI)}
+    assert lai[1] == {t0: (1, zk.states[t0].leader_epoch, list(zk.states[t0].isr),
+                           zk.states[t0].partition_epoch, False),
+                      t1: (-1, 7, [1], 3, False)}
+    assert lai[2] == lai[1]  # broker 2 is sent t0 whether it is Online or not
+    assert sorted(lai) == [1, 2]
+    assert [b for b, _ in sent.of(STOP)] == ([2] if failed_dir else [])
+    assert sorted(b for b, _ in sent.of(UM)) == [1, 2]
