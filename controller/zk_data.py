@@ -373,13 +373,21 @@ class TopicZNode:
         adding = doc.get("adding_replicas") or {}
         removing = doc.get("removing_replicas") or {}
         partitions: dict[int, ReplicaAssignment] = {}
+        # one (immutable) ReplicaAssignment per distinct replica list: a topic's partitions
+        # repeat a few lists, and a failover reads 100,000 of them
+        shared: dict[tuple[int, ...], ReplicaAssignment] = {}
         for key, replicas in partitions_doc.items():
             p = _int_text(key, what)
-            partitions[p] = ReplicaAssignment(
-                tuple(_int_list(replicas, what)),
-                tuple(_int_list(adding.get(key, []), what)),
-                tuple(_int_list(removing.get(key, []), what)),
-            )
+            ids = tuple(_int_list(replicas, what))
+            if (adding or removing) and (key in adding or key in removing):
+                partitions[p] = ReplicaAssignment(
+                    ids, tuple(_int_list(adding.get(key, []), what)),
+                    tuple(_int_list(removing.get(key, []), what)))
+                continue
+            a = shared.get(ids)
+            if a is None:
+                a = shared[ids] = ReplicaAssignment(ids)
+            partitions[p] = a
         return TopicAssignment(topic_id, dict(sorted(partitions.items())))
 
 
