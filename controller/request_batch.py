@@ -239,12 +239,15 @@ class ControllerBrokerRequestBatch:
             new = self._lai_new.get(broker, ())
             leaders: set[int] = set()
             n_lead = 0
-            by_topic: dict[str, tuple[list, list[bytes]]] = {}
+            by_topic: dict[str, tuple[list[int], list[bytes]]] = {}
+            current = None
+            partitions: list[int] = []
+            encodings: list[bytes] = []
             for tp, (state, assignment) in entries.items():  # by topic, in the order added
                 is_new = tp in new
                 got = built.get(tp)
                 if got is not None and got[0] is state and got[1] is assignment \
-                        and got[2] == is_new:
+                        and got[2] is is_new:
                     encoded = got[3]
                 else:
                     encoded = lai_partition_state(tp[1], state, assignment, is_new)
@@ -253,11 +256,14 @@ class ControllerBrokerRequestBatch:
                 leaders.add(leader)
                 if leader == broker:
                     n_lead += 1
-                topic = by_topic.get(tp[0])
-                if topic is None:
-                    topic = by_topic[tp[0]] = ([], [])
-                topic[0].append((tp[1], state, assignment, is_new))
-                topic[1].append(encoded)
+                if tp[0] != current:
+                    current = tp[0]
+                    group = by_topic.get(current)
+                    if group is None:
+                        group = by_topic[current] = ([], [])
+                    partitions, encodings = group
+                partitions.append(tp[1])
+                encodings.append(encoded)
             log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d "
                      "become-follower partitions", broker, n_lead, len(entries) - n_lead)
             live_leaders = []
@@ -270,7 +276,7 @@ class ControllerBrokerRequestBatch:
                             broker_id=b.id, host_name=ep.host, port=ep.port))
             request = LeaderAndIsrBatch(
                 [(t, ctx.topic_ids.get(t, _ZERO_UUID), parts, encoded)
-                 for t, (parts, encoded) in by_topic.items()],
+                 for t, (parts, encoded) in by_topic.items()], entries, new,
                 controller_id=self.controller_id, is_k_raft_controller=False,
                 controller_epoch=epoch, broker_epoch=ctx.live_broker_epochs.get(broker, -1),
                 type=TYPE_UNKNOWN, live_leaders=live_leaders)

@@ -163,15 +163,20 @@ class _Batch:
 class LeaderAndIsrBatch(_Batch, LeaderAndIsrRequest):
     """A LeaderAndIsrRequest built from ``topics``: per topic ``(name, topic_id,
     [(partition, LeaderIsrAndControllerEpoch, ReplicaAssignment, is_new)], [encoded
-    partition state (lai_partition_state)])``."""
+    partition state (lai_partition_state)])``. With ``entries`` (``(topic, partition) ->
+    (state, assignment)``) and ``new`` (the partitions sent with is_new), the partition
+    lists hold only the partition numbers."""
 
-    __slots__ = ("_topics",)
+    __slots__ = ("_topics", "_entries", "_new")
     _base = LeaderAndIsrRequest
     _VERSION = LEADER_AND_ISR_VERSION
 
-    def __init__(self, topics: list, **fields) -> None:
+    def __init__(self, topics: list, entries: dict | None = None,
+                 new: set | tuple = (), **fields) -> None:
         LeaderAndIsrRequest.__init__(self, **fields)
         self._topics = topics
+        self._entries = entries
+        self._new = new
 
     topic_states = property(_Batch._get_topic_states, _Batch._set_topic_states)
 
@@ -181,6 +186,12 @@ class LeaderAndIsrBatch(_Batch, LeaderAndIsrRequest):
             controller_epoch=self.controller_epoch, broker_epoch=self.broker_epoch,
             type=self.type, live_leaders=self.live_leaders,
             unknown_tagged_fields=self.unknown_tagged_fields)
+
+    def _rows(self, name: str, parts: list) -> list:
+        entries, new = self._entries, self._new
+        if entries is None:
+            return parts
+        return [(p, *entries[(name, p)], (name, p) in new) for p in parts]
 
     def _materialize(self) -> list:
         lists: dict[tuple, list] = {}
@@ -196,7 +207,8 @@ class LeaderAndIsrBatch(_Batch, LeaderAndIsrRequest):
             partition_epoch=s.partition_epoch, replicas=shared(a.replicas),
             adding_replicas=shared(a.adding_replicas),
             removing_replicas=shared(a.removing_replicas), is_new=is_new,
-            leader_recovery_state=s.leader_recovery_state) for p, s, a, is_new in parts])
+            leader_recovery_state=s.leader_recovery_state)
+            for p, s, a, is_new in self._rows(name, parts)])
             for name, topic_id, parts, _encoded in self._topics]
 
 
