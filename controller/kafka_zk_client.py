@@ -135,20 +135,24 @@ class KafkaZkClient:
         failed multi is replayed op by op so each op gets its own outcome)."""
         if len(ops) <= 1:
             return await self._fenced_many(ops, ezv)
-
-        async def run(chunk: list[ZkOp]) -> list[Any]:
-            prefix: list[ZkOp] = [CheckOp(zd.ControllerEpochZNode.path, ezv)] if ezv >= 0 else []
-            results = await self.zk.multi(prefix + chunk)
-            if prefix and isinstance(results[0], Exception) and \
-                    not isinstance(results[0], RolledBackError):
-                raise ControllerMovedError(
-                    f"Controller epoch zkVersion check fails. Expected zkVersion = {ezv}")
-            body = results[len(prefix):]
-            if not any(isinstance(r, Exception) for r in body):
-                return body
-            return await self._fenced_many(chunk, ezv)
-        parts = await asyncio.gather(*(run(ops[i:i + BATCH]) for i in range(0, len(ops), BATCH)))
+        parts = await asyncio.gather(*(self._fenced_chunk(ops[i:i + BATCH], ezv)
+                                       for i in range(0, len(ops), BATCH)))
         return [r for part in parts for r in part]
+
+    async def _fenced_chunk(self, chunk: list[ZkOp], ezv: int) -> list[Any]:
+        """Up to BATCH ops in one multi behind the epoch check (see _fenced_batched)."""
+        if len(chunk) <= 1:
+            return await self._fenced_many(chunk, ezv)
+        prefix: list[ZkOp] = [CheckOp(zd.ControllerEpochZNode.path, ezv)] if ezv >= 0 else []
+        results = await self.zk.multi(prefix + chunk)
+        if prefix and isinstance(results[0], Exception) and \
+                not isinstance(results[0], RolledBackError):
+            raise ControllerMovedError(
+                f"Controller epoch zkVersion check fails. Expected zkVersion = {ezv}")
+        body = results[len(prefix):]
+        if not any(isinstance(r, Exception) for r in body):
+            return body
+        return await self._fenced_many(chunk, ezv)
 
     # ------------------------------------------------------------------ paths and cluster id
 
@@ -440,16 +444,27 @@ class KafkaZkClient:
         the new version as its partition epoch; BADVERSION goes to ``retry``."""
         out = UpdateLeaderAndIsrResult()
         items = list(states.items())
-        results = await self._fenced_batched(
-            [SetDataOp(zd.TopicPartitionStateZNode.path(*tp), zd.TopicPartitionStateZNode.encode(s),
-                       s.partition_epoch) for tp, s in items], ezv)
-        for (tp, s), r in zip(items, results, strict=True):
-            if isinstance(r, BadVersionError):
-                out.retry.append(tp)
-            elif isinstance(r, Exception):
-                out.finished[tp] = r
-            else:
-                out.finished[tp] = _with_epoch(s, r.version)
+        path, encode = zd.TopicPartitionStateZNode.path, zd.TopicPartitionStateZNode.encode
+
+        async def write(chunk: list) -> None:
+            # each chunk's writes are built when its task starts: ZooKeeper works on the
+            # first multi while the next is being built
+            results = await self._fenced_chunk(
+                [SetDataOp(path(*tp), encode(s), s.partition_epoch) for tp, s in chunk], ezv)
+            for (tp, s), r in zip(chunk, results, strict=True):
+                if isinstance(r, BadVersionError):
+                    out.retry.append(tp)
+                elif isinstance(r, Exception):
+                    out.finished[tp] = r
+                else:
+                    out.finished[tp] = _with_epoch(s, r.version)
+        await asyncio.gather(*(write(items[i:i + BATCH]) for i in range(0, len(items), BATCH)))
+        # in the order asked (a chunk replayed op by op finishes later than the others)
+        finished = out.finished
+        out.finished = {tp: finished[tp] for tp, _ in items if tp in finished}
+        if len(out.retry) > 1:
+            rank = {tp: i for i, (tp, _) in enumerate(items)}
+            out.retry.sort(key=rank.__getitem__)
         return out
 
     async def delete_topic(self, topic: str, ezv: int) -> None:

@@ -97,3 +97,43 @@ def test_multi_against_zookeeper(zk_connect, secure):
         finally:
             await zk.close()
     asyncio.run(main())
+
+
+def test_update_leader_and_isr_in_chunks(zk_connect, monkeypatch):
+    """Conditional partition-state writes in fenced multis (several chunks in flight): new
+    versions for the written ones, BADVERSION ones to retry, both in the order asked (a
+    chunk with a stale version is replayed write by write); a stale controller epoch
+    version raises ControllerMovedError and writes nothing."""
+    from controller import kafka_zk_client as kzc
+    from controller import zk_data as zd
+    monkeypatch.setattr(kzc, "BATCH", 7)
+
+    async def main():
+        zk = ZkClient(zk_connect + "/lai", session_timeout_ms=10000)
+        await zk.start()
+        try:
+            kz = kzc.KafkaZkClient(zk)
+            await kz.create_top_level_paths()
+            await zk.create(zd.ControllerEpochZNode.path, b"1")
+            tps = [(f"t{i % 3}", i) for i in range(40)]
+            for t in ("t0", "t1", "t2"):
+                await zk.create(zd.TopicZNode.path(t), b"{}")
+            states = {tp: zd.LeaderIsrAndControllerEpoch(1, 0, (1, 2), 1) for tp in tps}
+            assert set((await kz.create_partition_states(states, 0)).values()) == {None}
+            stale = {tps[3], tps[20], tps[21]}
+            for tp in stale:  # someone else wrote these: version 1
+                await zk.set_data(zd.TopicPartitionStateZNode.path(*tp), b"{}")
+            new = {tp: zd.LeaderIsrAndControllerEpoch(2, 1, (2,), 1, 0) for tp in reversed(tps)}
+            result = await kz.update_leader_and_isr(new, 0)
+            assert result.retry == [tp for tp in reversed(tps) if tp in stale]
+            assert list(result.finished) == [tp for tp in reversed(tps) if tp not in stale]
+            assert all(s.partition_epoch == 1 and s.leader == 2
+                       for s in result.finished.values())
+            got = await kz.get_partition_states(tps)
+            assert got[tps[0]] == zd.LeaderIsrAndControllerEpoch(2, 1, (2,), 1, 1)
+            with pytest.raises(kzc.ControllerMovedError):
+                await kz.update_leader_and_isr({tps[0]: got[tps[0]], tps[1]: got[tps[1]]}, 5)
+            assert (await kz.get_partition_states([tps[0]]))[tps[0]] == got[tps[0]]
+        finally:
+            await zk.close()
+    asyncio.run(main())
