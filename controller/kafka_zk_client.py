@@ -38,6 +38,7 @@ from controller.zk_client import (
     ZkClient,
     ZkOp,
 )
+from controller.zk_multi_read import OPS_PER_REQUEST
 
 __all__ = ["ControllerMovedError", "KafkaZkClient", "TopicPartition", "UpdateLeaderAndIsrResult",
            "lost_controllership"]
@@ -50,6 +51,8 @@ State = zd.LeaderIsrAndControllerEpoch
 #: with 249-character names stay under ZooKeeper's 1 MB jute.maxbuffer; fewer, larger
 #: multis cut kazoo's per-request cost: a 100,000-partition failover writes 100,000 states)
 BATCH = 1000
+#: partition states read per multiRead when many are read (see ZkClient.get_data_many)
+READ_CHUNK = OPS_PER_REQUEST
 
 
 class ControllerMovedError(Exception):
@@ -404,16 +407,25 @@ class KafkaZkClient:
         """The states of ``tps``, read pipelined (Kafka's getTopicPartitionStates; absent or
         malformed ones left out)."""
         items = list(tps)
-        paths = [zd.TopicPartitionStateZNode.path(*tp) for tp in items]
-        got = await self.zk.get_data_many(paths)
-        out = {}
-        for tp, path, g in zip(items, paths, got, strict=True):
-            if g is None:
-                continue
-            try:
-                out[tp] = zd.TopicPartitionStateZNode.decode(g[0], g[1].version)
-            except zd.ZkDataError as e:
-                log.error("skipping malformed partition state %s: %s", path, e)
+        path_of, decode = zd.TopicPartitionStateZNode.path, zd.TopicPartitionStateZNode.decode
+
+        async def read(chunk: list[TopicPartition]) -> dict[TopicPartition, State]:
+            # one multiRead per chunk, decoded as it arrives (while ZooKeeper answers the next)
+            paths = [path_of(*tp) for tp in chunk]
+            part = {}
+            for tp, path, g in zip(chunk, paths, await self.zk.get_data_many(paths),
+                                   strict=True):
+                if g is None:
+                    continue
+                try:
+                    part[tp] = decode(g[0], g[1].version)
+                except zd.ZkDataError as e:
+                    log.error("skipping malformed partition state %s: %s", path, e)
+            return part
+        out: dict[TopicPartition, State] = {}
+        for part in await asyncio.gather(*(read(items[i:i + READ_CHUNK])
+                                           for i in range(0, len(items), READ_CHUNK))):
+            out.update(part)
         return out
 
     async def create_partition_states(self, states: dict[TopicPartition, State], ezv: int

@@ -102,11 +102,12 @@ def test_multi_against_zookeeper(zk_connect, secure):
 def test_update_leader_and_isr_in_chunks(zk_connect, monkeypatch):
     """Conditional partition-state writes in fenced multis (several chunks in flight): new
     versions for the written ones, BADVERSION ones to retry, both in the order asked (a
-    chunk with a stale version is replayed write by write); a stale controller epoch
-    version raises ControllerMovedError and writes nothing."""
+    chunk with a stale version is replayed write by write); reads in chunks; a stale
+    controller epoch version raises ControllerMovedError and writes nothing."""
     from controller import kafka_zk_client as kzc
     from controller import zk_data as zd
     monkeypatch.setattr(kzc, "BATCH", 7)
+    monkeypatch.setattr(kzc, "READ_CHUNK", 6)
 
     async def main():
         zk = ZkClient(zk_connect + "/lai", session_timeout_ms=10000)
@@ -129,7 +130,8 @@ def test_update_leader_and_isr_in_chunks(zk_connect, monkeypatch):
             assert list(result.finished) == [tp for tp in reversed(tps) if tp not in stale]
             assert all(s.partition_epoch == 1 and s.leader == 2
                        for s in result.finished.values())
-            got = await kz.get_partition_states(tps)
+            got = await kz.get_partition_states([*tps, ("t0", 99)])  # one missing
+            assert list(got) == tps  # read in chunks, in the order asked
             assert got[tps[0]] == zd.LeaderIsrAndControllerEpoch(2, 1, (2,), 1, 1)
             with pytest.raises(kzc.ControllerMovedError):
                 await kz.update_leader_and_isr({tps[0]: got[tps[0]], tps[1]: got[tps[1]]}, 5)
