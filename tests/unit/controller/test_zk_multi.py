@@ -131,7 +131,7 @@ def test_update_leader_and_isr_in_chunks(zk_connect, monkeypatch):
             assert all(s.partition_epoch == 1 and s.leader == 2
                        for s in result.finished.values())
             got = await kz.get_partition_states([*tps, ("t0", 99)])  # one missing
-            assert list(got) == tps  # read in chunks, in the order asked
+            assert list(got) == [tp for tp in tps if tp not in stale]  # "{}": malformed
             assert got[tps[0]] == zd.LeaderIsrAndControllerEpoch(2, 1, (2,), 1, 1)
             with pytest.raises(kzc.ControllerMovedError):
                 await kz.update_leader_and_isr({tps[0]: got[tps[0]], tps[1]: got[tps[1]]}, 5)
