@@ -23,6 +23,7 @@ A state znode written by a newer controller epoch aborts that partition's electi
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -351,6 +352,18 @@ class ChangeLog:
             self.add(fn(*args))
         else:
             self.n += 1
+
+    def add_all(self, fn, args: Iterable[tuple]) -> None:
+        """``add_lazy(fn, *a)`` for each ``a`` of ``args`` (a sized collection)."""
+        if self._debug:
+            for a in args:
+                self.add(fn(*a))
+            return
+        shown = self.SHOWN - len(self.items)
+        if shown > 0:
+            for a in itertools.islice(args, shown):
+                self.items.append(fn(*a))
+        self.n += len(args)
 
     def emit(self) -> None:
         n = self.n

@@ -187,8 +187,8 @@ class ReplicaStateMachine:
             assignments = ctx.assignments
             deleting = ctx.topics_to_be_deleted
             to_others: dict[int, dict[TopicPartition, tuple]] = {}
+            changes.add_all(_tp_fmt, updated.items())
             for tp, state in updated.items():
-                changes.add_lazy(_tp_fmt, tp, state)
                 if tp[0] not in deleting:
                     a = assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT)
                     entry = (state, a)
