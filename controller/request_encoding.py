@@ -150,11 +150,16 @@ class _Batch:
         self._topics = None
         self._base.topic_states.__set__(self, value)
 
+    def _head(self):
+        """The same request of the generated class without topic states."""
+        return self._base(**{f.attr: getattr(self, f.attr) for f in self._base._schema.fields
+                             if f.attr != "topic_states"},
+                          unknown_tagged_fields=self.unknown_tagged_fields)
+
     def encode(self, version: int) -> bytes:
         if version != self._VERSION or self._topics is None:
             return self._base.encode(self, version)
-        head = self._head()
-        body = self._base.encode(head, version)
+        body = self._base.encode(self._head(), version)
         if body[self._AT] != 1:  # the empty topic_states array of the header-only body
             raise RuntimeError(f"{type(self).__name__}: unexpected header layout")
         return body[:self._AT] + _topic_states(self._topics) + body[self._AT + 1:]
@@ -179,13 +184,6 @@ class LeaderAndIsrBatch(_Batch, LeaderAndIsrRequest):
         self._new = new
 
     topic_states = property(_Batch._get_topic_states, _Batch._set_topic_states)
-
-    def _head(self) -> LeaderAndIsrRequest:
-        return LeaderAndIsrRequest(
-            controller_id=self.controller_id, is_k_raft_controller=self.is_k_raft_controller,
-            controller_epoch=self.controller_epoch, broker_epoch=self.broker_epoch,
-            type=self.type, live_leaders=self.live_leaders,
-            unknown_tagged_fields=self.unknown_tagged_fields)
 
     def _rows(self, name: str, parts: list) -> list:
         entries, new = self._entries, self._new
@@ -240,13 +238,6 @@ class UpdateMetadataBatch(_Batch, UpdateMetadataRequest):
         if body is None:
             body = shared[version] = _Batch.encode(self, version)
         return body[:_EPOCH_AT] + struct.pack(">q", self.broker_epoch) + body[_EPOCH_AT + 8:]
-
-    def _head(self) -> UpdateMetadataRequest:
-        return UpdateMetadataRequest(
-            controller_id=self.controller_id, is_k_raft_controller=self.is_k_raft_controller,
-            controller_epoch=self.controller_epoch, broker_epoch=self.broker_epoch,
-            type=self.type, live_brokers=self.live_brokers,
-            unknown_tagged_fields=self.unknown_tagged_fields)
 
     def _materialize(self) -> list:
         return [_UmTopic(topic_name=name, topic_id=topic_id, partition_states=[_UmState(
