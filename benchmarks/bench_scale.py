@@ -335,7 +335,24 @@ def main() -> None:
             text = render(rows, start_load, uptime())
             print(text)
             if not (args.quick or os.environ.get("JOSEF_BENCH_QUICK")):
-                RESULTS.write_text(text)
+                RESULTS.write_text(merge_results(text, RESULTS.read_text()
+                                                 if RESULTS.exists() else ""))
+
+
+def merge_results(new: str, old: str) -> str:
+    """The new table, plus the old table's rows of setups this run skipped (marked with
+    the old run's date) and every hand-written section (``### ...``) after the table."""
+    head, sep, sections = old.partition("\n### ")
+    measured = {line.split(" | ")[0] for line in new.splitlines() if line.startswith("| ")}
+    stamp = next((line.split(",")[0] for line in head.splitlines() if line[:2] == "20"), "")
+    kept = [line.replace(" |", f" (run of {stamp}) |", 1) if "(run of" not in line else line
+            for line in head.splitlines()
+            if line.startswith("| ") and " | " in line[2:] and line.split(" | ")[0] not in measured
+            and not line.startswith(("| setup", "| ---"))]
+    if kept:
+        before, aims_sep, aims = new.rpartition("\nAims:")
+        new = before.rstrip("\n") + "\n" + "\n".join(kept) + "\n" + aims_sep + aims
+    return new + (("\n### " + sections) if sep else "")
 
 
 def render(rows: list, start_load: str, end_load: str) -> str:

@@ -52,6 +52,7 @@ from broker.purgatory.delayed_produce import (
 )
 from broker.purgatory.wakeups import PartitionWakeups
 from broker.replication.quota import ReplicationQuotaManager
+from common.loop_slice import LoopSlice
 from protocol.errors import ErrorCode, KafkaError
 from storage.config import LogConfig
 
@@ -174,7 +175,7 @@ class ReplicaManager:
         while not self._shutdown:
             await asyncio.sleep(interval)
             try:
-                self.maybe_shrink_isr()
+                await self.maybe_shrink_isr_sliced()
             except Exception:  # noqa: BLE001 - the task must keep running
                 log.exception("ISR expiration failed")
 
@@ -186,15 +187,27 @@ class ReplicaManager:
         metadata and move no offset, so no fetch or append would recompute it; parked
         acks=-1 produces then complete here instead of timing out."""
         now = self.time_ms()
+        return sum(self._expire_isr(p, now) for p in list(self.partitions.values()))
+
+    async def maybe_shrink_isr_sliced(self) -> int:
+        """`maybe_shrink_isr` giving way to other work every few ms (the periodic task: tens
+        of thousands of led partitions must not hold the loop for a second)."""
+        now = self.time_ms()
+        slicer = LoopSlice()
         proposed = 0
         for p in list(self.partitions.values()):
-            if not (p.followers and p.is_leader):
-                continue
-            if p.maybe_shrink_isr(now):
-                proposed += 1
-            elif p.maybe_increment_high_watermark(now):
-                self._wake((p.topic, p.partition))
+            await slicer.tick()
+            proposed += self._expire_isr(p, now)
         return proposed
+
+    def _expire_isr(self, p: Partition, now: int) -> int:
+        if not (p.followers and p.is_leader) or p.deleted:
+            return 0
+        if p.maybe_shrink_isr(now):
+            return 1
+        if p.maybe_increment_high_watermark(now):
+            self._wake((p.topic, p.partition))
+        return 0
 
     def broker_epoch(self) -> int:
         """This broker's epoch (ZooKeeper: czxid of its registration), -1 if unknown."""

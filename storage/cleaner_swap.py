@@ -97,10 +97,12 @@ def _next_offset(path: str, base: int) -> int:
     return nxt
 
 
-def complete_interrupted_swaps(dir_path: str) -> int:
+def complete_interrupted_swaps(dir_path: str, names: list[str] | None = None) -> int:
     """Finish every replacement that reached step 2 (see the module docstring): blocking,
-    called by the loader before it removes leftovers. Returns the number of swaps done."""
-    names = os.listdir(dir_path)
+    called by the loader before it removes leftovers (`names`: the dir's listing, when the
+    caller has one). Returns the number of swaps done."""
+    if names is None:
+        names = os.listdir(dir_path)
     swaps = sorted(int(n[:20]) for n in names
                    if n.endswith(LOG_SUFFIX + SWAP_SUFFIX) and n[:20].isdigit() and len(n) == 29)
     for base in swaps:

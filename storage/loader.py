@@ -75,9 +75,11 @@ class LoadResult:
     recovered_segments: int
 
 
-def _cleanup_dir(dir_path: str) -> list[int]:
-    complete_interrupted_swaps(dir_path)
-    names = os.listdir(dir_path)
+def _cleanup_dir(dir_path: str, names: list[str] | None = None) -> list[int]:
+    if names is None:
+        names = os.listdir(dir_path)
+    if complete_interrupted_swaps(dir_path, names):
+        names = os.listdir(dir_path)
     logs = set()
     for name in names:
         path = os.path.join(dir_path, name)
@@ -96,8 +98,8 @@ def _cleanup_dir(dir_path: str) -> list[int]:
 
 
 def load_segments(log: LoadingLog, recovery_point: int, log_start_offset: int,
-                  clean_shutdown: bool) -> LoadResult:
-    bases = _cleanup_dir(log.dir)
+                  clean_shutdown: bool, names: list[str] | None = None) -> LoadResult:
+    bases = _cleanup_dir(log.dir, names)
     for i, base in enumerate(bases):
         log._add_segment(log._new_segment(base, active=(i == len(bases) - 1)))
     max_batch = max(log.config.max_message_bytes + 12, _MIN_RECOVERY_BATCH)

@@ -88,7 +88,7 @@ class Log(LogTransactions):
                  on_roll: Callable[[Log, int], object] | None = None,
                  on_flush_needed: Callable[[Log, int], object] | None = None,
                  on_delete_segments: Callable[[list[LogSegment]], None] | None = None,
-                 topic_id: str | None = None):
+                 topic_id: str | None = None, exists: bool = False):
         self.dir = dir_path
         self.config = config
         self.time_ms = time_ms
@@ -97,15 +97,19 @@ class Log(LogTransactions):
         self.on_flush_needed = on_flush_needed  # same, when flush.messages is reached
         self.on_delete_segments = on_delete_segments
         self.topic, self.partition = parse_topic_partition(os.path.basename(dir_path))
-        os.makedirs(dir_path, exist_ok=True)
+        if exists:  # the LogManager's startup: one listing for the loader's three looks
+            names = os.listdir(dir_path)
+        else:
+            os.makedirs(dir_path, exist_ok=True)
+            names = None
         self.leader_epoch_cache = LeaderEpochFileCache(dir_path)
-        self.producer_state = ProducerStateManager(dir_path)
+        self.producer_state = ProducerStateManager(dir_path, names=names)
         self._high_watermark = 0
         self._flush_scheduled_to = 0  # highest offset a flush.messages flush was asked up to
         self.last_flush_ms = time_ms()
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
-        result = load_segments(self, recovery_point, log_start_offset, clean_shutdown)
+        result = load_segments(self, recovery_point, log_start_offset, clean_shutdown, names)
         self.recovery_point = result.recovery_point
         self.log_start_offset = result.log_start_offset
         self.log_end_offset = self.active_segment.read_next_offset()

@@ -61,6 +61,7 @@ from storage.segment import LogSegment
 TopicPartition = tuple[str, int]
 log_ = logging.getLogger(__name__)
 SHUTDOWN_SYNC_THREADS = 16
+SHUTDOWN_CHUNK = 64  # logs per task of the shutdown pool
 
 
 def _close_log(log: Log) -> None:
@@ -164,22 +165,26 @@ class LogManager:
         recovery = OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).read()
         starts = OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).read()
         hws = OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).read()
-        for name in sorted(os.listdir(d)):
-            path = os.path.join(d, name)
-            if not os.path.isdir(path):
-                continue
-            if name.endswith(("-delete", "-future")):
-                # a -future replica whose move a restart interrupted is abandoned
-                shutil.rmtree(path, ignore_errors=True)
-                continue
-            try:
-                tp = parse_topic_partition(name)
-            except KafkaError:
-                continue
+        found = []
+        with os.scandir(d) as entries:
+            for entry in entries:
+                name = entry.name
+                if not entry.is_dir():
+                    continue
+                if name.endswith(("-delete", "-future")):
+                    # a -future replica whose move a restart interrupted is abandoned
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    continue
+                try:
+                    found.append((parse_topic_partition(name), entry.path))
+                except KafkaError:
+                    continue
+        found.sort()
+        for tp, path in found:
             log = Log(path, self.default_config, recovery_point=recovery.get(tp, 0),
                       log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
                       time_ms=self.time_ms, on_roll=self._on_roll,
-                      on_flush_needed=self._on_roll)
+                      on_flush_needed=self._on_roll, exists=True)
             self._attach(log)
             log.high_watermark = max(log.log_start_offset,
                                      min(hws.get(tp, 0), log.log_end_offset))
@@ -234,14 +239,18 @@ class LogManager:
         logs = list(self._logs.values())
         # fsyncs of many logs at once share the file system's journal commits (100,000
         # partitions: one at a time took minutes)
+        # in chunks: a future per log (100,000 of them) cost more than the closing itself
+        chunks = [logs[i:i + SHUTDOWN_CHUNK] for i in range(0, len(logs), SHUTDOWN_CHUNK)]
         with concurrent.futures.ThreadPoolExecutor(SHUTDOWN_SYNC_THREADS) as pool:
-            for _ in pool.map(lambda lg: self._guarded(lg, "flush at shutdown", lg.flush), logs):
+            for _ in pool.map(lambda chunk: [self._guarded(lg, "flush at shutdown", lg.flush)
+                                             for lg in chunk], chunks):
                 pass
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()
             self.checkpoint_replication_offsets()
-            closed = list(pool.map(  # epoch checkpoints, snapshots, indexes; no fsyncs
-                lambda lg: self._guarded(lg, "closing the log", _close_log, lg), logs))
+            closed = [ok for oks in pool.map(  # epoch checkpoints, snapshots, indexes; no fsyncs
+                lambda chunk: [self._guarded(lg, "closing the log", _close_log, lg)
+                               for lg in chunk], chunks) for ok in oks]
         for log, ok in zip(logs, closed, strict=True):
             if not ok:
                 log.close_handlers()

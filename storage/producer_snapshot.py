@@ -111,10 +111,11 @@ def write_snapshot(path: str, entries: list[SnapshotEntry], sync: bool = True) -
     os.replace(tmp, path)
 
 
-def list_snapshots(dir_path: str) -> list[int]:
-    """Offsets of the `<20 digits>.snapshot` files in `dir_path`, ascending."""
+def list_snapshots(dir_path: str, names: list[str] | None = None) -> list[int]:
+    """Offsets of the `<20 digits>.snapshot` files in `dir_path` (or among `names`, its
+    listing when the caller has one), ascending."""
     out = []
-    for name in os.listdir(dir_path):
+    for name in os.listdir(dir_path) if names is None else names:
         stem, ext = os.path.splitext(name)
         if ext == SNAPSHOT_SUFFIX and len(stem) == 20 and stem.isdigit():
             out.append(int(stem))

@@ -163,7 +163,8 @@ class ProducerStateManager:
     `dir_path` None: no snapshots (tools, tests)."""
 
     def __init__(self, dir_path: str | None = None, *, verification_enabled: bool = False,
-                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 names: list[str] | None = None):
         self.dir = dir_path
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing: dict[int, TxnMetadata] = {}  # first offset -> open txn, ascending
@@ -171,7 +172,8 @@ class ProducerStateManager:
         self.verification_states: dict[int, VerificationStateEntry] = {}
         self.verification_enabled = verification_enabled
         self.producer_id_expiration_ms = producer_id_expiration_ms
-        self.snapshot_offsets: list[int] = list_snapshots(dir_path) if dir_path else []
+        self.snapshot_offsets: list[int] = list_snapshots(dir_path, names) if dir_path \
+            else []
         self.unsynced_snapshots: list[str] = []
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:

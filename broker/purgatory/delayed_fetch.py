@@ -106,7 +106,7 @@ class DelayedFetch(DelayedOperation):
     called exactly once with (topic, partition) -> FetchPartitionData."""
 
     __slots__ = ("params", "statuses", "fetch_infos", "get_partition", "read", "callback",
-                 "expired", "session")
+                 "expired", "session", "_listed")
 
     def __init__(self, delay_ms: int, params: FetchParams, statuses: list[FetchPartitionStatus],
                  fetch_infos: list, get_partition: Callable, read: Callable,
@@ -123,6 +123,7 @@ class DelayedFetch(DelayedOperation):
         # watches FetchSessionKey(session id) and takes in partitions of the session that
         # change while it waits (`add_partition`)
         self.session = session
+        self._listed: set | None = None  # (topic, partition) of `statuses`, once one is added
         if session is not None:
             session.waiter = self
 
@@ -130,9 +131,12 @@ class DelayedFetch(DelayedOperation):
         """A session partition not read by this fetch changed: count its new bytes from
         where its last (caught-up) read left its byte counter, and read it on completion.
         `cached` is the session's CachedPartition (hosted Partition, byte counter, offsets)."""
-        for st in self.statuses:
-            if st.partition == tp[1] and st.topic == tp[0]:
-                return
+        listed = self._listed
+        if listed is None:  # a set: a leadership move wakes tens of thousands at once
+            listed = self._listed = {(st.topic, st.partition) for st in self.statuses}
+        if tp in listed:
+            return
+        listed.add(tp)
         info = cached.fetch_info()
         self.fetch_infos.append((tp, info))
         self.statuses.append(FetchPartitionStatus(

@@ -208,3 +208,19 @@ def test_produce_failed_partitions_are_not_waited_for():
     op = DelayedProduce(100, statuses, h.get, h.completions.append)
     assert h.purgatory.try_complete_else_watch(op, [KEY])
     assert h.completions[0][("t", 0)].error == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_fetch_takes_in_each_changed_session_partition_once():
+    """A session partition that changes while the fetch waits joins it once (a set: a
+    leadership move wakes tens of thousands at once); the ones it already reads do not."""
+    from types import SimpleNamespace
+    h = Harness()
+    op = h.fetch(min_bytes=10**6)
+    cached = SimpleNamespace(fetch_info=lambda: PartitionFetchInfo(0, 1000, -1), hosted=None,
+                             end_bytes=0)
+    op.add_partition(("t", 0), cached)  # already read
+    for i in range(1, 2001):
+        op.add_partition(("t", i), cached)
+        op.add_partition(("t", i), cached)
+    assert [(s.topic, s.partition) for s in op.statuses] == [("t", i) for i in range(2001)]
+    assert len(op.fetch_infos) == 2000

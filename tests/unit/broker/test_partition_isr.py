@@ -157,9 +157,10 @@ async def test_isr_shrinks_after_lag_and_hw_then_advances(env):
     follower_fetch(rm, 2, 5)  # broker 2 keeps up, broker 3 stops fetching
     assert p.high_watermark == 3
     assert rm.maybe_shrink_isr() == 0  # broker 3 was caught up LAG/2 ago
+    assert await rm.maybe_shrink_isr_sliced() == 0  # the periodic task's form: the same
     clock.now += LAG // 2 + 1
     follower_fetch(rm, 2, 5)
-    assert rm.maybe_shrink_isr() == 1
+    assert await rm.maybe_shrink_isr_sliced() == 1
     proposed = stub.proposals[-1][1]
     assert proposed.isr == (BROKER_ID, 2)
     # a pending shrink is not assumed: the HW still waits for broker 3
