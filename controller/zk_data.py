@@ -403,6 +403,10 @@ class TopicPartitionZNode:
         return f"{TopicsZNode.path}/{topic}/partitions/{partition}"
 
 
+#: ISR tuple -> its JSON list body ("1,2,3"): a cluster has a few hundred distinct ISRs
+_ISR_TEXT: dict[tuple, str] = {}
+
+
 class TopicPartitionStateZNode:
     """``/brokers/topics/<t>/partitions/<p>/state``, JSON version 1."""
 
@@ -417,9 +421,15 @@ class TopicPartitionStateZNode:
         formatted directly: a failover writes 100,000 of them."""
         recovery = state.leader_recovery_state
         tail = f',"leader_recovery_state":{int(recovery)}' if recovery else ""
+        key = state.isr if type(state.isr) is tuple else tuple(state.isr)
+        isr = _ISR_TEXT.get(key)
+        if isr is None:
+            if len(_ISR_TEXT) >= 4096:
+                _ISR_TEXT.clear()
+            isr = _ISR_TEXT[key] = ",".join([str(int(r)) for r in key])
         return (f'{{"version":1,"leader":{int(state.leader)},"leader_epoch":'
                 f'{int(state.leader_epoch)},"controller_epoch":{int(state.controller_epoch)},'
-                f'"isr":[{",".join([str(int(r)) for r in state.isr])}]{tail}}}').encode()
+                f'"isr":[{isr}]{tail}}}').encode()
 
     #: decoded states by (raw JSON, znode version): a cluster's states repeat a few shapes
     #: (leader, ISR, epochs), and a controller failover decodes 100,000 of them
