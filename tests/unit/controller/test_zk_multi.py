@@ -139,3 +139,26 @@ def test_update_leader_and_isr_in_chunks(zk_connect, monkeypatch):
         finally:
             await zk.close()
     asyncio.run(main())
+
+
+def test_multi_read_against_zookeeper(zk_connect):
+    """get_data_many / get_children_many (multiRead) give what single reads give; a
+    missing znode is None."""
+    async def main():
+        zk = ZkClient(zk_connect + "/reads", session_timeout_ms=10000)
+        await zk.start()
+        try:
+            await zk.multi([CreateOp("/r", b""), CreateOp("/r/a", b"x" * 70000),
+                            CreateOp("/r/b", b"\xff\x00"), CreateOp("/r/a/c")])
+            paths = ["/r", "/r/a", "/missing", "/r/b", "/r/a/c"]
+            many = await zk.get_data_many(paths)
+            assert many[2] is None
+            for path, got in zip(paths, many, strict=True):
+                one = await zk.get_data(path)
+                assert (got and (got[0], got[1].version, got[1].czxid)) == \
+                    (one and (one[0], one[1].version, one[1].czxid))
+            kids = await zk.get_children_many(["/r", "/missing", "/r/b"])
+            assert sorted(kids[0]) == ["a", "b"] and kids[1] is None and kids[2] == []
+        finally:
+            await zk.close()
+    asyncio.run(main())
