@@ -4,7 +4,8 @@ A real ZooKeeper (Debian's package, started here) holds P partitions in T topics
 brokers 1-3, every partition led by its first replica with a full ISR. Brokers 2 and 3 are
 bare ZooKeeper sessions with a registration; broker 1 runs the real ``KafkaController``,
 which is elected and fails over. The requests it sends are encoded (that is the controller's
-work) and not delivered. Measured, wall and main-thread CPU:
+work) and not delivered. Measured: wall time, CPU of the main thread (the event loop), of the
+whole process (with kazoo's threads) and of ZooKeeper's JVM, per step:
 
 - ``failover`` (default): broker 3 is already gone when broker 1 takes over, as after a
   SIGKILL of controller broker 3: context initialisation, elections for the partitions
