@@ -38,7 +38,6 @@ from controller.zk_client import (
     ZkClient,
     ZkOp,
 )
-from controller.zk_multi_read import OPS_PER_REQUEST
 
 __all__ = ["ControllerMovedError", "KafkaZkClient", "TopicPartition", "UpdateLeaderAndIsrResult",
            "lost_controllership"]
@@ -51,8 +50,7 @@ State = zd.LeaderIsrAndControllerEpoch
 #: with 249-character names stay under ZooKeeper's 1 MB jute.maxbuffer; fewer, larger
 #: multis cut kazoo's per-request cost: a 100,000-partition failover writes 100,000 states)
 BATCH = 1000
-#: partition states read per multiRead when many are read (see ZkClient.get_data_many)
-READ_CHUNK = OPS_PER_REQUEST
+READ_CHUNK = 500  # partition states per multiRead (decoded as each arrives)
 
 
 class ControllerMovedError(Exception):
@@ -405,12 +403,11 @@ class KafkaZkClient:
     async def get_partition_states(self, tps: Iterable[TopicPartition]
                                    ) -> dict[TopicPartition, State]:
         """The states of ``tps``, read pipelined (Kafka's getTopicPartitionStates; absent or
-        malformed ones left out)."""
+        malformed ones left out), each multiRead decoded while ZooKeeper answers the next."""
         items = list(tps)
         path_of, decode = zd.TopicPartitionStateZNode.path, zd.TopicPartitionStateZNode.decode
 
         async def read(chunk: list[TopicPartition]) -> dict[TopicPartition, State]:
-            # one multiRead per chunk, decoded as it arrives (while ZooKeeper answers the next)
             paths = [path_of(*tp) for tp in chunk]
             part = {}
             for tp, path, g in zip(chunk, paths, await self.zk.get_data_many(paths),
@@ -453,30 +450,26 @@ class KafkaZkClient:
                                     ) -> UpdateLeaderAndIsrResult:
         """Conditionally write each new state: the expected znode version is the state's
         ``partition_epoch`` (the version it was read at). A success returns the state with
-        the new version as its partition epoch; BADVERSION goes to ``retry``."""
+        the new version as its partition epoch; BADVERSION goes to ``retry``. Each multi's
+        writes are built when its task runs: ZooKeeper works on one while the next is built."""
         out = UpdateLeaderAndIsrResult()
         items = list(states.items())
         path, encode = zd.TopicPartitionStateZNode.path, zd.TopicPartitionStateZNode.encode
 
-        async def write(chunk: list) -> None:
-            # each chunk's writes are built when its task starts: ZooKeeper works on the
-            # first multi while the next is being built
+        async def write(chunk: list) -> UpdateLeaderAndIsrResult:  # built when its task runs
             results = await self._fenced_chunk(
                 [SetDataOp(path(*tp), encode(s), s.partition_epoch) for tp, s in chunk], ezv)
+            part = UpdateLeaderAndIsrResult()
             for (tp, s), r in zip(chunk, results, strict=True):
                 if isinstance(r, BadVersionError):
-                    out.retry.append(tp)
-                elif isinstance(r, Exception):
-                    out.finished[tp] = r
+                    part.retry.append(tp)
                 else:
-                    out.finished[tp] = _with_epoch(s, r.version)
-        await asyncio.gather(*(write(items[i:i + BATCH]) for i in range(0, len(items), BATCH)))
-        # in the order asked (a chunk replayed op by op finishes later than the others)
-        finished = out.finished
-        out.finished = {tp: finished[tp] for tp, _ in items if tp in finished}
-        if len(out.retry) > 1:
-            rank = {tp: i for i, (tp, _) in enumerate(items)}
-            out.retry.sort(key=rank.__getitem__)
+                    part.finished[tp] = r if isinstance(r, Exception) else _with_epoch(s, r.version)
+            return part
+        for part in await asyncio.gather(*(write(items[i:i + BATCH])
+                                           for i in range(0, len(items), BATCH))):
+            out.finished.update(part.finished)  # in the order asked
+            out.retry.extend(part.retry)
         return out
 
     async def delete_topic(self, topic: str, ezv: int) -> None:
