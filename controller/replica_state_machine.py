@@ -16,6 +16,7 @@ States and their valid previous states are in :mod:`controller.context`. Transit
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
 
@@ -28,7 +29,7 @@ from controller.context import (
     TopicPartition,
     remove_replica,
 )
-from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.kafka_zk_client import BATCH, ControllerMovedError, KafkaZkClient
 from controller.partition_state_machine import (
     ChangeLog,
     StateChangeFailedError,
@@ -43,6 +44,9 @@ State = LeaderIsrAndControllerEpoch
 
 
 class ReplicaStateMachine:
+    #: partitions whose ISR shrinks go in one task (one ZooKeeper multi)
+    ISR_CHUNK = BATCH
+
     def __init__(self, controller_id: int, context: ControllerContext, zk: KafkaZkClient,
                  batch: ControllerBrokerRequestBatch) -> None:
         self.controller_id = controller_id
@@ -180,28 +184,20 @@ class ReplicaStateMachine:
             self.batch.add_stop_replica_many(replica_id, (r[0] for r in valid), False)
             with_leadership = [r[0] for r in valid if r[0] in leadership]
             without = [r for r in valid if r[0] not in leadership]
-            updated = await self._remove_replicas_from_isr(replica_id, with_leadership)
+            # in chunks of one ZooKeeper multi, all at once: a chunk's ISR shrinks are
+            # worked out and its results taken in while ZooKeeper writes the others
+            parts = await asyncio.gather(*(
+                self._remove_from_isr_and_tell_others(replica_id,
+                                                      with_leadership[i:i + self.ISR_CHUNK])
+                for i in range(0, len(with_leadership), self.ISR_CHUNK)), return_exceptions=True)
+            for part in parts:  # every chunk finished: none adds to the batch any more
+                if isinstance(part, BaseException):
+                    raise part
             changes = ChangeLog(logging.INFO, f"Partition states changed after removing replica "
                                 f"{replica_id} from the ISR as part of transition to "
                                 "OfflineReplica")
-            assignments = ctx.assignments
-            deleting = ctx.topics_to_be_deleted
-            to_others: dict[int, dict[TopicPartition, tuple]] = {}
-            changes.add_all(_tp_fmt, updated.items())
-            for tp, state in updated.items():
-                if tp[0] not in deleting:
-                    a = assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT)
-                    entry = (state, a)
-                    for b in a.replicas:
-                        if b != replica_id:
-                            got = to_others.get(b)
-                            if got is None:
-                                got = to_others[b] = {}
-                            got[tp] = entry
-            for b, entries in to_others.items():
-                self.batch.add_leader_and_isr_many(b, entries)
-            offline = ReplicaState.OFFLINE
-            states.update(dict.fromkeys(((tp, replica_id) for tp in updated), offline))
+            for part in parts:
+                changes.add_all(_tp_fmt, part.items())
             changes.emit()
             for r in without:
                 self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [r[0]])
@@ -219,6 +215,32 @@ class ReplicaStateMachine:
                 ctx.update_partition_full_replica_assignment(
                     tp, remove_replica(ctx.partition_full_replica_assignment(tp), replica_id))
                 ctx.replica_states.pop(r, None)
+
+    async def _remove_from_isr_and_tell_others(self, replica_id: int,
+                                               tps: list[TopicPartition]
+                                               ) -> dict[TopicPartition, State]:
+        """``replica_id`` out of the ISRs of ``tps``; each changed partition's new state
+        goes to its other replicas (not for topics being deleted) and the replica is
+        Offline. Returns the new states."""
+        ctx = self.context
+        updated = await self._remove_replicas_from_isr(replica_id, tps)
+        assignments, deleting = ctx.assignments, ctx.topics_to_be_deleted
+        to_others: dict[int, dict[TopicPartition, tuple]] = {}
+        for tp, state in updated.items():
+            if tp[0] not in deleting:
+                a = assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT)
+                entry = (state, a)
+                for b in a.replicas:
+                    if b != replica_id:
+                        got = to_others.get(b)
+                        if got is None:
+                            got = to_others[b] = {}
+                        got[tp] = entry
+        for b, entries in to_others.items():
+            self.batch.add_leader_and_isr_many(b, entries)
+        ctx.replica_states.update(dict.fromkeys(((tp, replica_id) for tp in updated),
+                                                ReplicaState.OFFLINE))
+        return updated
 
     async def _remove_replicas_from_isr(self, replica_id: int, tps: list[TopicPartition]
                                         ) -> dict[TopicPartition, State]:

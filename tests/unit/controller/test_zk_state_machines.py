@@ -279,3 +279,34 @@ async def test_replica_state_machine_startup(failed_dir):
     assert sorted(lai) == [1, 2]
     assert [b for b, _ in sent.of(STOP)] == ([2] if failed_dir else [])
     assert sorted(b for b, _ in sent.of(UM)) == [1, 2]
+
+
+async def test_replica_offline_in_chunks():
+    """A broker's replicas go Offline in chunks (one ZooKeeper multi each) worked on
+    together: every ISR shrink written (a stale version re-read and retried), every other
+    replica told, a controller move in one chunk leaves nothing in the batch."""
+    tps = [("t", p) for p in range(7)]
+    ctx = make_context((1, 2, 3), {tp: (1, 2, 3) for tp in tps})
+    zk, _psm, rsm, sent = _machines(ctx)
+    rsm.ISR_CHUNK = 3
+    for tp in tps:
+        zk.states[tp] = ctx.leadership[tp] = S(3 if tp[1] % 2 else 1, 3, (1, 2, 3), 4, 0)
+        for r in (1, 2, 3):
+            ctx.replica_states[(tp, r)] = ReplicaState.ONLINE
+    zk.bump_before_write.add(tps[4])
+    await rsm.handle_state_changes([(tp, 3) for tp in tps], ReplicaState.OFFLINE)
+    for tp in tps:
+        assert zk.states[tp].isr == (1, 2)
+        assert zk.states[tp].leader == (-1 if tp[1] % 2 else 1)
+        assert ctx.replica_state((tp, 3)) == ReplicaState.OFFLINE
+    lai = {b: [(ts.topic_name, ps.partition_index, tuple(ps.isr))
+               for ts in req.topic_states for ps in ts.partition_states]
+           for b, req in sent.of(LAI)}
+    assert sorted(lai) == [1, 2] and all(sorted(v) == [(*tp, (1, 2)) for tp in tps]
+                                         for v in lai.values())
+    sent.clear()
+    zk.epoch_zk_version = 9  # another controller
+    with pytest.raises(ControllerMovedError):
+        await rsm.handle_state_changes([(tp, 2) for tp in tps], ReplicaState.OFFLINE)
+    assert not sent
+    rsm.batch.new_batch()  # nothing left behind
