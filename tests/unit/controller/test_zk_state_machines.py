@@ -310,3 +310,35 @@ async def test_replica_offline_in_chunks():
         await rsm.handle_state_changes([(tp, 2) for tp in tps], ReplicaState.OFFLINE)
     assert not sent
     rsm.batch.new_batch()  # nothing left behind
+
+
+async def test_elections_in_chunks():
+    """Elections in chunks (one ZooKeeper multi each) worked on together: every partition
+    elected once (a stale version re-read and retried), results in the order asked, the
+    live replicas told; a controller move raises after every chunk ended, nothing sent."""
+    tps = [("t", p) for p in range(7)]
+    ctx = make_context((1, 2, 3), {tp: (1, 2, 3) for tp in tps})
+    zk, psm, _rsm, sent = _machines(ctx)
+    psm.ELECTION_CHUNK = 3
+    for tp in tps:
+        zk.states[tp] = ctx.leadership[tp] = S(1, 3, (1, 2, 3), 4, 0)
+        ctx.partition_states[tp] = PartitionState.ONLINE
+    zk.bump_before_write.add(tps[5])
+    ctx.remove_live_brokers([1])
+    await psm.handle_state_changes(tps, PartitionState.OFFLINE)
+    results = await psm.trigger_online_partition_state_change()
+    assert list(results) == tps
+    assert all(r == S(2, 4, (2, 3), 5, zk.states[tp].partition_epoch) == zk.states[tp]
+               for tp, r in results.items())
+    assert zk.states[tps[5]].partition_epoch == 2 and zk.states[tps[0]].partition_epoch == 1
+    lai = {b: sorted((ts.topic_name, ps.partition_index) for ts in req.topic_states
+                     for ps in ts.partition_states) for b, req in sent.of(LAI)}
+    assert lai == {2: tps, 3: tps}
+    sent.clear()
+    ctx.remove_live_brokers([2])
+    await psm.handle_state_changes(tps, PartitionState.OFFLINE)
+    zk.epoch_zk_version = 9  # another controller
+    with pytest.raises(ControllerMovedError):
+        await psm.trigger_online_partition_state_change()
+    assert not sent
+    psm.batch.new_batch()  # nothing left behind
