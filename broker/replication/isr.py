@@ -16,6 +16,9 @@ is in flight at a time (`pending_isr`). The controller's answer:
   the controller's next LeaderAndIsr replaces the partition state (the controller sends one
   whenever it changed the state itself), after which ISR changes are proposed afresh;
 - anything else: sent again.
+A LeaderAndIsr of the same epochs replaces a pending change (Kafka's makeLeader); if that
+change's answer then arrives committed at our leader epoch with a newer partition epoch, it
+is adopted (ZooKeeper mode sends no other news of it; see `_adopt_newer_commit`).
 """
 
 from __future__ import annotations
@@ -116,13 +119,38 @@ class LeaderIsrMixin:
         fut = self.alter_partition(self, pending.proposed)
         fut.add_done_callback(lambda f: self._on_isr_change_answer(pending, f))
 
+    def _adopt_newer_commit(self, result: LeaderAndIsr) -> None:
+        """A change that a LeaderAndIsr of the same epochs replaced (a controller batch built
+        before the change was committed) was committed after all: its answer, at our leader
+        epoch with a newer partition epoch, is the controller's latest state. Kafka ignores it
+        and waits for metadata; in ZooKeeper mode none comes, so the leader would stay one
+        partition epoch behind, every later change refused with INVALID_UPDATE_VERSION (seen
+        at 100,000 partitions, issue 22). A change proposed since, from the older epoch, is
+        dropped (its answer is ignored) and proposed afresh by the next check."""
+        if not self.is_leader or result.leader_epoch != self.leader_epoch or \
+                result.partition_epoch <= self.partition_epoch:
+            return
+        log.info("%s-%d: adopting the committed ISR %s (partition epoch %d) of an earlier "
+                 "AlterPartition", self.topic, self.partition, list(result.isr),
+                 result.partition_epoch)
+        self.isr = tuple(result.isr)
+        self.partition_epoch = result.partition_epoch
+        self.leader_recovery_state = result.leader_recovery_state
+        self.pending_isr = None
+        if self.maybe_increment_high_watermark():
+            self.on_delayed_wake()
+
     def _on_isr_change_answer(self, pending: PendingIsrChange, fut) -> None:
         """Kafka's submitAlterPartition completion: apply the controller's answer unless the
         partition state moved on meanwhile (a LeaderAndIsr replaced it)."""
         if fut.cancelled():
             return
         exc = fut.exception()  # retrieved even when the answer is ignored
-        if self.pending_isr is not pending or self.deleted:
+        if self.deleted:
+            return
+        if self.pending_isr is not pending:
+            if exc is None:
+                self._adopt_newer_commit(fut.result())
             return
         if exc is None:
             result: LeaderAndIsr = fut.result()

@@ -424,3 +424,34 @@ async def test_refused_expansion_is_proposed_again_only_after_a_backoff(env):
     stub.accept()
     await asyncio.sleep(0)
     assert p.isr == (BROKER_ID, 2) and not p.refused_isr_adds
+
+
+
+async def test_a_replaced_change_committed_after_all_is_adopted(env):
+    """The controller's LeaderAndIsr built before our ISR shrink was committed (same leader
+    and partition epochs) replaces the pending shrink; the shrink's answer, committed at a
+    newer partition epoch, is then the controller's latest state and is adopted (else this
+    leader stays an epoch behind and every later change is refused with
+    INVALID_UPDATE_VERSION). A change proposed meanwhile from the older epoch is dropped;
+    answers at an older partition epoch are ignored."""
+    rm, _, clock, stub = env
+    p = await lead(rm)
+    rm.append_records(1000, 1, {TP: batch(2)})
+    follower_fetch(rm, 2, 2)
+    clock.now += LAG + 1
+    follower_fetch(rm, 2, 2)
+    assert rm.maybe_shrink_isr() == 1  # broker 3 never fetched
+    await rm.become_leader_or_follower(leader_and_isr(isr=(BROKER_ID, 2, 3),
+                                                      replicas=(BROKER_ID, 2, 3)))
+    assert p.pending_isr is None and p.isr == (BROKER_ID, 2, 3)
+    assert rm.maybe_shrink_isr() == 1  # proposed again from partition epoch 0
+    stub.accept(0)  # the first shrink was committed: partition epoch 1
+    await asyncio.sleep(0)
+    assert p.isr == (BROKER_ID, 2) and p.partition_epoch == 1 and p.pending_isr is None
+    stub.proposals[1][2].set_exception(KafkaError(ErrorCode.INVALID_UPDATE_VERSION, "stale"))
+    await asyncio.sleep(0)
+    assert p.pending_isr is None and p.isr == (BROKER_ID, 2)
+    assert p.high_watermark == 2  # broker 3 no longer holds it back
+    follower_fetch(rm, 3, 2)  # broker 3 catches up: proposed from partition epoch 1
+    assert stub.proposals[-1][1].isr == (BROKER_ID, 2, 3)
+    assert stub.proposals[-1][1].partition_epoch == 1
