@@ -403,8 +403,10 @@ class TopicPartitionZNode:
         return f"{TopicsZNode.path}/{topic}/partitions/{partition}"
 
 
-#: ISR tuple -> its JSON list body ("1,2,3"): a cluster has a few hundred distinct ISRs
-_ISR_TEXT: dict[tuple, str] = {}
+#: ISR tuple -> its JSON list body (b"1,2,3"): a cluster has a few hundred distinct ISRs
+_ISR_TEXT: dict[tuple, bytes] = {}
+#: the state znode without its closing brace (``%d`` formats ints as ``int()`` would)
+_STATE_JSON = b'{"version":1,"leader":%d,"leader_epoch":%d,"controller_epoch":%d,"isr":[%s]'
 
 
 class TopicPartitionStateZNode:
@@ -419,17 +421,15 @@ class TopicPartitionStateZNode:
         """``{"version":1,"leader":L,"leader_epoch":E,"controller_epoch":C,"isr":[..]}`` (+
         ``"leader_recovery_state":1`` when RECOVERING), the bytes ``json.dumps`` would give,
         formatted directly: a failover writes 100,000 of them."""
-        recovery = state.leader_recovery_state
-        tail = f',"leader_recovery_state":{int(recovery)}' if recovery else ""
         key = state.isr if type(state.isr) is tuple else tuple(state.isr)
         isr = _ISR_TEXT.get(key)
         if isr is None:
             if len(_ISR_TEXT) >= 4096:
                 _ISR_TEXT.clear()
-            isr = _ISR_TEXT[key] = ",".join([str(int(r)) for r in key])
-        return (f'{{"version":1,"leader":{int(state.leader)},"leader_epoch":'
-                f'{int(state.leader_epoch)},"controller_epoch":{int(state.controller_epoch)},'
-                f'"isr":[{isr}]{tail}}}').encode()
+            isr = _ISR_TEXT[key] = ",".join([str(int(r)) for r in key]).encode()
+        body = _STATE_JSON % (state.leader, state.leader_epoch, state.controller_epoch, isr)
+        recovery = state.leader_recovery_state
+        return body + b',"leader_recovery_state":%d}' % recovery if recovery else body + b"}"
 
     #: decoded states by (raw JSON, znode version): a cluster's states repeat a few shapes
     #: (leader, ISR, epochs), and a controller failover decodes 100,000 of them
