@@ -4,7 +4,8 @@ A real ZooKeeper (Debian's package, started here) holds P partitions in T topics
 brokers 1-3, every partition led by its first replica with a full ISR. Brokers 2 and 3 are
 bare ZooKeeper sessions with a registration; broker 1 runs the real ``KafkaController``,
 which is elected and fails over. The requests it sends are encoded (that is the controller's
-work) and not delivered. Measured, wall and main-thread CPU:
+work) and not delivered. Measured: wall time, CPU of the main thread (the event loop), of the
+whole process (with kazoo's threads) and of ZooKeeper's JVM, per step:
 
 - ``failover`` (default): broker 3 is already gone when broker 1 takes over, as after a
   SIGKILL of controller broker 3: context initialisation, elections for the partitions
@@ -13,7 +14,7 @@ work) and not delivered. Measured, wall and main-thread CPU:
   (a broker failure handled by the controller).
 
 Run: ``python3 benchmarks/bench_ctl_failover.py [--partitions 100000] [--topics 100]
-[--all-live] [--profile]`` (about a minute at 100,000 partitions, most of it filling
+[--all-live] [--profile [--profile-out FILE]]`` (about a minute at 100,000 partitions, most of it filling
 ZooKeeper). ``JOSEF_TREE=/path`` measures another checkout of the code;
 ``JOSEF_BENCH_QUICK=1`` (run_all.py --quick) makes it 3,000 partitions. Prints its figures
 (no results file: they go to benchmarks/results/scale.md by hand). Not a test: note
@@ -71,6 +72,13 @@ async def _populate(admin: ZkClient, partitions: int, topics: int) -> None:
         await admin.multi(ops[i:i + 1000])
 
 
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _timed(obj, name: str, out: list) -> None:
     fn = getattr(obj, name)
 
@@ -113,8 +121,9 @@ async def run(zk: ZooKeeperServer, args) -> None:
         request.encode(version)
         enc["s"] += time.monotonic() - t0
         enc["requests"] += 1
-        enc["states"] += sum(len(ts.partition_states)
-                             for ts in getattr(request, "topic_states", ()))
+        topics = getattr(request, "_topics", None)  # direct encoding: do not build objects
+        enc["states"] += sum(len(t[2]) for t in topics) if topics is not None else sum(
+            len(ts.partition_states) for ts in getattr(request, "topic_states", ()))
     ctl.batch.send = send
     for obj, name in ((ctl, "_initialize_controller_context"), (ctl.partition_sm, "startup"),
                       (ctl.replica_sm, "startup"),
@@ -122,16 +131,24 @@ async def run(zk: ZooKeeperServer, args) -> None:
         _timed(obj, name, steps)
     prof = cProfile.Profile() if args.profile else None
 
+    cpu0 = {}
+
+    def start_cpu() -> None:
+        cpu0.update(proc=time.process_time(), zk=_proc_cpu(zk.pid))
+
     def report(what: str, t0: float, c0: float) -> None:
         print(f"{what}: {time.monotonic() - t0:.2f} s wall, {time.thread_time() - c0:.2f} s "
-              f"main-thread CPU; requests encoded: {enc['requests']} "
-              f"({enc['states']:,} partition states, {enc['s']:.2f} s)")
+              f"main-thread CPU ({time.process_time() - cpu0['proc']:.2f} s all threads, "
+              f"ZooKeeper {_proc_cpu(zk.pid) - cpu0['zk']:.2f} s); requests encoded: "
+              f"{enc['requests']} ({enc['states']:,} partition states, {enc['s']:.2f} s)")
         for name, wall, cpu in steps:
             print(f"  {name}: {wall:.2f} s wall, {cpu:.2f} s CPU")
         steps.clear()
         enc.update(s=0.0, requests=0, states=0)
         if prof is not None:
             prof.disable()
+            if args.profile_out:
+                prof.dump_stats(args.profile_out)
             pstats.Stats(prof).sort_stats("tottime").print_stats(25)
             prof.clear()
 
@@ -140,6 +157,7 @@ async def run(zk: ZooKeeperServer, args) -> None:
 
     async def timed_failover():
         t0, c0 = time.monotonic(), time.thread_time()
+        start_cpu()
         if prof is not None:
             prof.enable()
         await failover()
@@ -155,6 +173,7 @@ async def run(zk: ZooKeeperServer, args) -> None:
 
         async def timed_failure(dead):
             t0, c0 = time.monotonic(), time.thread_time()
+            start_cpu()
             if prof is not None:
                 prof.enable()
             await failure(dead)
@@ -176,6 +195,8 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=100)
     ap.add_argument("--all-live", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--profile-out", metavar="FILE", help="with --profile: also write the "
+                    "cProfile data (pstats format) of the last measured step to FILE")
     args = ap.parse_args()
     if os.environ.get("JOSEF_BENCH_QUICK"):  # run_all.py --quick: a smoke-sized run
         args.partitions, args.topics = min(args.partitions, 3000), min(args.topics, 10)

@@ -40,10 +40,7 @@ from controller import controller_events as ev
 from controller import zk_data as zd
 from controller.broker_changes import BrokerChanges
 from controller.channel_manager import ControllerChannelManager
-from controller.context import (
-    TopicPartition,
-    is_being_reassigned,
-)
+from controller.context import TopicPartition
 from controller.controller_core import (
     ControllerConfig,
     ControllerCore,
@@ -316,10 +313,10 @@ class KafkaController(ControllerCore):
         assignments = await self.zk.get_topic_assignments(ctx.all_topics)
         await self.topics.process_topic_ids(assignments)
         for topic, a in assignments.items():
-            for p, ra in a.partitions.items():
-                ctx.update_partition_full_replica_assignment((topic, p), ra)
-                if is_being_reassigned(ra):
-                    ctx.partitions_being_reassigned.add((topic, p))
+            ctx.assignments.setdefault(topic, {}).update(a.partitions)
+            ctx.partitions_being_reassigned.update(
+                (topic, p) for p, ra in a.partitions.items()
+                if ra.adding_replicas or ra.removing_replicas)  # is_being_reassigned
         ctx.leadership.clear()
         ctx.shutting_down_broker_ids.clear()
         await self.brokers.register_broker_modifications_handlers(ctx.live_brokers)

@@ -50,6 +50,7 @@ State = zd.LeaderIsrAndControllerEpoch
 #: with 249-character names stay under ZooKeeper's 1 MB jute.maxbuffer; fewer, larger
 #: multis cut kazoo's per-request cost: a 100,000-partition failover writes 100,000 states)
 BATCH = 1000
+READ_CHUNK = 500  # partition states per multiRead (decoded as each arrives)
 
 
 class ControllerMovedError(Exception):
@@ -135,20 +136,24 @@ class KafkaZkClient:
         failed multi is replayed op by op so each op gets its own outcome)."""
         if len(ops) <= 1:
             return await self._fenced_many(ops, ezv)
-
-        async def run(chunk: list[ZkOp]) -> list[Any]:
-            prefix: list[ZkOp] = [CheckOp(zd.ControllerEpochZNode.path, ezv)] if ezv >= 0 else []
-            results = await self.zk.multi(prefix + chunk)
-            if prefix and isinstance(results[0], Exception) and \
-                    not isinstance(results[0], RolledBackError):
-                raise ControllerMovedError(
-                    f"Controller epoch zkVersion check fails. Expected zkVersion = {ezv}")
-            body = results[len(prefix):]
-            if not any(isinstance(r, Exception) for r in body):
-                return body
-            return await self._fenced_many(chunk, ezv)
-        parts = await asyncio.gather(*(run(ops[i:i + BATCH]) for i in range(0, len(ops), BATCH)))
+        parts = await asyncio.gather(*(self._fenced_chunk(ops[i:i + BATCH], ezv)
+                                       for i in range(0, len(ops), BATCH)))
         return [r for part in parts for r in part]
+
+    async def _fenced_chunk(self, chunk: list[ZkOp], ezv: int) -> list[Any]:
+        """Up to BATCH ops in one multi behind the epoch check (see _fenced_batched)."""
+        if len(chunk) <= 1:
+            return await self._fenced_many(chunk, ezv)
+        prefix: list[ZkOp] = [CheckOp(zd.ControllerEpochZNode.path, ezv)] if ezv >= 0 else []
+        results = await self.zk.multi(prefix + chunk)
+        if prefix and isinstance(results[0], Exception) and \
+                not isinstance(results[0], RolledBackError):
+            raise ControllerMovedError(
+                f"Controller epoch zkVersion check fails. Expected zkVersion = {ezv}")
+        body = results[len(prefix):]
+        if not any(isinstance(r, Exception) for r in body):
+            return body
+        return await self._fenced_many(chunk, ezv)
 
     # ------------------------------------------------------------------ paths and cluster id
 
@@ -398,18 +403,26 @@ class KafkaZkClient:
     async def get_partition_states(self, tps: Iterable[TopicPartition]
                                    ) -> dict[TopicPartition, State]:
         """The states of ``tps``, read pipelined (Kafka's getTopicPartitionStates; absent or
-        malformed ones left out)."""
+        malformed ones left out), each multiRead decoded while ZooKeeper answers the next."""
         items = list(tps)
-        paths = [zd.TopicPartitionStateZNode.path(*tp) for tp in items]
-        got = await self.zk.get_data_many(paths)
-        out = {}
-        for tp, path, g in zip(items, paths, got, strict=True):
-            if g is None:
-                continue
-            try:
-                out[tp] = zd.TopicPartitionStateZNode.decode(g[0], g[1].version)
-            except zd.ZkDataError as e:
-                log.error("skipping malformed partition state %s: %s", path, e)
+        path_of, decode = zd.TopicPartitionStateZNode.path, zd.TopicPartitionStateZNode.decode
+
+        async def read(chunk: list[TopicPartition]) -> dict[TopicPartition, State]:
+            paths = [path_of(*tp) for tp in chunk]
+            part = {}
+            for tp, path, g in zip(chunk, paths, await self.zk.get_data_many(paths),
+                                   strict=True):
+                if g is None:
+                    continue
+                try:
+                    part[tp] = decode(g[0], g[1].version)
+                except zd.ZkDataError as e:
+                    log.error("skipping malformed partition state %s: %s", path, e)
+            return part
+        out: dict[TopicPartition, State] = {}
+        for part in await asyncio.gather(*(read(items[i:i + READ_CHUNK])
+                                           for i in range(0, len(items), READ_CHUNK))):
+            out.update(part)
         return out
 
     async def create_partition_states(self, states: dict[TopicPartition, State], ezv: int
@@ -437,19 +450,26 @@ class KafkaZkClient:
                                     ) -> UpdateLeaderAndIsrResult:
         """Conditionally write each new state: the expected znode version is the state's
         ``partition_epoch`` (the version it was read at). A success returns the state with
-        the new version as its partition epoch; BADVERSION goes to ``retry``."""
+        the new version as its partition epoch; BADVERSION goes to ``retry``. Each multi's
+        writes are built when its task runs: ZooKeeper works on one while the next is built."""
         out = UpdateLeaderAndIsrResult()
         items = list(states.items())
-        results = await self._fenced_batched(
-            [SetDataOp(zd.TopicPartitionStateZNode.path(*tp), zd.TopicPartitionStateZNode.encode(s),
-                       s.partition_epoch) for tp, s in items], ezv)
-        for (tp, s), r in zip(items, results, strict=True):
-            if isinstance(r, BadVersionError):
-                out.retry.append(tp)
-            elif isinstance(r, Exception):
-                out.finished[tp] = r
-            else:
-                out.finished[tp] = _with_epoch(s, r.version)
+        path, encode = zd.TopicPartitionStateZNode.path, zd.TopicPartitionStateZNode.encode
+
+        async def write(chunk: list) -> UpdateLeaderAndIsrResult:  # built when its task runs
+            results = await self._fenced_chunk(
+                [SetDataOp(path(*tp), encode(s), s.partition_epoch) for tp, s in chunk], ezv)
+            part = UpdateLeaderAndIsrResult()
+            for (tp, s), r in zip(chunk, results, strict=True):
+                if isinstance(r, BadVersionError):
+                    part.retry.append(tp)
+                else:
+                    part.finished[tp] = r if isinstance(r, Exception) else _with_epoch(s, r.version)
+            return part
+        for part in await asyncio.gather(*(write(items[i:i + BATCH])
+                                           for i in range(0, len(items), BATCH))):
+            out.finished.update(part.finished)  # in the order asked
+            out.retry.extend(part.retry)
         return out
 
     async def delete_topic(self, topic: str, ezv: int) -> None:

@@ -23,6 +23,8 @@ A state znode written by a newer controller epoch aborts that partition's electi
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ from controller.context import (
     TopicPartition,
     target_replicas,
 )
-from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.kafka_zk_client import BATCH, ControllerMovedError, KafkaZkClient
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.zk_data import LeaderIsrAndControllerEpoch
 
@@ -83,6 +85,9 @@ def new_leader_and_isr(state: State, leader: int, isr: Iterable[int], controller
 class PartitionStateMachine:
     """``unclean_enabled(topic) -> bool`` (awaitable) reads the topic's effective
     ``unclean.leader.election.enable`` for partitions left without a live ISR replica."""
+
+    #: elections whose writes go in one task (one ZooKeeper multi)
+    ELECTION_CHUNK = BATCH
 
     def __init__(self, controller_id: int, context: ControllerContext, zk: KafkaZkClient,
                  batch: ControllerBrokerRequestBatch,
@@ -213,6 +218,24 @@ class PartitionStateMachine:
 
     async def _elect_leaders(self, tps: list[TopicPartition], strategy
                              ) -> dict[TopicPartition, State | Exception]:
+        """Elections in chunks of one ZooKeeper multi, worked on together: a chunk's
+        elections are worked out and its results taken in while ZooKeeper writes the
+        others (33,000 elections when a broker of a 100,000-partition cluster dies)."""
+        step = self.ELECTION_CHUNK
+        if len(tps) <= step:
+            return await self._elect_leaders_chunk(tps, strategy)
+        parts = await asyncio.gather(*(self._elect_leaders_chunk(tps[i:i + step], strategy)
+                                       for i in range(0, len(tps), step)),
+                                     return_exceptions=True)
+        finished: dict[TopicPartition, State | Exception] = {}
+        for part in parts:  # every chunk finished first: none adds to the batch any more
+            if isinstance(part, BaseException):
+                raise part
+            finished.update(part)
+        return finished
+
+    async def _elect_leaders_chunk(self, tps: list[TopicPartition], strategy
+                                   ) -> dict[TopicPartition, State | Exception]:
         remaining = list(tps)
         finished: dict[TopicPartition, State | Exception] = {}
         cached = True
@@ -351,6 +374,18 @@ class ChangeLog:
             self.add(fn(*args))
         else:
             self.n += 1
+
+    def add_all(self, fn, args: Iterable[tuple]) -> None:
+        """``add_lazy(fn, *a)`` for each ``a`` of ``args`` (a sized collection)."""
+        if self._debug:
+            for a in args:
+                self.add(fn(*a))
+            return
+        shown = self.SHOWN - len(self.items)
+        if shown > 0:
+            for a in itertools.islice(args, shown):
+                self.items.append(fn(*a))
+        self.n += len(args)
 
     def emit(self) -> None:
         n = self.n

@@ -16,9 +16,9 @@ States and their valid previous states are in :mod:`controller.context`. Transit
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
-from dataclasses import replace
 
 from controller.context import (
     EMPTY_ASSIGNMENT,
@@ -29,7 +29,7 @@ from controller.context import (
     TopicPartition,
     remove_replica,
 )
-from controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from controller.kafka_zk_client import BATCH, ControllerMovedError, KafkaZkClient
 from controller.partition_state_machine import (
     ChangeLog,
     StateChangeFailedError,
@@ -44,6 +44,9 @@ State = LeaderIsrAndControllerEpoch
 
 
 class ReplicaStateMachine:
+    #: partitions whose ISR shrinks go in one task (one ZooKeeper multi)
+    ISR_CHUNK = BATCH
+
     def __init__(self, controller_id: int, context: ControllerContext, zk: KafkaZkClient,
                  batch: ControllerBrokerRequestBatch) -> None:
         self.controller_id = controller_id
@@ -53,37 +56,59 @@ class ReplicaStateMachine:
 
     async def startup(self) -> None:
         """Every replica Online (live broker) or ReplicaDeletionIneligible, then moved to
-        OnlineReplica / OfflineReplica (one pass over the assignments: 300,000 replicas at
-        100,000 partitions RF 3)."""
+        OnlineReplica / OfflineReplica, in one pass over the assignments (300,000 replicas
+        at 100,000 partitions RF 3). The Online step is the generic transition
+        specialised: each replica was just set Online (a valid previous state, not New), so
+        it gets a LeaderAndIsr with its partition's current state when there is one."""
         ctx = self.context
         states = ctx.replica_states
         is_online = ctx.is_replica_online
+        leadership = ctx.leadership
+        # without failed log dirs a replica is online iff its broker is live and not
+        # shutting down (is_replica_online's rule, one set lookup instead of a call)
+        live = None if ctx.replicas_on_offline_dirs else ctx.live_broker_ids
         online_state, ineligible = ReplicaState.ONLINE, ReplicaState.DELETION_INELIGIBLE
-        online: list[PartitionReplica] = []
-        offline: list[PartitionReplica] = []
+        to_send: dict[int, dict[TopicPartition, tuple]] = {}  # broker -> LeaderAndIsr entries
+        offline: dict[int, list[PartitionReplica]] = {}
         for t, ps in ctx.assignments.items():
             for p, a in ps.items():
                 tp = (t, p)
+                state = leadership.get(tp)
+                entry = (state, a)
                 for r in a.replicas:
-                    key = (tp, r)
-                    if is_online(r, tp):
-                        states[key] = online_state
-                        online.append(key)
+                    if r in live if live is not None else is_online(r, tp):
+                        states[(tp, r)] = online_state
+                        if state is not None:
+                            got = to_send.get(r)
+                            if got is None:
+                                got = to_send[r] = {}
+                            got[tp] = entry
                     else:
+                        key = (tp, r)
                         states[key] = ineligible
-                        offline.append(key)
-        await self.handle_state_changes(online, ReplicaState.ONLINE)
-        await self.handle_state_changes(offline, ReplicaState.OFFLINE)
+                        got = offline.get(r)
+                        if got is None:
+                            got = offline[r] = []
+                        got.append(key)
+        self.batch.new_batch()
+        for broker, entries in to_send.items():
+            self.batch.add_leader_and_isr_many(broker, entries)
+        self.batch.send_requests_to_brokers(ctx.epoch)
+        await self._handle_grouped(offline, ReplicaState.OFFLINE)
 
     async def handle_state_changes(self, replicas: list[PartitionReplica],
                                    target: ReplicaState) -> None:
-        if not replicas:
+        by_broker: dict[int, list[PartitionReplica]] = defaultdict(list)
+        for r in replicas:
+            by_broker[r[1]].append(r)
+        await self._handle_grouped(by_broker, target)
+
+    async def _handle_grouped(self, by_broker: dict[int, list[PartitionReplica]],
+                              target: ReplicaState) -> None:
+        if not by_broker:
             return
         self.batch.new_batch()
         try:
-            by_broker: dict[int, list[PartitionReplica]] = defaultdict(list)
-            for r in replicas:
-                by_broker[r[1]].append(r)
             for broker, rs in by_broker.items():
                 await self._do_handle_state_changes(broker, rs, target)
         except ControllerMovedError:
@@ -102,16 +127,16 @@ class ReplicaStateMachine:
         allowed = VALID_PREVIOUS_REPLICA_STATES[target]
         valid: list[PartitionReplica] = []
         invalid: list[PartitionReplica] = []
-        prior: dict[PartitionReplica, ReplicaState] = {}  # only when going Online
-        online = target == ReplicaState.ONLINE
+        was_new: set[PartitionReplica] = set()  # NewReplica before (going Online)
+        new_state = ReplicaState.NEW if target == ReplicaState.ONLINE else None
         for r in replicas:
             st = states.get(r)
             if st is None:
                 states[r] = st = ReplicaState.NON_EXISTENT
             if st in allowed:
                 valid.append(r)
-                if online:
-                    prior[r] = st
+                if st is new_state:
+                    was_new.add(r)
             else:
                 invalid.append(r)
         bad = ChangeLog(logging.ERROR, f"Controller {self.controller_id} epoch {ctx.epoch} "
@@ -137,48 +162,42 @@ class ReplicaStateMachine:
                 ctx.replica_states[r] = ReplicaState.NEW
         elif target == ReplicaState.ONLINE:
             leadership, assignments = ctx.leadership, ctx.assignments
-            add = self.batch.add_leader_and_isr
-            brokers = (replica_id,)
+            entries: dict[TopicPartition, tuple] = {}
             for r in valid:
                 tp = r[0]
-                if prior[r] == ReplicaState.NEW:
+                if r in was_new:
                     a = ctx.partition_full_replica_assignment(tp)
                     if replica_id not in a.replicas:
                         log.error("Adding replica (%d) that is not part of the assignment %s",
                                   replica_id, a)
                         ctx.update_partition_full_replica_assignment(
-                            tp, replace(a, replicas=a.replicas + (replica_id,)))
+                            tp, a._replace(replicas=a.replicas + (replica_id,)))
                 else:
                     state = leadership.get(tp)
                     if state is not None:
-                        add(brokers, tp, state, assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT),
-                            False)
-                states[r] = ReplicaState.ONLINE
+                        entries[tp] = (state, assignments.get(tp[0], {}).get(
+                            tp[1], EMPTY_ASSIGNMENT))
+            self.batch.add_leader_and_isr_many(replica_id, entries)
+            states.update(dict.fromkeys(valid, ReplicaState.ONLINE))
         elif target == ReplicaState.OFFLINE:
-            stop = self.batch.add_stop_replica
-            brokers = (replica_id,)
             leadership = ctx.leadership
-            with_leadership, without = [], []
-            for r in valid:
-                tp = r[0]
-                stop(brokers, tp, False)
-                if tp in leadership:
-                    with_leadership.append(tp)
-                else:
-                    without.append(r)
-            updated = await self._remove_replicas_from_isr(replica_id, with_leadership)
+            self.batch.add_stop_replica_many(replica_id, (r[0] for r in valid), False)
+            with_leadership = [r[0] for r in valid if r[0] in leadership]
+            without = [r for r in valid if r[0] not in leadership]
+            # in chunks of one ZooKeeper multi, all at once: a chunk's ISR shrinks are
+            # worked out and its results taken in while ZooKeeper writes the others
+            parts = await asyncio.gather(*(
+                self._remove_from_isr_and_tell_others(replica_id,
+                                                      with_leadership[i:i + self.ISR_CHUNK])
+                for i in range(0, len(with_leadership), self.ISR_CHUNK)), return_exceptions=True)
+            for part in parts:  # every chunk finished: none adds to the batch any more
+                if isinstance(part, BaseException):
+                    raise part
             changes = ChangeLog(logging.INFO, f"Partition states changed after removing replica "
                                 f"{replica_id} from the ISR as part of transition to "
                                 "OfflineReplica")
-            add, assignments = self.batch.add_leader_and_isr, ctx.assignments
-            deleting = ctx.topics_to_be_deleted
-            offline = ReplicaState.OFFLINE
-            for tp, state in updated.items():
-                changes.add_lazy(_tp_fmt, tp, state)
-                if tp[0] not in deleting:
-                    a = assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT)
-                    add([b for b in a.replicas if b != replica_id], tp, state, a, False)
-                states[(tp, replica_id)] = offline
+            for part in parts:
+                changes.add_all(_tp_fmt, part.items())
             changes.emit()
             for r in without:
                 self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [r[0]])
@@ -196,6 +215,32 @@ class ReplicaStateMachine:
                 ctx.update_partition_full_replica_assignment(
                     tp, remove_replica(ctx.partition_full_replica_assignment(tp), replica_id))
                 ctx.replica_states.pop(r, None)
+
+    async def _remove_from_isr_and_tell_others(self, replica_id: int,
+                                               tps: list[TopicPartition]
+                                               ) -> dict[TopicPartition, State]:
+        """``replica_id`` out of the ISRs of ``tps``; each changed partition's new state
+        goes to its other replicas (not for topics being deleted) and the replica is
+        Offline. Returns the new states."""
+        ctx = self.context
+        updated = await self._remove_replicas_from_isr(replica_id, tps)
+        assignments, deleting = ctx.assignments, ctx.topics_to_be_deleted
+        to_others: dict[int, dict[TopicPartition, tuple]] = {}
+        for tp, state in updated.items():
+            if tp[0] not in deleting:
+                a = assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT)
+                entry = (state, a)
+                for b in a.replicas:
+                    if b != replica_id:
+                        got = to_others.get(b)
+                        if got is None:
+                            got = to_others[b] = {}
+                        got[tp] = entry
+        for b, entries in to_others.items():
+            self.batch.add_leader_and_isr_many(b, entries)
+        ctx.replica_states.update(dict.fromkeys(((tp, replica_id) for tp in updated),
+                                                ReplicaState.OFFLINE))
+        return updated
 
     async def _remove_replicas_from_isr(self, replica_id: int, tps: list[TopicPartition]
                                         ) -> dict[TopicPartition, State]:

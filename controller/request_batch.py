@@ -25,63 +25,34 @@ from __future__ import annotations
 
 import functools
 import logging
-import struct
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from controller.context import EMPTY_ASSIGNMENT, ControllerContext, TopicPartition
+from controller.request_encoding import (
+    LEADER_AND_ISR_VERSION,
+    UPDATE_METADATA_VERSION,
+    LeaderAndIsrBatch,
+    UpdateMetadataBatch,
+    lai_partition_state,
+    um_partition_state,
+)
 from controller.zk_data import LEADER_DURING_DELETE, LeaderIsrAndControllerEpoch, ReplicaAssignment
 from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 __all__ = ["ControllerBrokerRequestBatch", "LEADER_AND_ISR_VERSION", "STOP_REPLICA_VERSION",
-           "SharedUpdateMetadata", "UPDATE_METADATA_VERSION"]
+           "UPDATE_METADATA_VERSION"]
 
 log = logging.getLogger("state.change.logger")
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
-LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 7, 8, 4
+STOP_REPLICA_VERSION = 4
 TYPE_UNKNOWN = 0
 _ZERO_UUID = uuid.UUID(int=0)
-_INT64 = struct.Struct(">q")
 
 
-def _broker_epoch_offset() -> int:
-    """Where the int64 broker_epoch sits in an UpdateMetadata v8 body (9: after
-    ControllerId int32, isKRaftController bool, ControllerEpoch int32; Type is tagged),
-    found by encoding two bodies that differ only there."""
-    a, b = (UpdateMetadataRequest(controller_id=1, controller_epoch=1, broker_epoch=e)
-            .encode(UPDATE_METADATA_VERSION) for e in (0, -1))
-    at = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
-    if a[at:at + 8] != bytes(8) or b[at:at + 8] != b"\xff" * 8 or a[at + 8:] != b[at + 8:]:
-        raise RuntimeError("UpdateMetadata v8 layout changed: broker_epoch not found")
-    return at
-
-
-_EPOCH_AT = _broker_epoch_offset()
-
-_LaiState = LeaderAndIsrRequest.LeaderAndIsrPartitionState
-_UmState = UpdateMetadataRequest.UpdateMetadataPartitionState
 _SrState = StopReplicaRequest.StopReplicaPartitionState
-
-
-class SharedUpdateMetadata(UpdateMetadataRequest):
-    """An UpdateMetadata whose body is shared with the copies for the other brokers: the
-    first copy encoded at v8 is encoded once, the others reuse the bytes with their own
-    ``broker_epoch`` (int64 at bytes 9-16 of a v8 body, after ControllerId int32,
-    isKRaftController bool, ControllerEpoch int32). 100,000 partition states
-    take about a second to encode; every live broker gets them."""
-
-    __slots__ = ("encoded",)
-
-    def encode(self, version: int) -> bytes:
-        shared = getattr(self, "encoded", None)
-        if version != UPDATE_METADATA_VERSION or shared is None:
-            return super().encode(version)
-        body = shared.get(version)
-        if body is None:
-            body = shared[version] = super().encode(version)
-        return body[:_EPOCH_AT] + _INT64.pack(self.broker_epoch) + body[_EPOCH_AT + 8:]
 
 
 class ControllerBrokerRequestBatch:
@@ -101,9 +72,11 @@ class ControllerBrokerRequestBatch:
         self.send = send
         self.on_leader_and_isr_response = on_leader_and_isr_response
         self.on_stop_replica_response = on_stop_replica_response
-        #: broker -> tp -> (state, assignment, is_new): the request's partition states are
-        #: built at send time (a coalesced batch overwrites most entries before that)
+        #: broker -> tp -> (state, assignment): the request's partition states are built at
+        #: send time (a coalesced batch overwrites most entries before that); broker -> the
+        #: partitions sent to it with is_new (sticks once set within the batch)
         self._lai: dict[int, dict[TopicPartition, tuple]] = {}
+        self._lai_new: dict[int, set[TopicPartition]] = {}
         self._stop: dict[int, dict[TopicPartition, Any]] = {}
         self._um_brokers: set[int] = set()
         self._um_all_live = False  # UpdateMetadata goes to every live broker too
@@ -119,6 +92,7 @@ class ControllerBrokerRequestBatch:
 
     def clear(self) -> None:
         self._lai.clear()
+        self._lai_new.clear()
         self._stop.clear()
         self._um_brokers.clear()
         self._um_all_live = False
@@ -138,41 +112,62 @@ class ControllerBrokerRequestBatch:
     def add_leader_and_isr(self, broker_ids: Iterable[int], tp: TopicPartition,
                            state: LeaderIsrAndControllerEpoch, assignment: ReplicaAssignment,
                            is_new: bool) -> None:
-        """LeaderAndIsr of ``tp`` to ``broker_ids`` (called per replica at failover: kept
-        tight). ``is_new`` sticks once set for a broker within the batch."""
+        """LeaderAndIsr of ``tp`` to ``broker_ids``. ``is_new`` sticks once set for a
+        broker within the batch."""
         lai = self._lai
-        entry = (state, assignment, is_new)
+        entry = (state, assignment)
         for b in broker_ids:
             if b < 0:
                 continue
             per = lai.get(b)
             if per is None:
                 per = lai[b] = {}
-            if not is_new:
-                old = per.get(tp)
-                if old is not None and old[2]:
-                    per[tp] = (state, assignment, True)
-                    continue
             per[tp] = entry
+            if is_new:
+                self._lai_new.setdefault(b, set()).add(tp)
         self._um_all_live = True
         self._um_partitions[tp] = None
+
+    def add_leader_and_isr_many(self, broker_id: int,
+                                entries: dict[TopicPartition, tuple[LeaderIsrAndControllerEpoch,
+                                                                    ReplicaAssignment]]) -> None:
+        """``add_leader_and_isr(broker_id, tp, state, assignment, is_new=False)`` for every
+        ``tp: (state, assignment)`` of ``entries`` (a failover sends each live broker all
+        its partitions: one dict update, not 100,000 calls)."""
+        if broker_id < 0 or not entries:
+            return
+        per = self._lai.get(broker_id)
+        if per is None:
+            self._lai[broker_id] = dict(entries)
+        else:
+            per.update(entries)
+        self._um_all_live = True
+        self._um_partitions.update(dict.fromkeys(entries))
 
     def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition,
                          delete_partition: bool) -> None:
         """StopReplica of ``tp`` to ``broker_ids``; ``delete_partition`` sticks once set.
         The partition states are built at send time, for live brokers only (a failover
         stops every replica of a dead broker: 100,000 of them, all dropped)."""
-        state = self.context.leadership.get(tp)
-        leader_epoch = state.leader_epoch if state is not None else -1
-        stop = self._stop
         for b in broker_ids:
-            if b < 0:
-                continue
-            per = stop.get(b)
-            if per is None:
-                per = stop[b] = {}
-            old = per.get(tp)
-            per[tp] = (leader_epoch, delete_partition or (old is not None and old[1]))
+            self.add_stop_replica_many(b, (tp,), delete_partition)
+
+    def add_stop_replica_many(self, broker_id: int, tps: Iterable[TopicPartition],
+                              delete_partition: bool) -> None:
+        """``add_stop_replica([broker_id], tp, delete_partition)`` for each of ``tps``.
+        Nothing is kept for a broker that is not live: its requests are dropped at send
+        (the live brokers do not change within one controller event)."""
+        if broker_id not in self.context.live_brokers:
+            return
+        stop = self._stop.get(broker_id)
+        if stop is None:
+            stop = self._stop[broker_id] = {}
+        leadership = self.context.leadership
+        for tp in tps:
+            state = leadership.get(tp)
+            old = stop.get(tp)
+            stop[tp] = (state.leader_epoch if state is not None else -1,
+                        delete_partition or (old is not None and old[1]))
 
     def add_update_metadata(self, broker_ids: Iterable[int],
                             partitions: Iterable[TopicPartition] = ()) -> None:
@@ -183,17 +178,17 @@ class ControllerBrokerRequestBatch:
         for tp in partitions:
             self._um_partitions[tp] = None
 
-    def _um_states(self) -> dict[TopicPartition, Any]:
-        """The UpdateMetadata partition states, from the context. Replica and ISR lists
-        are shared between partitions with the same ones (read-only, only encoded), and
-        the offline replicas are worked out once per replica list unless some log dir is
-        offline: 100,000 partitions have a few hundred distinct lists."""
+    def _um_states(self) -> dict[str, tuple[list, list[bytes]]]:
+        """The UpdateMetadata partition states from the context, per topic (in the order
+        added): the state tuples and their encodings (see
+        :mod:`controller.request_encoding`). The offline replicas are worked out once per
+        replica list unless some log dir is offline: 100,000 partitions have a few hundred
+        distinct lists."""
         ctx = self.context
-        out: dict[TopicPartition, Any] = {}
+        by_topic: dict[str, tuple[list, list[bytes]]] = {}
         deleting = ctx.topics_to_be_deleted
         leadership, assignments = ctx.leadership, ctx.assignments
-        lists: dict[tuple, list] = {}
-        offline_of: dict[tuple, list] = {}
+        offline_of: dict[tuple, tuple] = {}
         per_partition = bool(ctx.replicas_on_offline_dirs)
         for tp in self._um_partitions:
             state = leadership.get(tp)
@@ -201,28 +196,24 @@ class ControllerBrokerRequestBatch:
                 log.debug("Leader not yet assigned for partition %s-%d. Skip sending "
                           "UpdateMetadataRequest.", *tp)
                 continue
-            replicas = assignments.get(tp[0], {}).get(tp[1], EMPTY_ASSIGNMENT).replicas
-            leader = LEADER_DURING_DELETE if deleting and tp[0] in deleting else state.leader
+            topic, p = tp
+            replicas = assignments.get(topic, {}).get(p, EMPTY_ASSIGNMENT).replicas
+            leader = LEADER_DURING_DELETE if deleting and topic in deleting else state.leader
             if per_partition:
-                offline = [r for r in replicas if not ctx.is_replica_online(r, tp)]
+                offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
             else:
                 offline = offline_of.get(replicas)
                 if offline is None:
-                    offline = offline_of[replicas] = [  # depends on tp only via log dirs
-                        r for r in replicas if not ctx.is_replica_online(r, tp)]
-            isr = state.isr
-            isr_list = lists.get(isr)
-            if isr_list is None:
-                isr_list = lists[isr] = list(isr)
-            replica_list = lists.get(replicas)
-            if replica_list is None:
-                replica_list = lists[replicas] = list(replicas)
-            out[tp] = _UmState(
-                topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
-                leader=leader, leader_epoch=state.leader_epoch, isr=isr_list,
-                zk_version=state.partition_epoch, replicas=replica_list,
-                offline_replicas=offline)
-        return out
+                    offline = offline_of[replicas] = tuple(  # depends on tp only via log dirs
+                        r for r in replicas if not ctx.is_replica_online(r, tp))
+            entry = (p, state.controller_epoch, leader, state.leader_epoch, state.isr,
+                     state.partition_epoch, replicas, offline)
+            got = by_topic.get(topic)
+            if got is None:
+                got = by_topic[topic] = ([], [])
+            got[0].append(entry)
+            got[1].append(um_partition_state(*entry))
+        return by_topic
 
     # ------------------------------------------------------------------ sending
 
@@ -237,31 +228,42 @@ class ControllerBrokerRequestBatch:
             self.clear()
 
     def _send_leader_and_isr(self, epoch: int) -> None:
+        """One LeaderAndIsr per live broker; each partition state is encoded once for all
+        the brokers that get it (see :mod:`controller.request_encoding`)."""
         ctx = self.context
         live = ctx.live_or_shutting_down_broker_ids
-        built: dict[TopicPartition, tuple] = {}  # tp -> (entry, its partition state object)
-        lists: dict[tuple, list] = {}
+        built: dict[TopicPartition, tuple] = {}  # tp -> (entry, its encoding)
         for broker, entries in self._lai.items():
             if broker not in live:
                 continue
+            new = self._lai_new.get(broker, ())
             leaders: set[int] = set()
             n_lead = 0
-            by_topic: dict[str, list] = {}
-            for tp, entry in entries.items():  # grouped by topic, in the order added
+            by_topic: dict[str, tuple[list[int], list[bytes]]] = {}
+            current = None
+            partitions: list[int] = []
+            encodings: list[bytes] = []
+            for tp, (state, assignment) in entries.items():  # by topic, in the order added
+                is_new = tp in new
                 got = built.get(tp)
-                if got is not None and got[0] == entry:
-                    obj = got[1]
+                if got is not None and got[0] is state and got[1] is assignment \
+                        and got[2] is is_new:
+                    encoded = got[3]
                 else:
-                    obj = _lai_state(lists, tp, *entry)
-                    built[tp] = (entry, obj)
-                leader = obj.leader
+                    encoded = lai_partition_state(tp[1], state, assignment, is_new)
+                    built[tp] = (state, assignment, is_new, encoded)
+                leader = state.leader
                 leaders.add(leader)
                 if leader == broker:
                     n_lead += 1
-                ps = by_topic.get(tp[0])
-                if ps is None:
-                    ps = by_topic[tp[0]] = []
-                ps.append(obj)
+                if tp[0] != current:
+                    current = tp[0]
+                    group = by_topic.get(current)
+                    if group is None:
+                        group = by_topic[current] = ([], [])
+                    partitions, encodings = group
+                partitions.append(tp[1])
+                encodings.append(encoded)
             log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d "
                      "become-follower partitions", broker, n_lead, len(entries) - n_lead)
             live_leaders = []
@@ -272,14 +274,12 @@ class ControllerBrokerRequestBatch:
                     if ep is not None:
                         live_leaders.append(LeaderAndIsrRequest.LeaderAndIsrLiveLeader(
                             broker_id=b.id, host_name=ep.host, port=ep.port))
-            request = LeaderAndIsrRequest(
+            request = LeaderAndIsrBatch(
+                [(t, ctx.topic_ids.get(t, _ZERO_UUID), parts, encoded)
+                 for t, (parts, encoded) in by_topic.items()], entries, new,
                 controller_id=self.controller_id, is_k_raft_controller=False,
                 controller_epoch=epoch, broker_epoch=ctx.live_broker_epochs.get(broker, -1),
-                type=TYPE_UNKNOWN,
-                topic_states=[LeaderAndIsrRequest.LeaderAndIsrTopicState(
-                    topic_name=t, topic_id=ctx.topic_ids.get(t, _ZERO_UUID), partition_states=ps)
-                    for t, ps in by_topic.items()],
-                live_leaders=live_leaders)
+                type=TYPE_UNKNOWN, live_leaders=live_leaders)
             callback = None
             if self.on_leader_and_isr_response is not None:
                 callback = functools.partial(_swap, self.on_leader_and_isr_response, broker)
@@ -291,27 +291,22 @@ class ControllerBrokerRequestBatch:
             self._um_brokers |= ctx.live_or_shutting_down_broker_ids
         if not self._um_brokers:
             return
-        states = self._um_states()
+        by_topic = self._um_states()
         log.info("Sending UpdateMetadata request to brokers %s for %d partitions",
-                 sorted(self._um_brokers), len(states))
-        by_topic: dict[str, list] = {}
-        for (topic, _p), s in states.items():  # grouped by topic, in the order added
-            by_topic.setdefault(topic, []).append(s)
-        topic_states = [UpdateMetadataRequest.UpdateMetadataTopicState(
-            topic_name=t, topic_id=ctx.topic_ids.get(t, _ZERO_UUID), partition_states=ps)
-            for t, ps in by_topic.items()]
+                 sorted(self._um_brokers), sum(len(parts) for parts, _ in by_topic.values()))
+        topics = [(t, ctx.topic_ids.get(t, _ZERO_UUID), parts, encoded)
+                  for t, (parts, encoded) in by_topic.items()]
         live_brokers = [UpdateMetadataRequest.UpdateMetadataBroker(
             id=b.id, rack=b.rack, endpoints=[UpdateMetadataRequest.UpdateMetadataEndpoint(
                 port=e.port, host=e.host, listener=e.listener_name,
                 security_protocol=e.security_protocol_id) for e in b.endpoints])
             for b in ctx.live_or_shutting_down_brokers()]
-        encoded: dict[int, bytes] = {}  # one encoding for every broker's copy
+        shared: dict[int, bytes] = {}  # one encoding for every broker's copy
         for broker in sorted(self._um_brokers & ctx.live_or_shutting_down_broker_ids):
-            request = SharedUpdateMetadata(
-                controller_id=self.controller_id, is_k_raft_controller=False, type=TYPE_UNKNOWN,
-                controller_epoch=epoch, broker_epoch=ctx.live_broker_epochs.get(broker, -1),
-                topic_states=topic_states, live_brokers=live_brokers)
-            request.encoded = encoded
+            request = UpdateMetadataBatch(
+                topics, shared, controller_id=self.controller_id, is_k_raft_controller=False,
+                type=TYPE_UNKNOWN, controller_epoch=epoch,
+                broker_epoch=ctx.live_broker_epochs.get(broker, -1), live_brokers=live_brokers)
             self.send(broker, UPDATE_METADATA, UPDATE_METADATA_VERSION, request, None)
 
     def _send_stop_replica(self, epoch: int) -> None:
@@ -349,24 +344,6 @@ class ControllerBrokerRequestBatch:
                 errors[tp] = pe.error_code if not response.error_code else response.error_code
         if errors:
             handler(broker, response, errors)
-
-
-def _lai_state(lists: dict[tuple, list], tp: TopicPartition,
-               state: LeaderIsrAndControllerEpoch, assignment: ReplicaAssignment, is_new: bool):
-    """One LeaderAndIsr partition state; ``lists`` shares one (read-only) list per distinct
-    replica tuple among the partitions of a send."""
-    def shared(ids: tuple) -> list:
-        got = lists.get(ids)
-        if got is None:
-            got = lists[ids] = list(ids)
-        return got
-    return _LaiState(
-        topic_name=tp[0], partition_index=tp[1], controller_epoch=state.controller_epoch,
-        leader=state.leader, leader_epoch=state.leader_epoch, isr=shared(state.isr),
-        partition_epoch=state.partition_epoch, replicas=shared(assignment.replicas),
-        adding_replicas=shared(assignment.adding_replicas),
-        removing_replicas=shared(assignment.removing_replicas),
-        is_new=is_new, leader_recovery_state=state.leader_recovery_state)
 
 
 def _swap(handler: Callable[[Any, int], None], broker: int, response: Any) -> None:

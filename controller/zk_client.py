@@ -37,8 +37,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -55,15 +54,18 @@ from kazoo.exceptions import (
     UnimplementedError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.serialization import CheckVersion as _CheckVersion
-from kazoo.protocol.serialization import Create as _Create
-from kazoo.protocol.serialization import Delete as _Delete
-from kazoo.protocol.serialization import SetData as _SetData
-from kazoo.protocol.serialization import Transaction as _Transaction
 from kazoo.protocol.states import EventType, ZnodeStat
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from controller.zk_multi_read import GET_CHILDREN, GET_DATA, OPS_PER_REQUEST, MultiRead, ReadOp
+from controller.zk_multi_write import (
+    Multi,
+    encode_acl,
+    encode_check,
+    encode_create,
+    encode_delete,
+    encode_set_data,
+)
 
 __all__ = [
     "BadVersionError", "CheckOp", "CreateOp", "DeleteOp", "KazooException", "NoNodeError",
@@ -123,31 +125,29 @@ class StateChangeHandler:
 
 
 # ---------------------------------------------------------------------------- multi ops
+# NamedTuples (immutable, built in C): a failover writes 100,000 partition states. Told
+# apart by type (isinstance), never compared.
 
 
-@dataclass(frozen=True)
-class CreateOp:
+class CreateOp(NamedTuple):
     path: str
     data: bytes | None = None
     ephemeral: bool = False
     sequential: bool = False
 
 
-@dataclass(frozen=True)
-class SetDataOp:
+class SetDataOp(NamedTuple):
     path: str
     data: bytes | None
     version: int = -1
 
 
-@dataclass(frozen=True)
-class DeleteOp:
+class DeleteOp(NamedTuple):
     path: str
     version: int = -1
 
 
-@dataclass(frozen=True)
-class CheckOp:
+class CheckOp(NamedTuple):
     path: str
     version: int
 
@@ -195,6 +195,7 @@ class ZkClient:
         self._state_handlers: dict[str, StateChangeHandler] = {}
         self.requests_sent = 0
         self._multi_read_unsupported = False
+        self._acl_bytes: dict[tuple, bytes] = {}  # encoded ACL vectors (multi)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -617,28 +618,44 @@ class ZkClient:
     async def multi(self, ops: list[ZkOp]) -> list[Any]:
         """Apply ``ops`` atomically (ZooKeeper ``multi``). Returns one result per op: the
         created path, a ZnodeStat for a set, True for delete/check; when the transaction
-        failed, the failing op's kazoo exception and ``RolledBackError`` for the others."""
+        failed, the failing op's kazoo exception, ``RolledBackError`` for the ops before it
+        and ``RuntimeInconsistency`` for those after (ZooKeeper's codes). Serialized here, once (:mod:`controller.zk_multi_write`; a failover writes
+        100,000 states); a retry after a lost connection resends the same bytes."""
+        request: Multi | None = None
+        root_of: str | None = None
+
         def start(k: KazooClient):
-            # kazoo's wire objects built directly: its TransactionRequest normalises and
-            # type-checks every path (~100 us an op; a failover writes 100,000 states)
+            nonlocal request, root_of
             root = k.chroot or ""
-            wire = []
-            for op in ops:
-                path = root + op.path if op.path != "/" or not root else root
-                if isinstance(op, CreateOp):
-                    wire.append(_Create(path, op.data or b"", self._acl(op.path),
-                                        (1 if op.ephemeral else 0) | (2 if op.sequential else 0)))
-                elif isinstance(op, SetDataOp):
-                    wire.append(_SetData(path, op.data or b"", op.version))
-                elif isinstance(op, DeleteOp):
-                    wire.append(_Delete(path, op.version))
-                else:
-                    wire.append(_CheckVersion(path, op.version))
+            if request is None or root_of != root:
+                request, root_of = Multi(self._encode_ops(ops, root)), root
             result = k.handler.async_result()
-            k._call(_Transaction(wire), result)
+            k._call(request, result)
             return result
         results = await self._call(start)
         return [self._unroot(r) if isinstance(r, str) else r for r in results]
+
+    def _encode_ops(self, ops: list[ZkOp], root: str) -> list[bytes]:
+        out = []
+        for op in ops:
+            path = root + op.path if op.path != "/" or not root else root
+            if type(op) is SetDataOp:
+                out.append(encode_set_data(path, op.data or b"", op.version))
+            elif isinstance(op, CreateOp):
+                acl = self._acl(op.path)
+                key = tuple(acl)
+                encoded_acl = self._acl_bytes.get(key)
+                if encoded_acl is None:
+                    encoded_acl = self._acl_bytes[key] = encode_acl(acl)
+                out.append(encode_create(path, op.data or b"", encoded_acl,
+                                         (1 if op.ephemeral else 0) | (2 if op.sequential else 0)))
+            elif isinstance(op, SetDataOp):
+                out.append(encode_set_data(path, op.data or b"", op.version))
+            elif isinstance(op, DeleteOp):
+                out.append(encode_delete(path, op.version))
+            else:
+                out.append(encode_check(path, op.version))
+        return out
 
 
 def _settle(fut: asyncio.Future, value: Any, exc: BaseException | None) -> None:

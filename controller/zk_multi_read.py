@@ -26,7 +26,6 @@ from kazoo.exceptions import EXCEPTIONS
 from kazoo.protocol.serialization import (
     int_struct,
     multiheader_struct,
-    read_buffer,
     read_string,
     stat_struct,
     write_string,
@@ -67,30 +66,41 @@ class MultiRead:
         return b
 
     def deserialize(self, buf, offset: int) -> list[Any]:
+        # on kazoo's thread, holding the GIL against the event loop: kept tight (a failover
+        # reads 100,000 states)
         results: list[Any] = []
+        append = results.append
+        header, intp, stat = multiheader_struct.unpack_from, int_struct.unpack_from, \
+            stat_struct.unpack_from
+        make_stat = ZnodeStat._make
         for op in self.ops:
-            op_type, _done, _err = multiheader_struct.unpack_from(buf, offset)
-            offset += multiheader_struct.size
-            if op_type == ERROR:
-                code = int_struct.unpack_from(buf, offset)[0]
-                offset += int_struct.size
-                results.append(EXCEPTIONS[code]())
-                continue
+            op_type, _done, _err = header(buf, offset)
+            offset += 9
             if op_type == GET_DATA:
-                data, offset = read_buffer(buf, offset)
-                stat = ZnodeStat._make(stat_struct.unpack_from(buf, offset))
-                offset += stat_struct.size
-                results.append((data, stat))
-                self._register_watch(op, self.client and self.client._data_watchers)
+                n = intp(buf, offset)[0]
+                offset += 4
+                if n < 0:
+                    data = None
+                else:
+                    data = bytes(buf[offset:offset + n])
+                    offset += n
+                append((data, make_stat(stat(buf, offset))))
+                offset += 68
+                if op.watch:
+                    self._register_watch(op, self.client and self.client._data_watchers)
+            elif op_type == ERROR:
+                append(EXCEPTIONS[intp(buf, offset)[0]]())
+                offset += 4
             elif op_type == GET_CHILDREN:
-                count = int_struct.unpack_from(buf, offset)[0]
-                offset += int_struct.size
+                count = intp(buf, offset)[0]
+                offset += 4
                 kids = []
                 for _ in range(max(count, 0)):
                     name, offset = read_string(buf, offset)
                     kids.append(name)
-                results.append(kids)
-                self._register_watch(op, self.client and self.client._child_watchers)
+                append(kids)
+                if op.watch:
+                    self._register_watch(op, self.client and self.client._child_watchers)
             else:
                 raise ValueError(f"unexpected operation type {op_type} in a multiRead answer")
         return results

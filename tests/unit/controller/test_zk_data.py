@@ -89,6 +89,12 @@ def test_partition_state_znode():
     data = z.TopicPartitionStateZNode.encode(s)
     assert data == b'{"version":1,"leader":1,"leader_epoch":4,"controller_epoch":7,"isr":[1,2]}'
     assert z.TopicPartitionStateZNode.decode(data, 9) == s
+    recovering = z.LeaderIsrAndControllerEpoch(-1, 0, (), 3, 2, leader_recovery_state=1)
+    data = z.TopicPartitionStateZNode.encode(recovering)
+    assert data == json.dumps({"version": 1, "leader": -1, "leader_epoch": 0,
+                               "controller_epoch": 3, "isr": [], "leader_recovery_state": 1},
+                              separators=(",", ":")).encode()
+    assert z.TopicPartitionStateZNode.decode(data, 2) == recovering
     assert z.TopicPartitionStateZNode.path("t", 3) == "/brokers/topics/t/partitions/3/state"
     with pytest.raises(z.ZkDataError):
         z.TopicPartitionStateZNode.decode(b'{"version":1,"leader":"1"}', 0)

@@ -211,14 +211,15 @@ def test_update_metadata_copies_share_one_encoding_with_their_own_broker_epoch()
     batch.send_requests_to_brokers(6)
     um = sent.of(UM)
     assert [b for b, _ in um] == [1, 2, 3]
+    fast = {b: req.encode(V) for b, req in um}  # before topic_states is read
+    assert len(um[0][1].shared) == 1 and um[0][1].shared is um[2][1].shared
     for b, req in um:
         assert req.broker_epoch == 100 + b
         plain = UpdateMetadataRequest(**{f: getattr(req, f) for f in (
             "controller_id", "is_k_raft_controller", "type", "controller_epoch", "broker_epoch",
             "topic_states", "live_brokers")})
-        assert req.encode(V) == plain.encode(V)
-        assert UpdateMetadataRequest.decode(req.encode(V), V).broker_epoch == 100 + b
-    assert len(um[0][1].encoded) == 1 and um[0][1].encoded is um[2][1].encoded
+        assert fast[b] == plain.encode(V) == req.encode(V)
+        assert UpdateMetadataRequest.decode(fast[b], V).broker_epoch == 100 + b
 
 
 async def test_coalesced_steps_send_each_broker_its_last_decisions_once():
@@ -242,3 +243,102 @@ async def test_coalesced_steps_send_each_broker_its_last_decisions_once():
     assert list(lai[3].topic_states[0].partition_states[0].isr) == [1, 2, 3]
     assert [b for b, _ in sent.of(STOP)] == [3]
     assert len(sent.of(UM)) == 3
+
+
+@pytest.mark.parametrize("failed_dir", [False, True])
+async def test_replica_state_machine_startup(failed_dir):
+    """Failover with broker 3 gone: live replicas Online with a LeaderAndIsr of their
+    partition's (final) state, broker 3's replicas Offline and out of the ISRs, nothing
+    sent to broker 3; a replica in a failed log dir is Offline too (and stopped)."""
+    t0, t1, u0 = ("t", 0), ("t", 1), ("u", 0)
+    ctx = make_context((1, 2), {t0: (1, 2, 3), t1: (3, 1, 2), u0: (2, 3)})
+    zk, _psm, rsm, sent = _machines(ctx)
+    zk.states[t0] = ctx.leadership[t0] = S(1, 3, (1, 2, 3), 4, 0)
+    zk.states[t1] = ctx.leadership[t1] = S(3, 6, (3, 1), 4, 2)
+    if failed_dir:
+        ctx.replicas_on_offline_dirs = {2: {t0}}
+    rsm.batch.hold()
+    await rsm.startup()
+    assert rsm.batch.release()
+    rsm.batch.send_requests_to_brokers(ctx.epoch)
+    R = ReplicaState
+    offline = {(t0, 3), (t1, 3), (u0, 3)} | ({(t0, 2)} if failed_dir else set())
+    assert ctx.replica_states == {(tp, r): R.OFFLINE if (tp, r) in offline else R.ONLINE
+                                  for tp in (t0, t1, u0)
+                                  for r in ctx.partition_replica_assignment(tp)}
+    assert zk.states[t0] == (S(1, 5, (1,), 5, 2) if failed_dir else S(1, 4, (1, 2), 5, 1))
+    assert zk.states[t1] == S(-1, 7, (1,), 5, 3)
+    lai = {b: {(ts.topic_name, ps.partition_index): (ps.leader, ps.leader_epoch, ps.isr,
+                                                      ps.partition_epoch, ps.is_new)
+               for ts in req.topic_states for ps in ts.partition_states}
+           for b, req in sent.of(LAI)}
+    assert lai[1] == {t0: (1, zk.states[t0].leader_epoch, list(zk.states[t0].isr),
+                           zk.states[t0].partition_epoch, False),
+                      t1: (-1, 7, [1], 3, False)}
+    assert lai[2] == lai[1]  # broker 2 is sent t0 whether it is Online or not
+    assert sorted(lai) == [1, 2]
+    assert [b for b, _ in sent.of(STOP)] == ([2] if failed_dir else [])
+    assert sorted(b for b, _ in sent.of(UM)) == [1, 2]
+
+
+async def test_replica_offline_in_chunks():
+    """A broker's replicas go Offline in chunks (one ZooKeeper multi each) worked on
+    together: every ISR shrink written (a stale version re-read and retried), every other
+    replica told, a controller move in one chunk leaves nothing in the batch."""
+    tps = [("t", p) for p in range(7)]
+    ctx = make_context((1, 2, 3), {tp: (1, 2, 3) for tp in tps})
+    zk, _psm, rsm, sent = _machines(ctx)
+    rsm.ISR_CHUNK = 3
+    for tp in tps:
+        zk.states[tp] = ctx.leadership[tp] = S(3 if tp[1] % 2 else 1, 3, (1, 2, 3), 4, 0)
+        for r in (1, 2, 3):
+            ctx.replica_states[(tp, r)] = ReplicaState.ONLINE
+    zk.bump_before_write.add(tps[4])
+    await rsm.handle_state_changes([(tp, 3) for tp in tps], ReplicaState.OFFLINE)
+    for tp in tps:
+        assert zk.states[tp].isr == (1, 2)
+        assert zk.states[tp].leader == (-1 if tp[1] % 2 else 1)
+        assert ctx.replica_state((tp, 3)) == ReplicaState.OFFLINE
+    lai = {b: [(ts.topic_name, ps.partition_index, tuple(ps.isr))
+               for ts in req.topic_states for ps in ts.partition_states]
+           for b, req in sent.of(LAI)}
+    assert sorted(lai) == [1, 2] and all(sorted(v) == [(*tp, (1, 2)) for tp in tps]
+                                         for v in lai.values())
+    sent.clear()
+    zk.epoch_zk_version = 9  # another controller
+    with pytest.raises(ControllerMovedError):
+        await rsm.handle_state_changes([(tp, 2) for tp in tps], ReplicaState.OFFLINE)
+    assert not sent
+    rsm.batch.new_batch()  # nothing left behind
+
+
+async def test_elections_in_chunks():
+    """Elections in chunks (one ZooKeeper multi each) worked on together: every partition
+    elected once (a stale version re-read and retried), results in the order asked, the
+    live replicas told; a controller move raises after every chunk ended, nothing sent."""
+    tps = [("t", p) for p in range(7)]
+    ctx = make_context((1, 2, 3), {tp: (1, 2, 3) for tp in tps})
+    zk, psm, _rsm, sent = _machines(ctx)
+    psm.ELECTION_CHUNK = 3
+    for tp in tps:
+        zk.states[tp] = ctx.leadership[tp] = S(1, 3, (1, 2, 3), 4, 0)
+        ctx.partition_states[tp] = PartitionState.ONLINE
+    zk.bump_before_write.add(tps[5])
+    ctx.remove_live_brokers([1])
+    await psm.handle_state_changes(tps, PartitionState.OFFLINE)
+    results = await psm.trigger_online_partition_state_change()
+    assert list(results) == tps
+    assert all(r == S(2, 4, (2, 3), 5, zk.states[tp].partition_epoch) == zk.states[tp]
+               for tp, r in results.items())
+    assert zk.states[tps[5]].partition_epoch == 2 and zk.states[tps[0]].partition_epoch == 1
+    lai = {b: sorted((ts.topic_name, ps.partition_index) for ts in req.topic_states
+                     for ps in ts.partition_states) for b, req in sent.of(LAI)}
+    assert lai == {2: tps, 3: tps}
+    sent.clear()
+    ctx.remove_live_brokers([2])
+    await psm.handle_state_changes(tps, PartitionState.OFFLINE)
+    zk.epoch_zk_version = 9  # another controller
+    with pytest.raises(ControllerMovedError):
+        await psm.trigger_online_partition_state_change()
+    assert not sent
+    psm.batch.new_batch()  # nothing left behind

@@ -3,8 +3,6 @@ writes, fencing) so the controller's state machines can be tested without ZooKee
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from controller.context import ControllerContext
 from controller.kafka_zk_client import ControllerMovedError, UpdateLeaderAndIsrResult
 from controller.request_batch import ControllerBrokerRequestBatch
@@ -34,7 +32,7 @@ class FakeKafkaZkClient:
             if tp in self.states:
                 out[tp] = NodeExistsError()
             else:
-                self.states[tp] = replace(s, partition_epoch=0)
+                self.states[tp] = s._replace(partition_epoch=0)
                 self.writes += 1
                 out[tp] = None
         return out
@@ -46,14 +44,14 @@ class FakeKafkaZkClient:
             if tp in self.bump_before_write:
                 self.bump_before_write.discard(tp)
                 cur = self.states[tp]
-                self.states[tp] = replace(cur, partition_epoch=cur.partition_epoch + 1)
+                self.states[tp] = cur._replace(partition_epoch=cur.partition_epoch + 1)
             cur = self.states.get(tp)
             if cur is None:
                 res.finished[tp] = BadVersionError()
             elif cur.partition_epoch != s.partition_epoch:
                 res.retry.append(tp)
             else:
-                new = replace(s, partition_epoch=cur.partition_epoch + 1)
+                new = s._replace(partition_epoch=cur.partition_epoch + 1)
                 self.states[tp] = new
                 self.writes += 1
                 res.finished[tp] = new
