@@ -33,14 +33,13 @@ import concurrent.futures
 import contextlib
 import functools
 import logging
-import operator
 import os
 import shutil
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoints import (
@@ -615,7 +614,7 @@ class LogManager:
         # shutdown writes the same file would share `<name>.tmp`, or write older values last
         with self._checkpoint_lock:
             items = list(self._logs.items())
-            value = operator.attrgetter(attribute)
+            value = attrgetter(attribute)
             live = self.live_log_dirs
             if len(self.log_dirs) == 1:  # every log is there: C-level loops (100,000 logs)
                 per_dir = {d: dict(zip(map(itemgetter(0), items),
