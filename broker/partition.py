@@ -212,7 +212,7 @@ class Partition(LeaderIsrMixin):
         was_leader = self.is_leader
         new_epoch = state.leader_epoch > self.leader_epoch
         changed = not was_leader or state.leader_epoch != self.leader_epoch
-        self._apply_state(state, topic_id)
+        self._apply_state(state, topic_id, partition_epoch)
         self.leader_recovery_state = LEADER_RECOVERED  # KIP-704: the leader recovers at once
         now = self.time_ms()
         old = self.followers
@@ -241,25 +241,25 @@ class Partition(LeaderIsrMixin):
             return False
         changed = self.leader_id != state.leader or state.leader_epoch != self.leader_epoch \
             or self.is_leader
-        self._apply_state(state, topic_id)
+        self._apply_state(state, topic_id, partition_epoch)
         self.leader_recovery_state = getattr(state, "leader_recovery_state", LEADER_RECOVERED)
         self.leader_epoch_start_offset = None
         self.followers = {}
         return changed
 
-    def _apply_state(self, state, topic_id) -> None:
+    def _apply_state(self, state, topic_id, partition_epoch: int) -> None:
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
-        self.partition_epoch = _partition_epoch(state)
+        self.partition_epoch = partition_epoch
         self.controller_epoch = state.controller_epoch
-        self.isr = tuple(state.isr)
-        self.replicas = tuple(state.replicas)
-        self.adding_replicas = tuple(getattr(state, "adding_replicas", ()) or ())
-        self.removing_replicas = tuple(getattr(state, "removing_replicas", ()) or ())
+        self.isr = shared_ids(state.isr)
+        self.replicas = shared_ids(state.replicas)
+        self.adding_replicas = shared_ids(getattr(state, "adding_replicas", None) or ())
+        self.removing_replicas = shared_ids(getattr(state, "removing_replicas", None) or ())
         self.pending_isr = None
         if topic_id is not None:
             self.topic_id = topic_id
-            self.log.topic_id = str(topic_id)
+            self.log.topic_id = topic_id_text(topic_id)
 
 # --- leader epoch checks -----------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int, require_leader: bool = True) -> None:
@@ -628,6 +628,36 @@ def timestamp_bounds(configs: Mapping[str, str], default: tuple[int, int],
     except (TypeError, ValueError):
         return default
     return min(before, diff), min(after, diff)
+
+
+_SHARED_IDS: dict[tuple[int, ...], tuple[int, ...]] = {(): ()}
+
+
+def shared_ids(ids) -> tuple[int, ...]:
+    """`ids` as a tuple, one object per distinct list of broker ids (a cluster has a few
+    hundred replica lists and ISRs for 100,000 partitions: a LeaderAndIsr then allocates
+    no tuple per partition, and the partitions share them)."""
+    t = tuple(ids)
+    got = _SHARED_IDS.get(t)
+    if got is None:
+        if len(_SHARED_IDS) > 100_000:
+            _SHARED_IDS.clear()
+            _SHARED_IDS[()] = ()
+        got = _SHARED_IDS[t] = t
+    return got
+
+
+_ID_TEXT: dict[uuid.UUID, str] = {}
+
+
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """`str(topic_id)`, remembered (one text per topic, not one per partition state)."""
+    text = _ID_TEXT.get(topic_id)
+    if text is None:
+        if len(_ID_TEXT) > 100_000:
+            _ID_TEXT.clear()
+        text = _ID_TEXT[topic_id] = str(topic_id)
+    return text
 
 
 def _partition_epoch(state) -> int:
