@@ -35,6 +35,8 @@ EPOCH_DURING_DELETE = -2  # StopReplica's leader epoch for a partition being del
 ZERO_UUID = uuid.UUID(int=0)
 #: partitions between two looks at the clock (`LoopSlice.tick`) in the per-partition loops
 SLICE_EVERY = 64
+#: partitions per fetcher change / wakeup batch between two such looks
+CHUNK = 1024
 
 
 def on_topic_config_change(rm, topic: str, configs: Mapping[str, str]) -> None:
@@ -92,13 +94,13 @@ async def become_leader_or_follower(rm, request) -> dict[TopicPartition, int]:
     produce and fetch on this broker. The fetchers are changed once for the whole request
     (one remove, one add per leader), not per partition."""
     _check_controller_epoch(rm, request.controller_epoch)
-    await _create_missing_logs(rm, request)
+    slicer = LoopSlice()  # thousands of partitions: let other requests run meanwhile
+    await _create_missing_logs(rm, request, slicer)
     results: dict[TopicPartition, int] = {}
     full = getattr(request, "type", 0) == 2  # TYPE_FULL: drop what the controller forgot
     listed: set[TopicPartition] | None = set() if full else None
     leaders: list[tuple[Partition, object, object]] = []
     followers: list[tuple[Partition, object, object]] = []
-    slicer = LoopSlice()  # thousands of partitions: let other requests run meanwhile
     broker_id = rm.broker_id
     partitions = rm.partitions
     n = 0
@@ -143,8 +145,8 @@ async def become_leader_or_follower(rm, request) -> dict[TopicPartition, int]:
     changed: list[TopicPartition] = []
     fetchers = rm.fetcher_manager
     if leaders and fetchers is not None:
-        fetchers.remove_fetcher_for_partitions(
-            [(p.topic, p.partition) for p, _, _ in leaders])
+        async for chunk in _chunks(slicer, leaders):
+            fetchers.remove_fetcher_for_partitions([(p.topic, p.partition) for p, _, _ in chunk])
     for i, (part, ps, topic_id) in enumerate(leaders, 1):
         if not i % SLICE_EVERY:
             await slicer.tick()
@@ -157,22 +159,33 @@ async def become_leader_or_follower(rm, request) -> dict[TopicPartition, int]:
         if part.make_follower(ps, topic_id):
             new_followers.append(part)
     if new_followers:
-        _make_followers(rm, new_followers)
+        async for chunk in _chunks(slicer, new_followers):
+            _make_followers(rm, chunk)
         changed.extend((p.topic, p.partition) for p in new_followers)
     if listed is not None:
         forgotten = [tp for tp in partitions if tp not in listed]
-        if forgotten and fetchers is not None:
-            fetchers.remove_fetcher_for_partitions(forgotten)
-        for tp in forgotten:
-            _remove_partition(rm, tp, delete=False, wake=False, fetchers=False)
-            changed.append(tp)
-    rm._wake_many(changed)
+        async for chunk in _chunks(slicer, forgotten):
+            if fetchers is not None:
+                fetchers.remove_fetcher_for_partitions(chunk)
+            for tp in chunk:
+                _remove_partition(rm, tp, delete=False, wake=False, fetchers=False)
+        changed.extend(forgotten)
+    async for chunk in _chunks(slicer, changed):
+        rm._wake_many(chunk)
     if fetchers is not None:
         await fetchers.shutdown_idle_fetchers()
     return results
 
 
-async def _create_missing_logs(rm, request) -> None:
+async def _chunks(slicer: LoopSlice, items: list, size: int = CHUNK):
+    """`items` in slices of `size`, giving way to the loop between them when due."""
+    for i in range(0, len(items), size):
+        if i:
+            await slicer.tick()
+        yield items[i:i + size]
+
+
+async def _create_missing_logs(rm, request, slicer: LoopSlice) -> None:
     """Create the logs of new partitions off the event loop, in bulk (the disk's time
     for thousands of directories and files); one that fails is created again, and
     answered, by `_create_partition`."""
@@ -186,11 +199,15 @@ async def _create_missing_logs(rm, request) -> None:
     offline = rm.offline_partitions
     broker_id = rm.broker_id
     specs = []
+    n = 0
     for ts in request.topic_states:
         topic = ts.topic_name
         topic_id = ts.topic_id if ts.topic_id not in (None, ZERO_UUID) else None
         config = id_text = None
         for ps in ts.partition_states:
+            n += 1
+            if not n % SLICE_EVERY:
+                await slicer.tick()
             tp = (topic, ps.partition_index)
             if tp in hosted or tp in offline or \
                     (degraded and not ps.is_new):  # its log may be in the failed dir
