@@ -19,7 +19,8 @@ the broker decodes them. Steps, each timed on its own:
 
 For each: wall time, CPU time of the main thread (the event loop) and of the process, and
 the longest time the event loop was held (the most loop-thread CPU between two turns of a
-1 ms heartbeat task).
+1 ms heartbeat task) and the longest cyclic-GC collection within the step (the broker's GC
+settings: `gc.freeze()` after setup, thresholds 50,000 / 20 / 100).
 
 Run: ``python3 benchmarks/bench_leader_and_isr.py [--partitions 100000] [--topics 100]
 [--profile STEP,... [--profile-out FILE]]``; ``JOSEF_TREE=/path`` measures another checkout
@@ -136,7 +137,15 @@ class _LoopWatch:
 
     def __init__(self) -> None:
         self.max_gap = 0.0
+        self.max_gc = 0.0  # the longest cyclic-GC collection meanwhile (CPU s)
+        self._gc_start = 0.0
         self._task = None
+
+    def _on_gc(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._gc_start = time.thread_time()
+        else:
+            self.max_gc = max(self.max_gc, time.thread_time() - self._gc_start)
 
     async def _beat(self) -> None:
         last = time.thread_time()
@@ -148,10 +157,12 @@ class _LoopWatch:
 
     def __enter__(self):
         self._task = asyncio.get_running_loop().create_task(self._beat())
+        gc.callbacks.append(self._on_gc)
         return self
 
     def __exit__(self, *exc) -> None:
         self._task.cancel()
+        gc.callbacks.remove(self._on_gc)
 
 
 async def _timed(name: str, rows: list, profile: str | None, prof_out: str | None, fn):
@@ -167,7 +178,7 @@ async def _timed(name: str, rows: list, profile: str | None, prof_out: str | Non
             prof.disable()
         w1, t1, p1 = time.perf_counter(), time.thread_time(), time.process_time()
         await asyncio.sleep(0.002)
-    rows.append((name, w1 - w0, t1 - t0, p1 - p0, watch.max_gap))
+    rows.append((name, w1 - w0, t1 - t0, p1 - p0, watch.max_gap, watch.max_gc))
     if prof is not None:
         stats = pstats.Stats(prof)
         if prof_out:
@@ -231,10 +242,12 @@ async def run(partitions: int, topics: int, profile: str | None, prof_out: str |
     tree = os.environ.get("JOSEF_TREE") or "this tree"
     print(f"\n{partitions:,} partitions in {topics} topics, RF 3, broker 1 "
           f"({leaders:,} leaders after the failover); code: {tree}")
-    print("| step | wall s | loop-thread CPU s | process CPU s | longest loop hold, ms of CPU |")
-    print("| --- | --- | --- | --- | --- |")
-    for name, wall, tcpu, pcpu, gap in rows:
-        print(f"| {name} | {wall:.2f} | {tcpu:.2f} | {pcpu:.2f} | {gap * 1000:.0f} |")
+    print("| step | wall s | loop-thread CPU s | process CPU s | longest loop hold, ms of CPU "
+          "| longest GC collection, ms of CPU |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, wall, tcpu, pcpu, gap, gc_max in rows:
+        print(f"| {name} | {wall:.2f} | {tcpu:.2f} | {pcpu:.2f} | {gap * 1000:.0f} "
+              f"| {gc_max * 1000:.0f} |")
 
 
 def _check(results, partitions: int, what: str) -> None:
