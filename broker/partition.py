@@ -254,8 +254,10 @@ class Partition(LeaderIsrMixin):
         self.controller_epoch = state.controller_epoch
         self.isr = shared_ids(state.isr)
         self.replicas = shared_ids(state.replicas)
-        self.adding_replicas = shared_ids(getattr(state, "adding_replicas", None) or ())
-        self.removing_replicas = shared_ids(getattr(state, "removing_replicas", None) or ())
+        ids = getattr(state, "adding_replicas", None)
+        self.adding_replicas = shared_ids(ids) if ids else ()
+        ids = getattr(state, "removing_replicas", None)
+        self.removing_replicas = shared_ids(ids) if ids else ()
         self.pending_isr = None
         if topic_id is not None:
             self.topic_id = topic_id
@@ -648,15 +650,20 @@ def shared_ids(ids) -> tuple[int, ...]:
 
 
 _ID_TEXT: dict[uuid.UUID, str] = {}
+_LAST_ID: list = [None, ""]  # the last (topic id object, text): a request's states come by topic
 
 
 def topic_id_text(topic_id: uuid.UUID) -> str:
     """`str(topic_id)`, remembered (one text per topic, not one per partition state)."""
+    last = _LAST_ID
+    if topic_id is last[0]:
+        return last[1]
     text = _ID_TEXT.get(topic_id)
     if text is None:
         if len(_ID_TEXT) > 100_000:
             _ID_TEXT.clear()
         text = _ID_TEXT[topic_id] = str(topic_id)
+    last[0], last[1] = topic_id, text
     return text
 
 
