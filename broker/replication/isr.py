@@ -51,6 +51,8 @@ EXPAND_BACKOFF_MS = (500, 5000)
 class LeaderIsrMixin:
     """ISR expansion and shrink for a leader Partition (see the module docstring)."""
 
+    __slots__ = ()  # the state lives in Partition's slots
+
     # --- ISR changes (leader) ----------------------------------------------------------------
     def maybe_expand_isr(self, f: FollowerState) -> None:
         """Propose adding `f` to the ISR once its LEO reaches the HW and the start of the
@@ -64,7 +66,8 @@ class LeaderIsrMixin:
             return
         if not self.is_replica_isr_eligible(f.broker_id):
             return
-        refused = self.refused_isr_adds.get(f.broker_id)
+        refused_adds = self.refused_isr_adds
+        refused = refused_adds.get(f.broker_id) if refused_adds else None
         if refused is not None and self.time_ms() < refused[0]:
             return
         log.log(logging.DEBUG if refused else logging.INFO,
@@ -164,8 +167,10 @@ class LeaderIsrMixin:
             self.partition_epoch = result.partition_epoch
             self.leader_recovery_state = result.leader_recovery_state
             self.pending_isr = None
-            for b in pending.changed:
-                self.refused_isr_adds.pop(b, None)
+            refused_adds = self.refused_isr_adds
+            if refused_adds:
+                for b in pending.changed:
+                    refused_adds.pop(b, None)
             (ISR_SHRINKS if pending.kind == "shrink" else ISR_EXPANDS).mark()
             log.info("%s-%d: ISR updated to %s%s and partition epoch to %d", self.topic,
                      self.partition, list(self.isr),
@@ -180,6 +185,8 @@ class LeaderIsrMixin:
             self.pending_isr = None
             first = True
             if pending.kind == "expand":
+                if self.refused_isr_adds is None:
+                    self.refused_isr_adds = {}
                 for b in pending.changed:
                     before = self.refused_isr_adds.get(b)
                     first = first and before is None
