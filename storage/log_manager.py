@@ -118,6 +118,8 @@ class LogManager:
         self.failure_channel = LogDirFailureChannel()
         self._offline_logs: set[Log] = set()  # of failed dirs, closed after a delay
         self.cleaner = LogCleaner(self, cleaner_config or CleanerConfig(), time_ms)
+        # every log's on_roll / on_flush_needed hook: one bound method, not one per log
+        self._on_roll = self._on_roll
 
     # --- startup / shutdown -----------------------------------------------------------------
     async def startup(self, background: bool = True) -> None:
