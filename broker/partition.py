@@ -41,6 +41,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -288,7 +289,9 @@ class Partition(LeaderIsrMixin):
         self.pending_isr = None
         if topic_id is not None:
             self.topic_id = topic_id
-            self.log.topic_id = str(topic_id)
+            tid = str(topic_id)
+            if self.log.topic_id != tid:
+                self.log.topic_id = sys.intern(tid)  # one string per topic
 
 # --- leader epoch checks -----------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int, require_leader: bool = True) -> None:

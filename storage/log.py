@@ -22,6 +22,7 @@ import asyncio
 import bisect
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Callable
 
@@ -92,11 +93,12 @@ class Log(LogTransactions):
         self.dir = dir_path
         self.config = config
         self.time_ms = time_ms
-        self.topic_id = topic_id
+        self.topic_id = sys.intern(topic_id) if topic_id is not None else None  # shared
         self.on_roll = on_roll  # flush segments below the given offset, off the loop
         self.on_flush_needed = on_flush_needed  # same, when flush.messages is reached
         self.on_delete_segments = on_delete_segments
-        self.topic, self.partition = parse_topic_partition(os.path.basename(dir_path))
+        topic, self.partition = parse_topic_partition(os.path.basename(dir_path))
+        self.topic = sys.intern(topic)  # one string per topic, not per partition
         if exists:  # the LogManager's startup: one listing for the loader's three looks
             names = os.listdir(dir_path)
         else:
