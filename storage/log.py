@@ -88,7 +88,7 @@ class Log(LogTransactions):
                  time_ms: Callable[[], int] = wall_clock_ms,
                  on_roll: Callable[[Log, int], object] | None = None,
                  on_flush_needed: Callable[[Log, int], object] | None = None,
-                 on_delete_segments: Callable[[list[LogSegment]], None] | None = None,
+                 on_delete_segments: Callable[[Log, list[LogSegment]], None] | None = None,
                  topic_id: str | None = None, exists: bool = False):
         self.dir = dir_path
         self.config = config
@@ -508,7 +508,7 @@ class Log(LogTransactions):
             except FileNotFoundError:
                 pass
         if self.on_delete_segments is not None:
-            self.on_delete_segments(segs)
+            self.on_delete_segments(self, segs)
         else:
             for seg in segs:
                 seg.delete_files()
