@@ -48,7 +48,12 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from broker.replication.isr import LeaderIsrMixin
-from broker.replication.replica_state import LEADER_RECOVERED, FollowerState, PendingIsrChange
+from broker.replication.replica_state import (
+    LEADER_RECOVERED,
+    FollowerState,
+    PendingIsrChange,
+    shared_ids,
+)
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import iter_batches
 from storage.log import (
@@ -282,10 +287,10 @@ class Partition(LeaderIsrMixin):
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = _partition_epoch(state)
         self.controller_epoch = state.controller_epoch
-        self.isr = tuple(state.isr)
-        self.replicas = tuple(state.replicas)
-        self.adding_replicas = tuple(getattr(state, "adding_replicas", ()) or ())
-        self.removing_replicas = tuple(getattr(state, "removing_replicas", ()) or ())
+        self.isr = shared_ids(state.isr)
+        self.replicas = shared_ids(state.replicas)
+        self.adding_replicas = shared_ids(getattr(state, "adding_replicas", ()) or ())
+        self.removing_replicas = shared_ids(getattr(state, "removing_replicas", ()) or ())
         self.pending_isr = None
         if topic_id is not None:
             self.topic_id = topic_id

@@ -26,7 +26,12 @@ from __future__ import annotations
 import logging
 
 from broker import metrics
-from broker.replication.replica_state import FollowerState, LeaderAndIsr, PendingIsrChange
+from broker.replication.replica_state import (
+    FollowerState,
+    LeaderAndIsr,
+    PendingIsrChange,
+    shared_ids,
+)
 from protocol.errors import ErrorCode
 
 __all__ = ["LeaderIsrMixin"]
@@ -136,7 +141,7 @@ class LeaderIsrMixin:
         log.info("%s-%d: adopting the committed ISR %s (partition epoch %d) of an earlier "
                  "AlterPartition", self.topic, self.partition, list(result.isr),
                  result.partition_epoch)
-        self.isr = tuple(result.isr)
+        self.isr = shared_ids(result.isr)
         self.partition_epoch = result.partition_epoch
         self.leader_recovery_state = result.leader_recovery_state
         self.pending_isr = None
@@ -163,7 +168,7 @@ class LeaderIsrMixin:
                          "epoch %d)", self.topic, self.partition, result, self.leader_epoch,
                          self.partition_epoch)
                 return
-            self.isr = tuple(result.isr)
+            self.isr = shared_ids(result.isr)
             self.partition_epoch = result.partition_epoch
             self.leader_recovery_state = result.leader_recovery_state
             self.pending_isr = None
