@@ -332,3 +332,35 @@ async def test_high_watermarks_checkpointed_periodically(tmp_path, clock):
             break
     assert OffsetCheckpointFile(path).read() == {("t", 0): 3}
     await mgr.shutdown()
+
+
+def test_high_watermark_checkpoint_skips_nothing_that_changed(tmp_path):
+    """The periodic high-watermark checkpoint gathers nothing while no HW, log or live dir
+    changed (issue 22), yet every change lands in the file at the next pass: a moved HW, a
+    new log, a deleted log."""
+    path = str(tmp_path / "replication-offset-checkpoint")
+    mgr = LogManager([str(tmp_path)], CFG)
+    mgr.load_all()
+    a = mgr.get_or_create_log(("t", 0))
+    for _ in range(3):
+        a.append_as_leader(build_batch(), 0)
+    a.high_watermark = 3
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 3}
+    os.unlink(path)  # unchanged: not gathered, so not rewritten either
+    mgr.checkpoint_replication_offsets()
+    assert not os.path.exists(path)
+    a.high_watermark = 6
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 6}
+    b = mgr.get_or_create_log(("t", 1))
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 6, ("t", 1): 0}
+    b.append_as_leader(build_batch(), 0)
+    b.high_watermark = 3
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 6, ("t", 1): 3}
+    assert mgr.delete_log(("t", 0))
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 1): 3}
+    mgr.close_all()
