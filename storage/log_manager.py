@@ -667,11 +667,11 @@ class LogManager:
 
     def checkpoint_recovery_points(self) -> None:
         """Write `recovery-point-offset-checkpoint` in every dir (blocking)."""
-        self._checkpoint(RECOVERY_POINT_CHECKPOINT, "recovery_point")
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, "recovery_point", Log.offset_changes)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write `log-start-offset-checkpoint` in every dir (blocking)."""
-        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, "log_start_offset")
+        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, "log_start_offset", Log.offset_changes)
 
     def checkpoint_replication_offsets(self) -> None:
         """Write `replication-offset-checkpoint` (high watermarks) in every dir (blocking);

@@ -364,3 +364,35 @@ def test_high_watermark_checkpoint_skips_nothing_that_changed(tmp_path):
     mgr.checkpoint_replication_offsets()
     assert OffsetCheckpointFile(path).read() == {("t", 1): 3}
     mgr.close_all()
+
+
+def test_recovery_point_and_log_start_checkpoints_follow_every_change(tmp_path):
+    """The 60 s recovery-point and log-start checkpoints skip gathering while nothing moved
+    (issue 22); a flush, a DeleteRecords, a truncation and a new log all land next time."""
+    rp_path = str(tmp_path / "recovery-point-offset-checkpoint")
+    ls_path = str(tmp_path / "log-start-offset-checkpoint")
+    mgr = LogManager([str(tmp_path)], CFG)
+    mgr.load_all()
+    a = mgr.get_or_create_log(("t", 0))
+    for _ in range(4):
+        a.append_as_leader(build_batch(), 0)
+    a.high_watermark = 12
+
+    def both():
+        mgr.checkpoint_recovery_points()
+        mgr.checkpoint_log_start_offsets()
+        return OffsetCheckpointFile(rp_path).read(), OffsetCheckpointFile(ls_path).read()
+
+    assert both() == ({("t", 0): 0}, {("t", 0): 0})
+    os.unlink(rp_path)
+    mgr.checkpoint_recovery_points()
+    assert not os.path.exists(rp_path)  # unchanged: not gathered, not rewritten
+    a.flush()
+    assert both() == ({("t", 0): 12}, {("t", 0): 0})
+    a.delete_records_before(6)
+    assert both() == ({("t", 0): 12}, {("t", 0): 6})
+    a.truncate_to(9)
+    assert both()[0] == {("t", 0): 9}
+    mgr.get_or_create_log(("t", 1))
+    assert both() == ({("t", 0): 9, ("t", 1): 0}, {("t", 0): 6, ("t", 1): 0})
+    mgr.close_all()
