@@ -267,13 +267,13 @@ def cluster(work: Path, partitions: int, rows: list) -> None:
                          interval=2.0) - t0
         out += [("create (CreateTopics answered / every partition led / full ISR)",
                   f"{created:.0f} s / {led:.0f} s / {full:.0f} s")]
-        time.sleep(10)
+        time.sleep(30)  # creation's after-effects (the first checkpoints) pass
         pids = [c.broker(i).pid for i in c.ids]
         rss = [rss_mb(p) for p in pids]
-        cpu = idle_cpu_pct(pids)
+        cpu = idle_cpu_pct(pids, 60.0)  # a whole recovery-point checkpoint period
         out += [("RSS per broker", " / ".join(f"{r:,.0f} MB" for r in rss)),
                 ("open descriptors per broker", " / ".join(f"{open_fds(p):,}" for p in pids)),
-                ("idle CPU per broker", " / ".join(f"{x:.0f}%" for x in cpu))]
+                ("idle CPU per broker (60 s)", " / ".join(f"{x:.1f}%" for x in cpu))]
 
         # controller SIGKILL -> every partition led by a live broker
         cid = c.controller_id()
