@@ -33,7 +33,7 @@ from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache
 from storage.index import CorruptIndexError
 from storage.loader import load_segments, record_completed_txn
-from storage.log_transactions import LogTransactions
+from storage.log_transactions import CHANGE_STAMPS, LogTransactions
 from storage.producer_state import ProducerStateManager, VerificationGuard
 from storage.recompress import recompress, target_codec
 from storage.segment import DELETED_SUFFIX, FileRecords, LogSegment
@@ -83,7 +83,7 @@ class FetchDataInfo:
 class Log(LogTransactions):
     """A partition log. Construct with `Log(dir_path, config, ...)`; it loads/recovers."""
 
-    #: process-wide count of recovery-point and log-start-offset changes, bumped after each
+    #: a fresh stamp (`CHANGE_STAMPS`) after every recovery-point or log-start-offset
     #: change: the log manager's periodic checkpoints of those skip gathering while it (and
     #: the set of logs) stays put (issue 22)
     _offset_changes = 0
@@ -433,7 +433,7 @@ class Log(LogTransactions):
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._reload_producer_state()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        Log._offset_changes += 1
+        Log._offset_changes = next(CHANGE_STAMPS)
         self._flush_scheduled_to = min(self._flush_scheduled_to, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         return True
@@ -447,7 +447,7 @@ class Log(LogTransactions):
         self._add_segment(self._new_segment(offset))
         self.log_start_offset = self.log_end_offset = offset
         self.recovery_point = self.high_watermark = offset
-        Log._offset_changes += 1
+        Log._offset_changes = next(CHANGE_STAMPS)
         self._flush_scheduled_to = offset
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully()
@@ -468,7 +468,7 @@ class Log(LogTransactions):
 
     def _set_log_start(self, offset: int) -> None:
         self.log_start_offset = offset
-        Log._offset_changes += 1
+        Log._offset_changes = next(CHANGE_STAMPS)
         self.leader_epoch_cache.truncate_from_start(offset)
 
     def delete_old_segments(self) -> int:
@@ -544,7 +544,7 @@ class Log(LogTransactions):
         self.leader_epoch_cache.flush()
         self.producer_state.sync_snapshots()
         self.recovery_point = max(self.recovery_point, target)
-        Log._offset_changes += 1
+        Log._offset_changes = next(CHANGE_STAMPS)
 
     @property
     def unflushed_messages(self) -> int:

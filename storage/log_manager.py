@@ -56,7 +56,7 @@ from storage.cleaner import CleanerConfig, LogCleaner
 from storage.config import LogConfig
 from storage.log import Log, parse_topic_partition, wall_clock_ms
 from storage.log_dir_failure import LogDirFailureChannel, is_resource_limit, storage_error
-from storage.log_transactions import LogTransactions
+from storage.log_transactions import CHANGE_STAMPS, LogTransactions
 from storage.segment import LogSegment
 
 TopicPartition = tuple[str, int]
@@ -117,7 +117,7 @@ class LogManager:
         #: file name -> (logs version, change count, live dirs) when it was last written in
         #: full: the high-watermark checkpoint is not even gathered while nothing changed
         self._checkpoint_stamp: dict[str, tuple] = {}
-        #: bumped after every change to the set of logs (a log added, replaced or removed)
+        #: a fresh stamp after every change to the set of logs (added, replaced, removed)
         self._logs_version = 0
         self.had_clean_shutdown: dict[str, bool] = {}
         self.failure_channel = LogDirFailureChannel()
@@ -199,7 +199,7 @@ class LogManager:
                                      min(hws.get(tp, 0), log.log_end_offset))
             self._logs[tp] = log
             self._log_dir_of[tp] = d
-        self._logs_version += 1
+        self._logs_version = next(CHANGE_STAMPS)
         if clean:
             os.unlink(marker)
             fsync_dir(d)
@@ -316,7 +316,7 @@ class LogManager:
         for tp in tps:
             log = self._logs.pop(tp, None)
             self._log_dir_of.pop(tp, None)
-            self._logs_version += 1
+            self._logs_version = next(CHANGE_STAMPS)
             self.cleaner.forget(tp)
             if log is None:
                 continue
@@ -394,7 +394,7 @@ class LogManager:
         self._attach(log)
         self._logs[tp] = log
         self._log_dir_of[tp] = d
-        self._logs_version += 1
+        self._logs_version = next(CHANGE_STAMPS)
 
     async def create_logs(self, specs: list[tuple[TopicPartition, LogConfig | None, str | None]]
                           ) -> dict[TopicPartition, Exception]:
@@ -447,7 +447,7 @@ class LogManager:
         self._attach(new_log)
         self._logs[tp] = new_log
         self._log_dir_of[tp] = new_dir
-        self._logs_version += 1
+        self._logs_version = next(CHANGE_STAMPS)
         if old is not None and old is not new_log:
             self._retire(tp, old)
 
@@ -458,7 +458,7 @@ class LogManager:
         tp = (tp[0], int(tp[1]))
         log = self._logs.pop(tp, None)
         d = self._log_dir_of.pop(tp, None)
-        self._logs_version += 1
+        self._logs_version = next(CHANGE_STAMPS)
         if log is None or d is None:
             return False
         self.cleaner.forget(tp)
