@@ -22,6 +22,7 @@ import asyncio
 import bisect
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Callable
 
@@ -96,16 +97,17 @@ class Log(LogTransactions):
                  time_ms: Callable[[], int] = wall_clock_ms,
                  on_roll: Callable[[Log, int], object] | None = None,
                  on_flush_needed: Callable[[Log, int], object] | None = None,
-                 on_delete_segments: Callable[[list[LogSegment]], None] | None = None,
+                 on_delete_segments: Callable[[Log, list[LogSegment]], None] | None = None,
                  topic_id: str | None = None, exists: bool = False):
         self.dir = dir_path
         self.config = config
         self.time_ms = time_ms
-        self.topic_id = topic_id
+        self.topic_id = sys.intern(topic_id) if topic_id is not None else None  # shared
         self.on_roll = on_roll  # flush segments below the given offset, off the loop
         self.on_flush_needed = on_flush_needed  # same, when flush.messages is reached
         self.on_delete_segments = on_delete_segments
-        self.topic, self.partition = parse_topic_partition(os.path.basename(dir_path))
+        topic, self.partition = parse_topic_partition(os.path.basename(dir_path))
+        self.topic = sys.intern(topic)  # one string per topic, not per partition
         if exists:  # the LogManager's startup: one listing for the loader's three looks
             names = os.listdir(dir_path)
         else:
@@ -518,7 +520,7 @@ class Log(LogTransactions):
             except FileNotFoundError:
                 pass
         if self.on_delete_segments is not None:
-            self.on_delete_segments(segs)
+            self.on_delete_segments(self, segs)
         else:
             for seg in segs:
                 seg.delete_files()

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import logging
 import os
 import shutil
@@ -124,6 +123,9 @@ class LogManager:
         self.failure_channel = LogDirFailureChannel()
         self._offline_logs: set[Log] = set()  # of failed dirs, closed after a delay
         self.cleaner = LogCleaner(self, cleaner_config or CleanerConfig(), time_ms)
+        # every log's on_roll / on_flush_needed hook: one bound method, not one per log
+        self._on_roll = self._on_roll
+        self._on_delete_segments = self._on_delete_segments
 
     # --- startup / shutdown -----------------------------------------------------------------
     async def startup(self, background: bool = True) -> None:
@@ -539,9 +541,10 @@ class LogManager:
             observer((time.monotonic_ns() - start) / 1e6)
 
     def _attach(self, log: Log) -> None:
-        """Give `log` its segment-deletion hook, bound to the log so the delay is the
-        topic's own `file.delete.delay.ms` (read when the segments go: live changes count)."""
-        log.on_delete_segments = functools.partial(self._on_delete_segments, log)
+        """Give `log` its segment-deletion hook, called with the log so the delay is the
+        topic's own `file.delete.delay.ms` (read when the segments go: live changes count);
+        one bound method shared by every log."""
+        log.on_delete_segments = self._on_delete_segments
 
     def _on_delete_segments(self, log: Log, segs: list[LogSegment]) -> None:
         loop = self._running_loop()
