@@ -24,10 +24,9 @@ and the `leader-epoch-checkpoint`.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import logging
 import os
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from protocol.records import RecordBatch
 from storage.cleaner_swap import SegmentOwner, complete_interrupted_swaps
@@ -67,8 +66,7 @@ class LoadingLog(SegmentOwner, Protocol):
     def _new_segment(self, base_offset: int, active: bool = True) -> LogSegment: ...
 
 
-@dataclasses.dataclass
-class LoadResult:
+class LoadResult(NamedTuple):  # kept by every Log (`load_result`): a tuple, not an object
     recovery_point: int
     log_start_offset: int
     truncated_bytes: int

@@ -9,12 +9,28 @@ Byte formats are in storage.transaction_index (`.txnindex`) and storage.producer
 
 from __future__ import annotations
 
+import itertools
+
 from storage.loader import replay_producer_state
 from storage.producer_state import VerificationGuard
+
+#: Unique, increasing stamps for "something changed" markers written from the loop and from
+#: executor threads: `next()` is atomic under the GIL, and a value is stored at most once,
+#: so a reader that saw stamp s sees a different one after any later change, even when a
+#: slower thread stores an older stamp last (a plain ``+= 1`` could repeat a value).
+CHANGE_STAMPS = itertools.count(1)
 
 
 class LogTransactions:
     """Mixin of `Log`; see the module docstring."""
+
+    #: a fresh stamp after every high-watermark change (read by the log manager's periodic
+    #: checkpoint, which skips gathering while it stays put); see `CHANGE_STAMPS`
+    _hw_changes = 0
+
+    @staticmethod
+    def high_watermark_changes() -> int:
+        return LogTransactions._hw_changes
 
     @property
     def high_watermark(self) -> int:
@@ -24,7 +40,9 @@ class LogTransactions:
     def high_watermark(self, value: int) -> None:
         """Set by the partition (replication) code; transactions whose marker it passed stop
         bounding the last stable offset."""
-        self._high_watermark = value
+        if value != self._high_watermark:
+            self._high_watermark = value
+            LogTransactions._hw_changes = next(CHANGE_STAMPS)
         if self.producer_state.unreplicated:
             self.producer_state.on_high_watermark_updated(value)
 

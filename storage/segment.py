@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -114,7 +115,17 @@ class FileRecords:
 
 
 class LogSegment:
-    """One segment. `base_offset` is the first offset it may hold; `size` its byte length."""
+    """One segment. `base_offset` is the first offset it may hold; `size` its byte length.
+
+    At least one per hosted replica, so slots; its four file paths are one shared prefix
+    (`dir/<base offset>`) and constant suffixes, joined on use."""
+
+    __slots__ = ("dir", "base_offset", "index_interval_bytes", "max_index_size", "time_ms",
+                 "_prefix", "_log_suffix", "_handle", "_used", "_closed", "size",
+                 "offset_index", "time_index", "txn_index", "bytes_since_last_index_entry",
+                 "_max_ts", "_offset_of_max_ts", "_rolling_ts", "_time_state_pending",
+                 "created_ms", "last_modified_ms", "next_offset_hint", "tail_position",
+                 "tail_min_offset")
 
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int,
                  max_index_size: int, time_ms: Callable[[], int], active: bool = True,
@@ -124,8 +135,8 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.time_ms = time_ms
-        prefix = os.path.join(dir_path, filename_prefix(base_offset))
-        self.log_path = prefix + LOG_SUFFIX + file_suffix
+        self._prefix = prefix = os.path.join(dir_path, filename_prefix(base_offset))
+        self._log_suffix = LOG_SUFFIX + file_suffix
         self._handle: FileHandle | None = None  # the open .log, while the cache allows
         self._used = False  # read or written since the descriptor cache last looked
         self._closed = False
@@ -137,11 +148,13 @@ class LogSegment:
             st = os.fstat(self._handle.fd)
         self.size = st.st_size
         mtime_ms = int(st.st_mtime * 1000)
-        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + file_suffix, base_offset,
-                                        max_index_size, writable=active)
-        self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
-                                    max_index_size, writable=active)
-        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX + file_suffix, base_offset)
+        lock = threading.RLock()  # the two indexes' writes and mode changes
+        self.offset_index = OffsetIndex(prefix, base_offset, max_index_size, writable=active,
+                                        suffix=INDEX_SUFFIX + file_suffix, lock=lock)
+        self.time_index = TimeIndex(prefix, base_offset, max_index_size, writable=active,
+                                    suffix=TIME_INDEX_SUFFIX + file_suffix, lock=lock)
+        self.txn_index = TransactionIndex(prefix, base_offset,
+                                          suffix=TXN_INDEX_SUFFIX + file_suffix)
         self.bytes_since_last_index_entry = 0
         self._max_ts = -1  # max_timestamp_so_far
         self._offset_of_max_ts = base_offset
@@ -160,6 +173,11 @@ class LogSegment:
         self.tail_min_offset: int | None = None
         if self.size or self.time_index._entries:
             self._time_state_pending = True  # resolved on first use (no index read now)
+
+    @property
+    def log_path(self) -> str:
+        """The `.log` file's path."""
+        return self._prefix + self._log_suffix
 
     # --- the .log descriptor (bounded by storage.descriptor_cache) --------------------------
     @property
@@ -611,7 +629,7 @@ class LogSegment:
             holder.rename_to(holder.path[: len(holder.path) - len(old)] + new)
         new_log = self.log_path[: len(self.log_path) - len(old)] + new
         os.replace(self.log_path, new_log)
-        self.log_path = new_log
+        self._prefix, self._log_suffix = new_log, ""
 
     def delete_files(self) -> None:
         if not self._closed:
