@@ -41,7 +41,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -53,6 +52,7 @@ from broker.replication.replica_state import (
     FollowerState,
     PendingIsrChange,
     shared_ids,
+    topic_id_text,
 )
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import iter_batches
@@ -668,25 +668,6 @@ def timestamp_bounds(configs: Mapping[str, str], default: tuple[int, int],
     except (TypeError, ValueError):
         return default
     return min(before, diff), min(after, diff)
-
-
-_ID_TEXT: dict[uuid.UUID, str] = {}
-_LAST_ID: list = [None, ""]  # the last (topic id object, text): a request's states come by topic
-
-
-def topic_id_text(topic_id: uuid.UUID) -> str:
-    """`str(topic_id)`, interned and remembered (one text per topic, made once, not once
-    per partition state)."""
-    last = _LAST_ID
-    if topic_id is last[0]:
-        return last[1]
-    text = _ID_TEXT.get(topic_id)
-    if text is None:
-        if len(_ID_TEXT) > 100_000:
-            _ID_TEXT.clear()
-        text = _ID_TEXT[topic_id] = sys.intern(str(topic_id))  # as storage keeps it
-    last[0], last[1] = topic_id, text
-    return text
 
 
 def _partition_epoch(state) -> int:
