@@ -19,10 +19,13 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochFileCache:
-    def __init__(self, dir_path: str | None):
+    def __init__(self, dir_path: str | None, exists: bool | None = None):
+        """`exists`: False when the caller's listing of `dir_path` has no
+        `leader-epoch-checkpoint` (nothing to read, no `open` tried); None to look."""
         self._file = LeaderEpochCheckpointFile(os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)) \
             if dir_path else None
-        self._entries: list[tuple[int, int]] = self._file.read() if self._file else []
+        self._entries: list[tuple[int, int]] = self._file.read() \
+            if self._file and exists is not False else []
         self._dirty = False
 
     @property

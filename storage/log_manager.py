@@ -185,7 +185,7 @@ class LogManager:
             log = Log(path, self.default_config, recovery_point=recovery.get(tp, 0),
                       log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
                       time_ms=self.time_ms, on_roll=self._on_roll,
-                      on_flush_needed=self._on_roll, exists=True)
+                      on_flush_needed=self._on_roll, exists=True, topic_partition=tp)
             self._attach(log)
             log.high_watermark = max(log.log_start_offset,
                                      min(hws.get(tp, 0), log.log_end_offset))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from typing import NamedTuple
 
 from protocol.record_format import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD
@@ -118,13 +118,18 @@ class LogSegment:
 
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int,
                  max_index_size: int, time_ms: Callable[[], int], active: bool = True,
-                 file_suffix: str = ""):
+                 file_suffix: str = "", files: Container[str] | None = None,
+                 now_ms: int | None = None):
+        """`files`: the directory's file names when the caller just listed it (loading): an
+        index or `.txnindex` not among them is known absent without a `stat`. `now_ms`: a
+        clock reading to use instead of calling `time_ms` (loading reads it once per log)."""
         self.dir = dir_path
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.time_ms = time_ms
-        prefix = os.path.join(dir_path, filename_prefix(base_offset))
+        stem = filename_prefix(base_offset)
+        prefix = os.path.join(dir_path, stem)
         self.log_path = prefix + LOG_SUFFIX + file_suffix
         self._handle: FileHandle | None = None  # the open .log, while the cache allows
         self._used = False  # read or written since the descriptor cache last looked
@@ -137,11 +142,19 @@ class LogSegment:
             st = os.fstat(self._handle.fd)
         self.size = st.st_size
         mtime_ms = int(st.st_mtime * 1000)
-        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + file_suffix, base_offset,
-                                        max_index_size, writable=active)
-        self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset,
-                                    max_index_size, writable=active)
+        known = files is not None
+        self.offset_index = OffsetIndex(
+            prefix + INDEX_SUFFIX + file_suffix, base_offset, max_index_size, writable=active,
+            exists=None if not known or stem + INDEX_SUFFIX + file_suffix in files else False)
+        self.time_index = TimeIndex(
+            prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset, max_index_size,
+            writable=active,
+            exists=None if not known or stem + TIME_INDEX_SUFFIX + file_suffix in files
+            else False)
         self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX + file_suffix, base_offset)
+        #: whether the `.txnindex` file exists, when `files` told (None: look when needed)
+        self._txn_file: bool | None = (stem + TXN_INDEX_SUFFIX + file_suffix in files) \
+            if known else None
         self.bytes_since_last_index_entry = 0
         self._max_ts = -1  # max_timestamp_so_far
         self._offset_of_max_ts = base_offset
@@ -149,7 +162,7 @@ class LogSegment:
         # rollingBasedTimestamp), else from when the segment was created
         self._rolling_ts: int | None = None
         self._time_state_pending = False  # load_time_state() deferred to first use
-        self.created_ms = time_ms()
+        self.created_ms = time_ms() if now_ms is None else now_ms
         # like Kafka, an existing file's mtime stands in when no batch carries a timestamp
         self.last_modified_ms = mtime_ms if self.size else self.created_ms
         self.next_offset_hint: int | None = None  # next offset if known (set by appends)
@@ -464,7 +477,8 @@ class LogSegment:
                 raise CorruptIndexError(f"{idx.path}: missing for a {self.size}-byte log")
         for idx in (self.offset_index, self.time_index):
             idx.defer_sanity_check(self.size, self._on_corrupt_index)
-        if os.path.exists(self.txn_index.path):
+        txn_file, self._txn_file = self._txn_file, None  # only a load's listing is trusted
+        if txn_file if txn_file is not None else os.path.exists(self.txn_index.path):
             self.txn_index.sanity_check()
 
     def _on_corrupt_index(self, error: CorruptIndexError) -> None:
