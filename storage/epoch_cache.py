@@ -10,7 +10,6 @@ are re-learnt from the batches' partitionLeaderEpoch when the log is recovered.
 from __future__ import annotations
 
 import bisect
-import os
 
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 
@@ -22,7 +21,7 @@ class LeaderEpochFileCache:
     def __init__(self, dir_path: str | None, exists: bool | None = None):
         """`exists`: False when the caller's listing of `dir_path` has no
         `leader-epoch-checkpoint` (nothing to read, no `open` tried); None to look."""
-        self._file = LeaderEpochCheckpointFile(os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT)) \
+        self._file = LeaderEpochCheckpointFile(f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}") \
             if dir_path else None
         self._entries: list[tuple[int, int]] = self._file.read() \
             if self._file and exists is not False else []

@@ -86,7 +86,8 @@ def _cleanup_dir(dir_path: str, names: list[str] | None = None) -> tuple[list[in
     left in the directory."""
     if names is None:
         names = os.listdir(dir_path)
-    if complete_interrupted_swaps(dir_path, names):
+    if [n for n in names if n.endswith(SWAP_SUFFIX)] and \
+            complete_interrupted_swaps(dir_path, names):
         names = os.listdir(dir_path)
     left = set(names)
     logs = set()

@@ -129,7 +129,7 @@ class LogSegment:
         self.max_index_size = max_index_size
         self.time_ms = time_ms
         stem = filename_prefix(base_offset)
-        prefix = os.path.join(dir_path, stem)
+        prefix = dir_path + stem if dir_path.endswith("/") else f"{dir_path}/{stem}"
         self.log_path = prefix + LOG_SUFFIX + file_suffix
         self._handle: FileHandle | None = None  # the open .log, while the cache allows
         self._used = False  # read or written since the descriptor cache last looked
