@@ -32,6 +32,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import gc
 import logging
 import os
 import shutil
@@ -139,15 +140,26 @@ class LogManager:
     def load_all(self) -> None:
         """Blocking load of every dir (used by `startup` through the executor, and by tools
         and crash tests that run without an event loop). A dir failing with an I/O error
-        starts offline; KAFKA_STORAGE_ERROR when no dir could be loaded."""
-        for d in self.log_dirs:
-            try:
-                self._load_dir(d)
-            except OSError as e:
-                if is_resource_limit(e):
-                    raise
-                self.failure_channel.maybe_add_offline_log_dir(d, "loading the log dir", e)
-                self._forget_dir(d, delay_close=False)
+        starts offline; KAFKA_STORAGE_ERROR when no dir could be loaded.
+
+        The cyclic GC is off while loading: the load builds millions of long-lived objects
+        and no cycles worth finding, and each collection pass over them found nothing (20% of
+        the CPU of loading 30,000 logs, issue 22); the broker collects once and freezes the
+        heap after startup (`broker.server`)."""
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for d in self.log_dirs:
+                try:
+                    self._load_dir(d)
+                except OSError as e:
+                    if is_resource_limit(e):
+                        raise
+                    self.failure_channel.maybe_add_offline_log_dir(d, "loading the log dir", e)
+                    self._forget_dir(d, delay_close=False)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         if not self.live_log_dirs:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                              "none of the specified log dirs from " + ", ".join(self.log_dirs)
