@@ -45,6 +45,7 @@ from controller.controller_core import ControllerConfig  # noqa: E402
 from controller.kafka_controller import KafkaController  # noqa: E402
 from controller.kafka_zk_client import KafkaZkClient  # noqa: E402
 from controller.zk_client import CreateOp, ZkClient  # noqa: E402
+from protocol.messages import AlterPartitionRequest  # noqa: E402
 from tests.integration.cluster import ZooKeeperServer  # noqa: E402
 
 
@@ -182,6 +183,8 @@ async def run(zk: ZooKeeperServer, args) -> None:
         ctl.brokers._on_broker_failure = timed_failure
         await sessions[3].close()
         await asyncio.wait_for(done.wait(), 600)
+    if args.rejoin:
+        await _rejoin(zk, ctl, sessions, start_cpu, report, prof, done)
     await ctl.shutdown()
     for b, c in sessions.items():
         if b != 3 or not args.all_live:
@@ -189,11 +192,58 @@ async def run(zk: ZooKeeperServer, args) -> None:
     await admin.close()
 
 
+async def _rejoin(zk, ctl, sessions, start_cpu, report, prof, done) -> None:
+    """Broker 3 comes back (a clean restart's controller side): its registration's
+    onBrokerStartup (UpdateMetadata to every broker, LeaderAndIsr for its replicas), then
+    each leader's AlterPartition adding it back to every ISR it left, one request per
+    leader as the brokers' AlterPartitionManager sends them."""
+    done.clear()
+    startup = ctl.brokers._on_broker_startup
+
+    async def timed_startup(new):
+        t0, c0 = time.monotonic(), time.thread_time()
+        start_cpu()
+        if prof is not None:
+            prof.enable()
+        await startup(new)
+        report(f"broker startup {new}", t0, c0)
+        done.set()
+    ctl.brokers._on_broker_startup = timed_startup
+    c = ZkClient(zk.connect + "/k", session_timeout_ms=30000)
+    await c.start()
+    sessions[3] = c
+    await KafkaZkClient(c).register_broker(_info(3))
+    await asyncio.wait_for(done.wait(), 600)
+    ctx = ctl.context
+    by_leader: dict[int, dict[str, list]] = {}
+    for tp, st in ctx.leadership.items():
+        if 3 in ctx.partition_replica_assignment(tp) and 3 not in st.isr:
+            by_leader.setdefault(st.leader, {}).setdefault(tp[0], []).append(
+                AlterPartitionRequest.PartitionData(
+                    partition_index=tp[1], leader_epoch=st.leader_epoch,
+                    new_isr=list(st.isr) + [3], leader_recovery_state=0,
+                    partition_epoch=st.partition_epoch))
+    t0, c0 = time.monotonic(), time.thread_time()
+    start_cpu()
+    if prof is not None:
+        prof.enable()
+    answers = await asyncio.gather(*(ctl.leadership.alter_partition(AlterPartitionRequest(
+        broker_id=leader, broker_epoch=ctx.live_broker_epochs[leader],
+        topics=[AlterPartitionRequest.TopicData(topic_name=t, partitions=ps)
+                for t, ps in topics.items()]), 1) for leader, topics in by_leader.items()))
+    n = sum(len(p.partitions) for a in answers for p in a.topics)
+    bad = sum(1 for a in answers for t in a.topics for p in t.partitions if p.error_code)
+    report(f"AlterPartition: broker 3 back into {n:,} ISRs ({bad} errors, "
+           f"{len(answers)} requests)", t0, c0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--partitions", type=int, default=100_000)
     ap.add_argument("--topics", type=int, default=100)
     ap.add_argument("--all-live", action="store_true")
+    ap.add_argument("--rejoin", action="store_true", help="with --all-live: after broker 3's "
+                    "failure it registers again and the leaders add it back to every ISR")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-out", metavar="FILE", help="with --profile: also write the "
                     "cProfile data (pstats format) of the last measured step to FILE")

@@ -83,6 +83,15 @@ class FetchDataInfo:
 class Log(LogTransactions):
     """A partition log. Construct with `Log(dir_path, config, ...)`; it loads/recovers."""
 
+    #: process-wide count of recovery-point and log-start-offset changes, bumped after each
+    #: change: the log manager's periodic checkpoints of those skip gathering while it (and
+    #: the set of logs) stays put (issue 22)
+    _offset_changes = 0
+
+    @staticmethod
+    def offset_changes() -> int:
+        return Log._offset_changes
+
     def __init__(self, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
                  log_start_offset: int = 0, clean_shutdown: bool = False,
                  time_ms: Callable[[], int] = wall_clock_ms,
@@ -430,6 +439,7 @@ class Log(LogTransactions):
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._reload_producer_state()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        Log._offset_changes += 1
         self._flush_scheduled_to = min(self._flush_scheduled_to, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         return True
@@ -443,6 +453,7 @@ class Log(LogTransactions):
         self._add_segment(self._new_segment(offset))
         self.log_start_offset = self.log_end_offset = offset
         self.recovery_point = self.high_watermark = offset
+        Log._offset_changes += 1
         self._flush_scheduled_to = offset
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully()
@@ -463,6 +474,7 @@ class Log(LogTransactions):
 
     def _set_log_start(self, offset: int) -> None:
         self.log_start_offset = offset
+        Log._offset_changes += 1
         self.leader_epoch_cache.truncate_from_start(offset)
 
     def delete_old_segments(self) -> int:
@@ -538,6 +550,7 @@ class Log(LogTransactions):
         self.leader_epoch_cache.flush()
         self.producer_state.sync_snapshots()
         self.recovery_point = max(self.recovery_point, target)
+        Log._offset_changes += 1
 
     @property
     def unflushed_messages(self) -> int:

@@ -16,6 +16,14 @@ from storage.producer_state import VerificationGuard
 class LogTransactions:
     """Mixin of `Log`; see the module docstring."""
 
+    #: process-wide count of high-watermark changes (read by the log manager's periodic
+    #: checkpoint, which skips gathering while it stays put): an int read under the GIL
+    _hw_changes = 0
+
+    @staticmethod
+    def high_watermark_changes() -> int:
+        return LogTransactions._hw_changes
+
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
@@ -24,7 +32,9 @@ class LogTransactions:
     def high_watermark(self, value: int) -> None:
         """Set by the partition (replication) code; transactions whose marker it passed stop
         bounding the last stable offset."""
-        self._high_watermark = value
+        if value != self._high_watermark:
+            self._high_watermark = value
+            LogTransactions._hw_changes += 1
         if self.producer_state.unreplicated:
             self.producer_state.on_high_watermark_updated(value)
 

@@ -376,9 +376,9 @@ class ReplicaFetcher(FetcherTruncation):
             changed.update(self.partitions)  # a throttle comes and goes with the rate
         elif now - self._swept >= SWEEP_S:  # the follower's log start moves with retention
             self._swept = now
-            get = self.rm.get_partition
+            get = self.rm.partitions.get  # dict reads: tens of thousands per sweep
             for tp, spec in self.session.partitions.items():
-                part = get(*tp)
+                part = get(tp)
                 if part is None or part.log.log_start_offset != spec.log_start_offset:
                     changed.add(tp)
         return changed

@@ -332,3 +332,67 @@ async def test_high_watermarks_checkpointed_periodically(tmp_path, clock):
             break
     assert OffsetCheckpointFile(path).read() == {("t", 0): 3}
     await mgr.shutdown()
+
+
+def test_high_watermark_checkpoint_skips_nothing_that_changed(tmp_path):
+    """The periodic high-watermark checkpoint gathers nothing while no HW, log or live dir
+    changed (issue 22), yet every change lands in the file at the next pass: a moved HW, a
+    new log, a deleted log."""
+    path = str(tmp_path / "replication-offset-checkpoint")
+    mgr = LogManager([str(tmp_path)], CFG)
+    mgr.load_all()
+    a = mgr.get_or_create_log(("t", 0))
+    for _ in range(3):
+        a.append_as_leader(build_batch(), 0)
+    a.high_watermark = 3
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 3}
+    os.unlink(path)  # unchanged: not gathered, so not rewritten either
+    mgr.checkpoint_replication_offsets()
+    assert not os.path.exists(path)
+    a.high_watermark = 6
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 6}
+    b = mgr.get_or_create_log(("t", 1))
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 6, ("t", 1): 0}
+    b.append_as_leader(build_batch(), 0)
+    b.high_watermark = 3
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 6, ("t", 1): 3}
+    assert mgr.delete_log(("t", 0))
+    mgr.checkpoint_replication_offsets()
+    assert OffsetCheckpointFile(path).read() == {("t", 1): 3}
+    mgr.close_all()
+
+
+def test_recovery_point_and_log_start_checkpoints_follow_every_change(tmp_path):
+    """The 60 s recovery-point and log-start checkpoints skip gathering while nothing moved
+    (issue 22); a flush, a DeleteRecords, a truncation and a new log all land next time."""
+    rp_path = str(tmp_path / "recovery-point-offset-checkpoint")
+    ls_path = str(tmp_path / "log-start-offset-checkpoint")
+    mgr = LogManager([str(tmp_path)], CFG)
+    mgr.load_all()
+    a = mgr.get_or_create_log(("t", 0))
+    for _ in range(4):
+        a.append_as_leader(build_batch(), 0)
+    a.high_watermark = 12
+
+    def both():
+        mgr.checkpoint_recovery_points()
+        mgr.checkpoint_log_start_offsets()
+        return OffsetCheckpointFile(rp_path).read(), OffsetCheckpointFile(ls_path).read()
+
+    assert both() == ({("t", 0): 0}, {("t", 0): 0})
+    os.unlink(rp_path)
+    mgr.checkpoint_recovery_points()
+    assert not os.path.exists(rp_path)  # unchanged: not gathered, not rewritten
+    a.flush()
+    assert both() == ({("t", 0): 12}, {("t", 0): 0})
+    a.delete_records_before(6)
+    assert both() == ({("t", 0): 12}, {("t", 0): 6})
+    a.truncate_to(9)
+    assert both()[0] == {("t", 0): 9}
+    mgr.get_or_create_log(("t", 1))
+    assert both() == ({("t", 0): 9, ("t", 1): 0}, {("t", 0): 6, ("t", 1): 0})
+    mgr.close_all()
