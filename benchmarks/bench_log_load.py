@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker.server import GC_THRESHOLDS  # noqa: E402
+from storage.checkpoints import read_meta_properties  # noqa: E402
 from storage.config import LogConfig  # noqa: E402
 from storage.log_manager import LogManager  # noqa: E402
 
@@ -51,7 +52,9 @@ async def close(lm: LogManager) -> None:
 
 def load_once(log_dir: str, profile: bool) -> tuple[float, float, int]:
     gc.set_threshold(*GC_THRESHOLDS)
-    lm = LogManager([log_dir], LogConfig(), broker_id=1, cluster_id="bench")
+    meta = read_meta_properties(log_dir) or {}  # a dir made by another tool keeps its ids
+    lm = LogManager([log_dir], LogConfig(), broker_id=int(meta.get("broker.id", 1)),
+                    cluster_id=meta.get("cluster.id", "bench"))
     prof = cProfile.Profile() if profile else None
     wall, cpu = time.perf_counter(), time.process_time()
     if prof:
