@@ -10,6 +10,7 @@ are re-learnt from the batches' partitionLeaderEpoch when the log is recovered.
 from __future__ import annotations
 
 import bisect
+import os
 
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 
@@ -18,14 +19,24 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochFileCache:
+    """The epochs of the log in `dir_path` (None: in memory only). One per log, so slots and
+    only the log's directory kept: the checkpoint file's object is made when it is used."""
+
+    __slots__ = ("_dir", "_entries", "_dirty")
+
     def __init__(self, dir_path: str | None, exists: bool | None = None):
         """`exists`: False when the caller's listing of `dir_path` has no
         `leader-epoch-checkpoint` (nothing to read, no `open` tried); None to look."""
-        self._file = LeaderEpochCheckpointFile(f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}") \
-            if dir_path else None
-        self._entries: list[tuple[int, int]] = self._file.read() \
-            if self._file and exists is not False else []
+        self._dir = dir_path
+        file = self._file if exists is not False else None
+        self._entries: list[tuple[int, int]] = file.read() if file is not None else []
         self._dirty = False
+
+    @property
+    def _file(self) -> LeaderEpochCheckpointFile | None:
+        d = self._dir
+        return LeaderEpochCheckpointFile(os.path.join(d, LEADER_EPOCH_CHECKPOINT)) \
+            if d else None
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -102,6 +113,6 @@ class LeaderEpochFileCache:
         """Write the checkpoint file atomically if changed (blocking); `sync=False` skips
         the fsyncs (the caller makes the file system durable at once, see
         `storage.checkpoints.sync_filesystem`)."""
-        if self._file and (self._dirty or force):
+        if (self._dirty or force) and self._dir:
             self._dirty = False
             self._file.write(self._entries, sync)

@@ -93,16 +93,28 @@ class AbstractIndex:
 
     ENTRY: struct.Struct
 
+    # one per segment, so slots; the file's path is `path + suffix`, kept as two shared
+    # strings (the segment's prefix and a constant) and joined on use
+    __slots__ = ("_path", "_suffix", "base_offset", "entry_size", "max_index_size", "_lock",
+                 "_buf", "_writable", "_flushed", "_closed", "_dirty", "_verify", "created",
+                 "_disk_size", "_corrupt_length", "_entries", "_file_size", "_capacity")
+
     def __init__(self, path: str, base_offset: int, max_index_size: int, writable: bool = True,
+                 *, suffix: str = "", lock: threading.RLock | None = None,
                  exists: bool | None = None):
-        """`exists`: False when the caller's directory listing shows the file is absent (no
-        `stat`: a clean restart of 100,000 partitions whose segments never needed an entry
-        saves two syscalls per partition); None to look."""
-        self.path = path
+        """The index file `path + suffix`. `lock` (an RLock) may be shared with the other
+        index of the same segment; by default the index has its own. `exists`: False when
+        the caller's directory listing shows the file is absent (no `stat`: a clean restart
+        of 100,000 partitions whose segments never needed an entry saves two syscalls per
+        partition); None to look."""
+        self._path = path
+        self._suffix = suffix
+        path = path + suffix
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self.max_index_size = max_index_size
-        self._lock = threading.RLock()  # guards mode changes and writes to the file
+        # guards mode changes and writes to the file
+        self._lock = threading.RLock() if lock is None else lock
         self._buf: bytearray | None = None  # active: the entries, once read
         self._writable = False
         self._flushed = 0  # active: entries already written to the file
@@ -128,6 +140,11 @@ class AbstractIndex:
         self._capacity = self._entries
         if writable:
             self._activate(max(self._round(max_index_size), self._entries * self.entry_size))
+
+    @property
+    def path(self) -> str:
+        """The index file's path."""
+        return self._path + self._suffix
 
     # --- modes ---------------------------------------------------------------------------
     def _round(self, n: int) -> int:
@@ -458,7 +475,7 @@ class AbstractIndex:
         with self._lock:
             if self._disk_size is not None:
                 os.replace(self.path, new_path)
-            self.path = new_path
+            self._path, self._suffix = new_path, ""
 
     def delete(self) -> None:
         if not self._closed:
@@ -473,6 +490,7 @@ class OffsetIndex(AbstractIndex):
     """`.index`: maps offsets to `.log` positions; `lookup(offset)` gives the last entry at or
     before `offset`, from which the reader scans forward batch by batch."""
 
+    __slots__ = ()
     ENTRY = _OFFSET_ENTRY
 
     def _decode(self, raw):
@@ -522,6 +540,7 @@ class TimeIndex(AbstractIndex):
     the timestamp grows. One slot is kept free for the entry written when the segment rolls,
     so `is_full` is `entries >= max_entries - 1` (as Kafka's TimeIndex)."""
 
+    __slots__ = ()
     ENTRY = _TIME_ENTRY
 
     def _decode(self, raw):

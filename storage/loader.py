@@ -24,11 +24,10 @@ and the `leader-epoch-checkpoint`.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import logging
 import os
 from collections.abc import Container
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from protocol.records import RecordBatch
 from storage.cleaner_swap import SegmentOwner, complete_interrupted_swaps
@@ -69,8 +68,7 @@ class LoadingLog(SegmentOwner, Protocol):
                      files: Container[str] | None = None) -> LogSegment: ...
 
 
-@dataclasses.dataclass
-class LoadResult:
+class LoadResult(NamedTuple):  # kept by every Log (`load_result`): a tuple, not an object
     recovery_point: int
     log_start_offset: int
     truncated_bytes: int
@@ -132,7 +130,7 @@ def load_segments(log: LoadingLog, recovery_point: int, log_start_offset: int,
         if i >= first_unflushed:
             break
         try:
-            seg.sanity_check()
+            seg.sanity_check(files)
             seg.load_time_state()
         except CorruptIndexError as e:
             log_.warning("recovering %s: %s", seg.log_path, e)

@@ -22,6 +22,7 @@ import asyncio
 import bisect
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Callable, Container
 
@@ -33,7 +34,7 @@ from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache
 from storage.index import CorruptIndexError
 from storage.loader import load_segments, record_completed_txn
-from storage.log_transactions import LogTransactions
+from storage.log_transactions import CHANGE_STAMPS, LogTransactions
 from storage.producer_state import ProducerStateManager, VerificationGuard
 from storage.recompress import recompress, target_codec
 from storage.segment import DELETED_SUFFIX, FileRecords, LogSegment
@@ -83,7 +84,7 @@ class FetchDataInfo:
 class Log(LogTransactions):
     """A partition log. Construct with `Log(dir_path, config, ...)`; it loads/recovers."""
 
-    #: process-wide count of recovery-point and log-start-offset changes, bumped after each
+    #: a fresh stamp (`CHANGE_STAMPS`) after every recovery-point or log-start-offset
     #: change: the log manager's periodic checkpoints of those skip gathering while it (and
     #: the set of logs) stays put (issue 22)
     _offset_changes = 0
@@ -97,18 +98,19 @@ class Log(LogTransactions):
                  time_ms: Callable[[], int] = wall_clock_ms,
                  on_roll: Callable[[Log, int], object] | None = None,
                  on_flush_needed: Callable[[Log, int], object] | None = None,
-                 on_delete_segments: Callable[[list[LogSegment]], None] | None = None,
+                 on_delete_segments: Callable[[Log, list[LogSegment]], None] | None = None,
                  topic_id: str | None = None, exists: bool = False,
                  topic_partition: tuple[str, int] | None = None):
         self.dir = dir_path
         self.config = config
         self.time_ms = time_ms
-        self.topic_id = topic_id
+        self.topic_id = sys.intern(topic_id) if topic_id is not None else None  # shared
         self.on_roll = on_roll  # flush segments below the given offset, off the loop
         self.on_flush_needed = on_flush_needed  # same, when flush.messages is reached
         self.on_delete_segments = on_delete_segments
-        self.topic, self.partition = topic_partition if topic_partition is not None \
+        topic, self.partition = topic_partition if topic_partition is not None \
             else parse_topic_partition(os.path.basename(dir_path))
+        self.topic = sys.intern(topic)  # one string per topic, not per partition
         if exists:  # the LogManager's startup: one listing answers every "is there a file"
             names = os.listdir(dir_path)
             epochs_file = LEADER_EPOCH_CHECKPOINT in names
@@ -439,7 +441,7 @@ class Log(LogTransactions):
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._reload_producer_state()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        Log._offset_changes += 1
+        Log._offset_changes = next(CHANGE_STAMPS)
         self._flush_scheduled_to = min(self._flush_scheduled_to, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         return True
@@ -453,7 +455,7 @@ class Log(LogTransactions):
         self._add_segment(self._new_segment(offset))
         self.log_start_offset = self.log_end_offset = offset
         self.recovery_point = self.high_watermark = offset
-        Log._offset_changes += 1
+        Log._offset_changes = next(CHANGE_STAMPS)
         self._flush_scheduled_to = offset
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully()
@@ -474,7 +476,7 @@ class Log(LogTransactions):
 
     def _set_log_start(self, offset: int) -> None:
         self.log_start_offset = offset
-        Log._offset_changes += 1
+        Log._offset_changes = next(CHANGE_STAMPS)
         self.leader_epoch_cache.truncate_from_start(offset)
 
     def delete_old_segments(self) -> int:
@@ -526,7 +528,7 @@ class Log(LogTransactions):
             except FileNotFoundError:
                 pass
         if self.on_delete_segments is not None:
-            self.on_delete_segments(segs)
+            self.on_delete_segments(self, segs)
         else:
             for seg in segs:
                 seg.delete_files()
@@ -550,7 +552,7 @@ class Log(LogTransactions):
         self.leader_epoch_cache.flush()
         self.producer_state.sync_snapshots()
         self.recovery_point = max(self.recovery_point, target)
-        Log._offset_changes += 1
+        Log._offset_changes = next(CHANGE_STAMPS)
 
     @property
     def unflushed_messages(self) -> int:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import gc
 import logging
 import os
@@ -58,7 +57,7 @@ from storage.cleaner import CleanerConfig, LogCleaner
 from storage.config import LogConfig
 from storage.log import Log, parse_topic_partition, wall_clock_ms
 from storage.log_dir_failure import LogDirFailureChannel, is_resource_limit, storage_error
-from storage.log_transactions import LogTransactions
+from storage.log_transactions import CHANGE_STAMPS, LogTransactions
 from storage.segment import LogSegment
 
 TopicPartition = tuple[str, int]
@@ -119,12 +118,15 @@ class LogManager:
         #: file name -> (logs version, change count, live dirs) when it was last written in
         #: full: the high-watermark checkpoint is not even gathered while nothing changed
         self._checkpoint_stamp: dict[str, tuple] = {}
-        #: bumped after every change to the set of logs (a log added, replaced or removed)
+        #: a fresh stamp after every change to the set of logs (added, replaced, removed)
         self._logs_version = 0
         self.had_clean_shutdown: dict[str, bool] = {}
         self.failure_channel = LogDirFailureChannel()
         self._offline_logs: set[Log] = set()  # of failed dirs, closed after a delay
         self.cleaner = LogCleaner(self, cleaner_config or CleanerConfig(), time_ms)
+        # every log's on_roll / on_flush_needed hook: one bound method, not one per log
+        self._on_roll = self._on_roll
+        self._on_delete_segments = self._on_delete_segments
 
     # --- startup / shutdown -----------------------------------------------------------------
     async def startup(self, background: bool = True) -> None:
@@ -209,7 +211,7 @@ class LogManager:
                                      min(hws.get(tp, 0), log.log_end_offset))
             self._logs[tp] = log
             self._log_dir_of[tp] = d
-        self._logs_version += 1
+        self._logs_version = next(CHANGE_STAMPS)
         if clean:
             os.unlink(marker)
             fsync_dir(d)
@@ -326,7 +328,7 @@ class LogManager:
         for tp in tps:
             log = self._logs.pop(tp, None)
             self._log_dir_of.pop(tp, None)
-            self._logs_version += 1
+            self._logs_version = next(CHANGE_STAMPS)
             self.cleaner.forget(tp)
             if log is None:
                 continue
@@ -404,7 +406,7 @@ class LogManager:
         self._attach(log)
         self._logs[tp] = log
         self._log_dir_of[tp] = d
-        self._logs_version += 1
+        self._logs_version = next(CHANGE_STAMPS)
 
     async def create_logs(self, specs: list[tuple[TopicPartition, LogConfig | None, str | None]]
                           ) -> dict[TopicPartition, Exception]:
@@ -457,7 +459,7 @@ class LogManager:
         self._attach(new_log)
         self._logs[tp] = new_log
         self._log_dir_of[tp] = new_dir
-        self._logs_version += 1
+        self._logs_version = next(CHANGE_STAMPS)
         if old is not None and old is not new_log:
             self._retire(tp, old)
 
@@ -468,7 +470,7 @@ class LogManager:
         tp = (tp[0], int(tp[1]))
         log = self._logs.pop(tp, None)
         d = self._log_dir_of.pop(tp, None)
-        self._logs_version += 1
+        self._logs_version = next(CHANGE_STAMPS)
         if log is None or d is None:
             return False
         self.cleaner.forget(tp)
@@ -551,9 +553,10 @@ class LogManager:
             observer((time.monotonic_ns() - start) / 1e6)
 
     def _attach(self, log: Log) -> None:
-        """Give `log` its segment-deletion hook, bound to the log so the delay is the
-        topic's own `file.delete.delay.ms` (read when the segments go: live changes count)."""
-        log.on_delete_segments = functools.partial(self._on_delete_segments, log)
+        """Give `log` its segment-deletion hook, called with the log so the delay is the
+        topic's own `file.delete.delay.ms` (read when the segments go: live changes count);
+        one bound method shared by every log."""
+        log.on_delete_segments = self._on_delete_segments
 
     def _on_delete_segments(self, log: Log, segs: list[LogSegment]) -> None:
         loop = self._running_loop()

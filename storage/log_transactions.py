@@ -9,15 +9,23 @@ Byte formats are in storage.transaction_index (`.txnindex`) and storage.producer
 
 from __future__ import annotations
 
+import itertools
+
 from storage.loader import replay_producer_state
 from storage.producer_state import VerificationGuard
+
+#: Unique, increasing stamps for "something changed" markers written from the loop and from
+#: executor threads: `next()` is atomic under the GIL, and a value is stored at most once,
+#: so a reader that saw stamp s sees a different one after any later change, even when a
+#: slower thread stores an older stamp last (a plain ``+= 1`` could repeat a value).
+CHANGE_STAMPS = itertools.count(1)
 
 
 class LogTransactions:
     """Mixin of `Log`; see the module docstring."""
 
-    #: process-wide count of high-watermark changes (read by the log manager's periodic
-    #: checkpoint, which skips gathering while it stays put): an int read under the GIL
+    #: a fresh stamp after every high-watermark change (read by the log manager's periodic
+    #: checkpoint, which skips gathering while it stays put); see `CHANGE_STAMPS`
     _hw_changes = 0
 
     @staticmethod
@@ -34,7 +42,7 @@ class LogTransactions:
         bounding the last stable offset."""
         if value != self._high_watermark:
             self._high_watermark = value
-            LogTransactions._hw_changes += 1
+            LogTransactions._hw_changes = next(CHANGE_STAMPS)
         if self.producer_state.unreplicated:
             self.producer_state.on_high_watermark_updated(value)
 

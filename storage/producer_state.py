@@ -157,6 +157,23 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
+class _NoEntries(dict):
+    """The shared empty table of every ProducerStateManager that has no entries of a kind
+    yet (most partitions never see an idempotent producer, and four empty dicts per log cost
+    ~300 bytes at 100,000 logs): reads, `pop` and `clear` work; a write raises instead of
+    reaching another log's state (the manager swaps in its own dict before writing)."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("the shared empty producer-state table is read-only")
+
+    __setitem__ = setdefault = update = __ior__ = _read_only
+
+
+_NO_ENTRIES: dict = _NoEntries()
+
+
 class ProducerStateManager:
     """Producer id -> `ProducerStateEntry`, open transactions, snapshots (module docstring).
 
@@ -166,10 +183,12 @@ class ProducerStateManager:
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                  names: list[str] | None = None):
         self.dir = dir_path
-        self.producers: dict[int, ProducerStateEntry] = {}
-        self.ongoing: dict[int, TxnMetadata] = {}  # first offset -> open txn, ascending
-        self.unreplicated: dict[int, TxnMetadata] = {}  # completed, marker >= HW, ascending
-        self.verification_states: dict[int, VerificationStateEntry] = {}
+        # each table is the shared `_NO_ENTRIES` until its first write
+        self.producers: dict[int, ProducerStateEntry] = _NO_ENTRIES
+        self.ongoing: dict[int, TxnMetadata] = _NO_ENTRIES  # first offset -> open txn, ascending
+        #: completed, marker >= HW, ascending
+        self.unreplicated: dict[int, TxnMetadata] = _NO_ENTRIES
+        self.verification_states: dict[int, VerificationStateEntry] = _NO_ENTRIES
         self.verification_enabled = verification_enabled
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.snapshot_offsets: list[int] = list_snapshots(dir_path, names) if dir_path \
@@ -273,6 +292,8 @@ class ProducerStateManager:
             return None
         v = self.verification_states.get(producer_id)
         if v is None:
+            if self.verification_states is _NO_ENTRIES:
+                self.verification_states = {}
             v = self.verification_states[producer_id] = VerificationStateEntry(
                 VerificationGuard(), now_ms, sequence, epoch)
         elif epoch > v.epoch:
@@ -312,6 +333,8 @@ class ProducerStateManager:
             return None
         entry = self.producers.get(pid)
         if entry is None:
+            if self.producers is _NO_ENTRIES:
+                self.producers = {}
             entry = self.producers[pid] = ProducerStateEntry(pid)
         if batch.is_transactional and not self._guard_outlives(batch, entry):
             # a marker ends the transaction, a data batch opened it: either way the
@@ -341,6 +364,8 @@ class ProducerStateManager:
                                                batch.max_timestamp))
         if batch.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = batch.base_offset
+            if self.ongoing is _NO_ENTRIES:
+                self.ongoing = {}
             self.ongoing[batch.base_offset] = TxnMetadata(pid, batch.base_offset)
         return None
 
@@ -357,6 +382,8 @@ class ProducerStateManager:
         if txn is None:
             txn = TxnMetadata(completed.producer_id, completed.first_offset)
         txn.last_offset = completed.last_offset
+        if self.unreplicated is _NO_ENTRIES:
+            self.unreplicated = {}
         self.unreplicated[completed.first_offset] = txn
         if len(self.unreplicated) > 1 and \
                 next(reversed(self.unreplicated)) < next(iter(self.unreplicated)):
@@ -481,13 +508,18 @@ class ProducerStateManager:
                     log.warning("deleting unreadable producer snapshot %s: %s", path, e)
                     self._delete_snapshot(off)
                 continue
+            if entries and self.producers is _NO_ENTRIES:
+                self.producers = {}
             for s in entries:
                 e = ProducerStateEntry.from_snapshot(s)
                 self.producers[e.producer_id] = e
                 if e.current_txn_first_offset is not None:
+                    if self.ongoing is _NO_ENTRIES:
+                        self.ongoing = {}
                     self.ongoing[e.current_txn_first_offset] = TxnMetadata(
                         e.producer_id, e.current_txn_first_offset)
-            self.ongoing = dict(sorted(self.ongoing.items()))
+            if len(self.ongoing) > 1:
+                self.ongoing = dict(sorted(self.ongoing.items()))
             return off
         return None
 

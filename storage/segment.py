@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Container, Iterator
 from typing import NamedTuple
 
@@ -114,14 +115,24 @@ class FileRecords:
 
 
 class LogSegment:
-    """One segment. `base_offset` is the first offset it may hold; `size` its byte length."""
+    """One segment. `base_offset` is the first offset it may hold; `size` its byte length.
+
+    At least one per hosted replica, so slots; its four file paths are one shared prefix
+    (`dir/<base offset>`) and constant suffixes, joined on use."""
+
+    __slots__ = ("dir", "base_offset", "index_interval_bytes", "max_index_size", "time_ms",
+                 "_prefix", "_log_suffix", "_handle", "_used", "_closed", "size",
+                 "offset_index", "time_index", "txn_index", "bytes_since_last_index_entry",
+                 "_max_ts", "_offset_of_max_ts", "_rolling_ts", "_time_state_pending",
+                 "created_ms", "last_modified_ms", "next_offset_hint", "tail_position",
+                 "tail_min_offset")
 
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int,
                  max_index_size: int, time_ms: Callable[[], int], active: bool = True,
                  file_suffix: str = "", files: Container[str] | None = None,
                  now_ms: int | None = None):
         """`files`: the directory's file names when the caller just listed it (loading): an
-        index or `.txnindex` not among them is known absent without a `stat`. `now_ms`: a
+        index not among them is known absent without a `stat`. `now_ms`: a
         clock reading to use instead of calling `time_ms` (loading reads it once per log)."""
         self.dir = dir_path
         self.base_offset = base_offset
@@ -129,8 +140,9 @@ class LogSegment:
         self.max_index_size = max_index_size
         self.time_ms = time_ms
         stem = filename_prefix(base_offset)
-        prefix = dir_path + stem if dir_path.endswith("/") else f"{dir_path}/{stem}"
-        self.log_path = prefix + LOG_SUFFIX + file_suffix
+        self._prefix = prefix = dir_path + stem if dir_path.endswith("/") \
+            else f"{dir_path}/{stem}"
+        self._log_suffix = LOG_SUFFIX + file_suffix
         self._handle: FileHandle | None = None  # the open .log, while the cache allows
         self._used = False  # read or written since the descriptor cache last looked
         self._closed = False
@@ -142,19 +154,20 @@ class LogSegment:
             st = os.fstat(self._handle.fd)
         self.size = st.st_size
         mtime_ms = int(st.st_mtime * 1000)
-        known = files is not None
-        self.offset_index = OffsetIndex(
-            prefix + INDEX_SUFFIX + file_suffix, base_offset, max_index_size, writable=active,
-            exists=None if not known or stem + INDEX_SUFFIX + file_suffix in files else False)
-        self.time_index = TimeIndex(
-            prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset, max_index_size,
-            writable=active,
-            exists=None if not known or stem + TIME_INDEX_SUFFIX + file_suffix in files
-            else False)
-        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX + file_suffix, base_offset)
-        #: whether the `.txnindex` file exists, when `files` told (None: look when needed)
-        self._txn_file: bool | None = (stem + TXN_INDEX_SUFFIX + file_suffix in files) \
-            if known else None
+        if files is None:
+            has_index = has_time_index = None
+        else:  # None: look (`stat`), False: known absent
+            has_index = None if stem + INDEX_SUFFIX + file_suffix in files else False
+            has_time_index = None if stem + TIME_INDEX_SUFFIX + file_suffix in files else False
+        lock = threading.RLock()  # the two indexes' writes and mode changes
+        self.offset_index = OffsetIndex(prefix, base_offset, max_index_size, writable=active,
+                                        suffix=INDEX_SUFFIX + file_suffix, lock=lock,
+                                        exists=has_index)
+        self.time_index = TimeIndex(prefix, base_offset, max_index_size, writable=active,
+                                    suffix=TIME_INDEX_SUFFIX + file_suffix, lock=lock,
+                                    exists=has_time_index)
+        self.txn_index = TransactionIndex(prefix, base_offset,
+                                          suffix=TXN_INDEX_SUFFIX + file_suffix)
         self.bytes_since_last_index_entry = 0
         self._max_ts = -1  # max_timestamp_so_far
         self._offset_of_max_ts = base_offset
@@ -173,6 +186,11 @@ class LogSegment:
         self.tail_min_offset: int | None = None
         if self.size or self.time_index._entries:
             self._time_state_pending = True  # resolved on first use (no index read now)
+
+    @property
+    def log_path(self) -> str:
+        """The `.log` file's path."""
+        return self._prefix + self._log_suffix
 
     # --- the .log descriptor (bounded by storage.descriptor_cache) --------------------------
     @property
@@ -464,21 +482,23 @@ class LogSegment:
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += size
 
-    def sanity_check(self) -> None:
+    def sanity_check(self, files: Container[str] | None = None) -> None:
         """Clean start: raise CorruptIndexError at once if an index file was missing (created
         empty) for a log of more than `index.interval.bytes`, or is not a whole number of
         entries (from `stat`, no file opened). An index that exists and is empty is valid: a
         log whose batches all start within `index.interval.bytes` of the last entry (one big
         batch, say) has no entry. The entry checks (`OffsetIndex.sanity_check`) run when the
         index is first mapped (lazy, as Kafka's LazyIndex); if they fail then, both indexes
-        are rebuilt from the `.log` (`rebuild_indexes`)."""
+        are rebuilt from the `.log` (`rebuild_indexes`). `files`: the directory's listing
+        when the loader has it (the `.txnindex` is checked only if listed)."""
         for idx in (self.offset_index, self.time_index):
             if idx.created and self.size > self.index_interval_bytes:
                 raise CorruptIndexError(f"{idx.path}: missing for a {self.size}-byte log")
         for idx in (self.offset_index, self.time_index):
             idx.defer_sanity_check(self.size, self._on_corrupt_index)
-        txn_file, self._txn_file = self._txn_file, None  # only a load's listing is trusted
-        if txn_file if txn_file is not None else os.path.exists(self.txn_index.path):
+        txn_path = self.txn_index.path
+        if os.path.basename(txn_path) in files if files is not None \
+                else os.path.exists(txn_path):
             self.txn_index.sanity_check()
 
     def _on_corrupt_index(self, error: CorruptIndexError) -> None:
@@ -625,7 +645,7 @@ class LogSegment:
             holder.rename_to(holder.path[: len(holder.path) - len(old)] + new)
         new_log = self.log_path[: len(self.log_path) - len(old)] + new
         os.replace(self.log_path, new_log)
-        self.log_path = new_log
+        self._prefix, self._log_suffix = new_log, ""
 
     def delete_files(self) -> None:
         if not self._closed:

@@ -64,11 +64,20 @@ def read_entries(data: bytes) -> list[AbortedTxn]:
 class TransactionIndex:
     """The aborted-transaction index of the segment starting at `start_offset`."""
 
-    def __init__(self, path: str, start_offset: int) -> None:
-        self.path = path
+    __slots__ = ("_path", "_suffix", "start_offset", "_entries", "_size")
+
+    def __init__(self, path: str, start_offset: int, *, suffix: str = "") -> None:
+        """The index file `path + suffix` (two shared strings, joined on use)."""
+        self._path = path
+        self._suffix = suffix
         self.start_offset = start_offset
         self._entries: list[AbortedTxn] | None = None  # loaded on first use
         self._size = 0  # bytes of whole entries on disk (once loaded)
+
+    @property
+    def path(self) -> str:
+        """The index file's path."""
+        return self._path + self._suffix
 
     # --- reading ---------------------------------------------------------------------------
     def _load(self) -> list[AbortedTxn]:
@@ -179,7 +188,7 @@ class TransactionIndex:
             os.replace(self.path, path)
         except FileNotFoundError:
             pass
-        self.path = path
+        self._path, self._suffix = path, ""
 
     def delete_if_exists(self) -> bool:
         try:

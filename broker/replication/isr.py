@@ -26,7 +26,12 @@ from __future__ import annotations
 import logging
 
 from broker import metrics
-from broker.replication.replica_state import FollowerState, LeaderAndIsr, PendingIsrChange
+from broker.replication.replica_state import (
+    FollowerState,
+    LeaderAndIsr,
+    PendingIsrChange,
+    shared_ids,
+)
 from protocol.errors import ErrorCode
 
 __all__ = ["LeaderIsrMixin"]
@@ -51,6 +56,8 @@ EXPAND_BACKOFF_MS = (500, 5000)
 class LeaderIsrMixin:
     """ISR expansion and shrink for a leader Partition (see the module docstring)."""
 
+    __slots__ = ()  # the state lives in Partition's slots
+
     # --- ISR changes (leader) ----------------------------------------------------------------
     def maybe_expand_isr(self, f: FollowerState) -> None:
         """Propose adding `f` to the ISR once its LEO reaches the HW and the start of the
@@ -64,7 +71,8 @@ class LeaderIsrMixin:
             return
         if not self.is_replica_isr_eligible(f.broker_id):
             return
-        refused = self.refused_isr_adds.get(f.broker_id)
+        refused_adds = self.refused_isr_adds
+        refused = refused_adds.get(f.broker_id) if refused_adds else None
         if refused is not None and self.time_ms() < refused[0]:
             return
         log.log(logging.DEBUG if refused else logging.INFO,
@@ -133,7 +141,7 @@ class LeaderIsrMixin:
         log.info("%s-%d: adopting the committed ISR %s (partition epoch %d) of an earlier "
                  "AlterPartition", self.topic, self.partition, list(result.isr),
                  result.partition_epoch)
-        self.isr = tuple(result.isr)
+        self.isr = shared_ids(result.isr)
         self.partition_epoch = result.partition_epoch
         self.leader_recovery_state = result.leader_recovery_state
         self.pending_isr = None
@@ -160,12 +168,14 @@ class LeaderIsrMixin:
                          "epoch %d)", self.topic, self.partition, result, self.leader_epoch,
                          self.partition_epoch)
                 return
-            self.isr = tuple(result.isr)
+            self.isr = shared_ids(result.isr)
             self.partition_epoch = result.partition_epoch
             self.leader_recovery_state = result.leader_recovery_state
             self.pending_isr = None
-            for b in pending.changed:
-                self.refused_isr_adds.pop(b, None)
+            refused_adds = self.refused_isr_adds
+            if refused_adds:
+                for b in pending.changed:
+                    refused_adds.pop(b, None)
             (ISR_SHRINKS if pending.kind == "shrink" else ISR_EXPANDS).mark()
             log.info("%s-%d: ISR updated to %s%s and partition epoch to %d", self.topic,
                      self.partition, list(self.isr),
@@ -180,6 +190,8 @@ class LeaderIsrMixin:
             self.pending_isr = None
             first = True
             if pending.kind == "expand":
+                if self.refused_isr_adds is None:
+                    self.refused_isr_adds = {}
                 for b in pending.changed:
                     before = self.refused_isr_adds.get(b)
                     first = first and before is None

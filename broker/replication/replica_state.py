@@ -19,11 +19,25 @@ from __future__ import annotations
 import dataclasses
 
 __all__ = ["FollowerState", "PendingIsrChange", "LeaderAndIsr", "LEADER_RECOVERED",
-           "LEADER_RECOVERING"]
+           "LEADER_RECOVERING", "shared_ids"]
 
 # KIP-704 leader recovery state (LeaderAndIsr v6+, AlterPartition v1+, the state znode).
 LEADER_RECOVERED = 0
 LEADER_RECOVERING = 1
+
+_ID_TUPLES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def shared_ids(ids) -> tuple[int, ...]:
+    """`tuple(ids)`, one object per distinct list of broker ids: 100,000 partitions of a
+    3-broker cluster have a handful of replica lists and ISRs between them."""
+    t = tuple(ids)
+    got = _ID_TUPLES.get(t)
+    if got is None:
+        if len(_ID_TUPLES) >= 65_536:
+            _ID_TUPLES.clear()
+        got = _ID_TUPLES[t] = t
+    return got
 
 
 @dataclasses.dataclass(slots=True)
