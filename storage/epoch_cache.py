@@ -24,9 +24,11 @@ class LeaderEpochFileCache:
 
     __slots__ = ("_dir", "_entries", "_dirty")
 
-    def __init__(self, dir_path: str | None):
+    def __init__(self, dir_path: str | None, exists: bool | None = None):
+        """`exists`: False when the caller's listing of `dir_path` has no
+        `leader-epoch-checkpoint` (nothing to read, no `open` tried); None to look."""
         self._dir = dir_path
-        file = self._file
+        file = self._file if exists is not False else None
         self._entries: list[tuple[int, int]] = file.read() if file is not None else []
         self._dirty = False
 

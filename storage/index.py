@@ -100,9 +100,13 @@ class AbstractIndex:
                  "_disk_size", "_corrupt_length", "_entries", "_file_size", "_capacity")
 
     def __init__(self, path: str, base_offset: int, max_index_size: int, writable: bool = True,
-                 *, suffix: str = "", lock: threading.RLock | None = None):
+                 *, suffix: str = "", lock: threading.RLock | None = None,
+                 exists: bool | None = None):
         """The index file `path + suffix`. `lock` (an RLock) may be shared with the other
-        index of the same segment; by default the index has its own."""
+        index of the same segment; by default the index has its own. `exists`: False when
+        the caller's directory listing shows the file is absent (no `stat`: a clean restart
+        of 100,000 partitions whose segments never needed an entry saves two syscalls per
+        partition); None to look."""
         self._path = path
         self._suffix = suffix
         path = path + suffix
@@ -121,13 +125,15 @@ class AbstractIndex:
         #: segment bigger than `index.interval.bytes` whose index is missing, as Kafka's
         #: LogSegment.sanityCheck does)
         self.created = False
-        try:
-            length = os.stat(path).st_size
-            self._disk_size: int | None = length  # the file's length; None: not created
-        except FileNotFoundError:  # created on the first write-out (a new segment's)
-            length = 0
-            self._disk_size = None
+        self._disk_size: int | None = None  # the file's length; None: not created
+        length = 0
+        if exists is False:
             self.created = True
+        else:
+            try:
+                length = self._disk_size = os.stat(path).st_size
+            except FileNotFoundError:  # created on the first write-out (a new segment's)
+                self.created = True
         self._corrupt_length = length % self.entry_size != 0
         self._entries = length // self.entry_size
         self._file_size = length

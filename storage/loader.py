@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+from collections.abc import Container
 from typing import NamedTuple, Protocol
 
 from protocol.records import RecordBatch
@@ -63,7 +64,8 @@ class LoadingLog(SegmentOwner, Protocol):
     leader_epoch_cache: LeaderEpochFileCache
     producer_state: ProducerStateManager
 
-    def _new_segment(self, base_offset: int, active: bool = True) -> LogSegment: ...
+    def _new_segment(self, base_offset: int, active: bool = True,
+                     files: Container[str] | None = None) -> LogSegment: ...
 
 
 class LoadResult(NamedTuple):  # kept by every Log (`load_result`): a tuple, not an object
@@ -73,33 +75,43 @@ class LoadResult(NamedTuple):  # kept by every Log (`load_result`): a tuple, not
     recovered_segments: int
 
 
-def _cleanup_dir(dir_path: str, names: list[str] | None = None) -> list[int]:
+_LEFTOVER_SUFFIXES = (".tmp", DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+def _cleanup_dir(dir_path: str, names: list[str] | None = None) -> tuple[list[int], set[str]]:
+    """Step 1 of the module doc. Returns the segments' base offsets (ascending) and the names
+    left in the directory."""
     if names is None:
         names = os.listdir(dir_path)
-    if complete_interrupted_swaps(dir_path, names):
+    if [n for n in names if n.endswith(SWAP_SUFFIX)] and \
+            complete_interrupted_swaps(dir_path, names):
         names = os.listdir(dir_path)
+    left = set(names)
     logs = set()
     for name in names:
-        path = os.path.join(dir_path, name)
-        if name.endswith((".tmp", DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)):
-            os.unlink(path)
-            continue
-        stem, ext = os.path.splitext(name)
-        if ext == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
-            logs.add(int(stem))
-    for name in names:
-        stem, ext = os.path.splitext(name)
-        if ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and stem.isdigit() \
-                and int(stem) not in logs:
+        if name.endswith(_LEFTOVER_SUFFIXES):
             os.unlink(os.path.join(dir_path, name))
-    return sorted(logs)
+            left.discard(name)
+        elif name.endswith(LOG_SUFFIX):
+            stem = name[:-len(LOG_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                logs.add(int(stem))
+    for name in names:
+        if name.endswith(_INDEX_SUFFIXES) and name in left:
+            stem = name[:name.rindex(".")]
+            if stem.isdigit() and int(stem) not in logs:
+                os.unlink(os.path.join(dir_path, name))
+                left.discard(name)
+    return sorted(logs), left
 
 
 def load_segments(log: LoadingLog, recovery_point: int, log_start_offset: int,
                   clean_shutdown: bool, names: list[str] | None = None) -> LoadResult:
-    bases = _cleanup_dir(log.dir, names)
+    bases, files = _cleanup_dir(log.dir, names)
+    last = len(bases) - 1
     for i, base in enumerate(bases):
-        log._add_segment(log._new_segment(base, active=(i == len(bases) - 1)))
+        log._add_segment(log._new_segment(base, active=(i == last), files=files))
     max_batch = max(log.config.max_message_bytes + 12, _MIN_RECOVERY_BATCH)
     truncated = 0
     recovered = 0
@@ -118,7 +130,7 @@ def load_segments(log: LoadingLog, recovery_point: int, log_start_offset: int,
         if i >= first_unflushed:
             break
         try:
-            seg.sanity_check()
+            seg.sanity_check(files)
             seg.load_time_state()
         except CorruptIndexError as e:
             log_.warning("recovering %s: %s", seg.log_path, e)

@@ -24,11 +24,12 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.record_format import LOG_APPEND_TIME, CorruptRecordError
 from protocol.records import RecordBatch, iter_batches
+from storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from storage.config import LogConfig
 from storage.epoch_cache import LeaderEpochFileCache
 from storage.index import CorruptIndexError
@@ -98,7 +99,8 @@ class Log(LogTransactions):
                  on_roll: Callable[[Log, int], object] | None = None,
                  on_flush_needed: Callable[[Log, int], object] | None = None,
                  on_delete_segments: Callable[[Log, list[LogSegment]], None] | None = None,
-                 topic_id: str | None = None, exists: bool = False):
+                 topic_id: str | None = None, exists: bool = False,
+                 topic_partition: tuple[str, int] | None = None):
         self.dir = dir_path
         self.config = config
         self.time_ms = time_ms
@@ -106,14 +108,16 @@ class Log(LogTransactions):
         self.on_roll = on_roll  # flush segments below the given offset, off the loop
         self.on_flush_needed = on_flush_needed  # same, when flush.messages is reached
         self.on_delete_segments = on_delete_segments
-        topic, self.partition = parse_topic_partition(os.path.basename(dir_path))
+        topic, self.partition = topic_partition if topic_partition is not None \
+            else parse_topic_partition(os.path.basename(dir_path))
         self.topic = sys.intern(topic)  # one string per topic, not per partition
-        if exists:  # the LogManager's startup: one listing for the loader's three looks
+        if exists:  # the LogManager's startup: one listing answers every "is there a file"
             names = os.listdir(dir_path)
+            epochs_file = LEADER_EPOCH_CHECKPOINT in names
         else:
             os.makedirs(dir_path, exist_ok=True)
-            names = None
-        self.leader_epoch_cache = LeaderEpochFileCache(dir_path)
+            names = epochs_file = None
+        self.leader_epoch_cache = LeaderEpochFileCache(dir_path, exists=epochs_file)
         self.producer_state = ProducerStateManager(dir_path, names=names)
         self._high_watermark = 0
         self._flush_scheduled_to = 0  # highest offset a flush.messages flush was asked up to
@@ -130,11 +134,15 @@ class Log(LogTransactions):
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
     # --- segment list ---------------------------------------------------------------------
-    def _new_segment(self, base_offset: int, active: bool = True) -> LogSegment:
+    def _new_segment(self, base_offset: int, active: bool = True,
+                     files: Container[str] | None = None) -> LogSegment:
+        """Open `<base_offset>.log` and its indexes (`files`: the dir's listing while
+        loading, see `LogSegment`)."""
         return LogSegment(self.dir, base_offset,
                           index_interval_bytes=self.config.index_interval_bytes,
                           max_index_size=self.config.segment_index_bytes,
-                          time_ms=self.time_ms, active=active)
+                          time_ms=self.time_ms, active=active, files=files,
+                          now_ms=None if files is None else self.last_flush_ms)
 
     def _add_segment(self, seg: LogSegment) -> None:
         i = bisect.bisect_left(self._bases, seg.base_offset)

@@ -116,7 +116,8 @@ def list_snapshots(dir_path: str, names: list[str] | None = None) -> list[int]:
     listing when the caller has one), ascending."""
     out = []
     for name in os.listdir(dir_path) if names is None else names:
-        stem, ext = os.path.splitext(name)
-        if ext == SNAPSHOT_SUFFIX and len(stem) == 20 and stem.isdigit():
-            out.append(int(stem))
+        if name.endswith(SNAPSHOT_SUFFIX):
+            stem = name[:-len(SNAPSHOT_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                out.append(int(stem))
     return sorted(out)

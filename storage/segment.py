@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from typing import NamedTuple
 
 from protocol.record_format import BATCH_HEADER, BATCH_HEADER_SIZE, LOG_OVERHEAD
@@ -129,13 +129,19 @@ class LogSegment:
 
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int,
                  max_index_size: int, time_ms: Callable[[], int], active: bool = True,
-                 file_suffix: str = ""):
+                 file_suffix: str = "", files: Container[str] | None = None,
+                 now_ms: int | None = None):
+        """`files`: the directory's file names when the caller just listed it (loading): an
+        index not among them is known absent without a `stat`. `now_ms`: a
+        clock reading to use instead of calling `time_ms` (loading reads it once per log)."""
         self.dir = dir_path
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.time_ms = time_ms
-        self._prefix = prefix = os.path.join(dir_path, filename_prefix(base_offset))
+        stem = filename_prefix(base_offset)
+        self._prefix = prefix = dir_path + stem if dir_path.endswith("/") \
+            else f"{dir_path}/{stem}"
         self._log_suffix = LOG_SUFFIX + file_suffix
         self._handle: FileHandle | None = None  # the open .log, while the cache allows
         self._used = False  # read or written since the descriptor cache last looked
@@ -148,11 +154,18 @@ class LogSegment:
             st = os.fstat(self._handle.fd)
         self.size = st.st_size
         mtime_ms = int(st.st_mtime * 1000)
+        if files is None:
+            has_index = has_time_index = None
+        else:  # None: look (`stat`), False: known absent
+            has_index = None if stem + INDEX_SUFFIX + file_suffix in files else False
+            has_time_index = None if stem + TIME_INDEX_SUFFIX + file_suffix in files else False
         lock = threading.RLock()  # the two indexes' writes and mode changes
         self.offset_index = OffsetIndex(prefix, base_offset, max_index_size, writable=active,
-                                        suffix=INDEX_SUFFIX + file_suffix, lock=lock)
+                                        suffix=INDEX_SUFFIX + file_suffix, lock=lock,
+                                        exists=has_index)
         self.time_index = TimeIndex(prefix, base_offset, max_index_size, writable=active,
-                                    suffix=TIME_INDEX_SUFFIX + file_suffix, lock=lock)
+                                    suffix=TIME_INDEX_SUFFIX + file_suffix, lock=lock,
+                                    exists=has_time_index)
         self.txn_index = TransactionIndex(prefix, base_offset,
                                           suffix=TXN_INDEX_SUFFIX + file_suffix)
         self.bytes_since_last_index_entry = 0
@@ -162,7 +175,7 @@ class LogSegment:
         # rollingBasedTimestamp), else from when the segment was created
         self._rolling_ts: int | None = None
         self._time_state_pending = False  # load_time_state() deferred to first use
-        self.created_ms = time_ms()
+        self.created_ms = time_ms() if now_ms is None else now_ms
         # like Kafka, an existing file's mtime stands in when no batch carries a timestamp
         self.last_modified_ms = mtime_ms if self.size else self.created_ms
         self.next_offset_hint: int | None = None  # next offset if known (set by appends)
@@ -469,20 +482,23 @@ class LogSegment:
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += size
 
-    def sanity_check(self) -> None:
+    def sanity_check(self, files: Container[str] | None = None) -> None:
         """Clean start: raise CorruptIndexError at once if an index file was missing (created
         empty) for a log of more than `index.interval.bytes`, or is not a whole number of
         entries (from `stat`, no file opened). An index that exists and is empty is valid: a
         log whose batches all start within `index.interval.bytes` of the last entry (one big
         batch, say) has no entry. The entry checks (`OffsetIndex.sanity_check`) run when the
         index is first mapped (lazy, as Kafka's LazyIndex); if they fail then, both indexes
-        are rebuilt from the `.log` (`rebuild_indexes`)."""
+        are rebuilt from the `.log` (`rebuild_indexes`). `files`: the directory's listing
+        when the loader has it (the `.txnindex` is checked only if listed)."""
         for idx in (self.offset_index, self.time_index):
             if idx.created and self.size > self.index_interval_bytes:
                 raise CorruptIndexError(f"{idx.path}: missing for a {self.size}-byte log")
         for idx in (self.offset_index, self.time_index):
             idx.defer_sanity_check(self.size, self._on_corrupt_index)
-        if os.path.exists(self.txn_index.path):
+        txn_path = self.txn_index.path
+        if os.path.basename(txn_path) in files if files is not None \
+                else os.path.exists(txn_path):
             self.txn_index.sanity_check()
 
     def _on_corrupt_index(self, error: CorruptIndexError) -> None:

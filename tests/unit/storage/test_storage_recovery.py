@@ -1,6 +1,8 @@
 import os
 import random
 
+import pytest
+
 from protocol.records import iter_batches
 from storage.config import LogConfig
 
@@ -94,7 +96,8 @@ def test_corruption_in_middle_segment_drops_later_segments(make_log):
     check_indexes_against_scan(log)
 
 
-def test_missing_and_garbage_indexes_rebuilt_on_clean_start(make_log):
+@pytest.mark.parametrize("listed", [False, True], ids=["looked-up", "from-listing"])
+def test_missing_and_garbage_indexes_rebuilt_on_clean_start(make_log, listed):
     log = make_log(CFG)
     fill(log, 80)
     log.flush()
@@ -112,7 +115,7 @@ def test_missing_and_garbage_indexes_rebuilt_on_clean_start(make_log):
     with open(segs[3].time_index.path, "wb") as f:
         f.write(garbage)
     expected = {s.base_offset: (s.offset_index.entries, s.time_index.entries) for s in segs[:4]}
-    log = make_log(CFG, clean_shutdown=True)
+    log = make_log(CFG, clean_shutdown=True, exists=listed)
     check_indexes_against_scan(log)
     for s in log.segments[:4]:
         assert (s.offset_index.entries, s.time_index.entries) == expected[s.base_offset]

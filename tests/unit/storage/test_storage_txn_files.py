@@ -160,6 +160,42 @@ def test_clean_reopen_loads_the_snapshot_without_replaying(make_log, tmp_path, m
     assert again.last_stable_offset == leo - 2
 
 
+def test_clean_reopen_from_the_directory_listing(make_log, tmp_path):
+    """The LogManager's load (`exists=True`) answers "is there a file" from one listing of
+    the partition dir: the `.txnindex`, the indexes, the snapshots and the
+    `leader-epoch-checkpoint` that exist are still found (and a corrupt `.txnindex` still
+    sends its segment to recovery), the absent ones are not looked for."""
+    cfg = LogConfig(segment_bytes=400, index_interval_bytes=100)
+    log = make_log(cfg)
+    log.append_as_leader(txn(0), 3)
+    for i in range(6):
+        log.append_as_leader(txn(0, pid=100 + i, transactional=False), 3)
+    coord(log, marker("abort"))
+    for i in range(8):  # roll past the marker segment
+        log.append_as_leader(txn(0, pid=200 + i, transactional=False), 4)
+    leo, aborted = log.log_end_offset, log.collect_aborted_transactions(0, log.log_end_offset)
+    marker_seg = next(s for s in log.segments if len(s.txn_index))
+    txn_path = marker_seg.txn_index.path
+    indexed = [s.base_offset for s in log.segments if s.offset_index._entries]
+    assert aborted == [(7, 0)] and marker_seg is not log.active_segment and indexed
+    log.flush()
+    log.close()
+    d = str(tmp_path / "topic-0")
+    again = make_log(cfg, clean_shutdown=True, recovery_point=leo, exists=True)
+    assert again.log_end_offset == leo and again.load_result.recovered_segments == 0
+    assert again.leader_epoch_cache.entries == log.leader_epoch_cache.entries
+    assert again.collect_aborted_transactions(0, leo) == aborted
+    assert [s.base_offset for s in again.segments if s.offset_index._entries] == indexed
+    assert again.producer_state.last_entry(207) is not None
+    again.close()
+    with open(txn_path, "r+b") as f:  # the marker before the segment's base offset
+        f.write(struct.pack(">hqqqq", 0, 7, -5, -2, -1))
+    assert leo in list_snapshots(d)
+    third = make_log(cfg, clean_shutdown=True, recovery_point=leo, exists=True)
+    assert third.load_result.recovered_segments == 1
+    assert third.collect_aborted_transactions(0, leo) == aborted
+
+
 def test_unclean_reopen_rebuilds_the_aborted_index(make_log, tmp_path):
     cfg = LogConfig(segment_bytes=500)
     log = make_log(cfg)
