@@ -1,7 +1,9 @@
 """MetadataCache: what the controller's UpdateMetadata decisions told this broker.
 
-Pure in-memory, no I/O, no awaits: the broker's BrokerMetadataListener calls
-:meth:`MetadataCache.update_metadata` with an ``UpdateMetadataRequest`` (v8 shape; older
+Pure in-memory, no I/O: the broker's BrokerMetadataListener calls
+:meth:`MetadataCache.update_metadata_sliced` (which gives way to the loop while it reads a big
+request, then applies it in one step; :meth:`MetadataCache.update_metadata` is the same
+without awaits) with an ``UpdateMetadataRequest`` (v8 shape; older
 shapes with ``ungrouped_partition_states`` / ``v0_host`` are read too), and the Metadata,
 DescribeCluster, FindCoordinator, Produce/Fetch handlers query it. Follows Kafka's
 ZkMetadataCache:
@@ -27,12 +29,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from common.loop_slice import LoopSlice
 from controller.zk_data import SECURITY_PROTOCOL_IDS
 from protocol.errors import ErrorCode, KafkaError
 
 LEADER_DURING_DELETE = -2
 NO_LEADER_ID = -1
 TYPE_FULL = 2
+SLICE_STATES = 512  # partition states read between two looks at the clock (sliced update)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _PROTOCOL_NAMES = {i: name for name, i in SECURITY_PROTOCOL_IDS.items()}
 _NONE, _LEADER_NOT_AVAILABLE = int(ErrorCode.NONE), int(ErrorCode.LEADER_NOT_AVAILABLE)
@@ -140,51 +144,99 @@ class MetadataCache:
 
     def update_metadata(self, request: Any) -> list[tuple[str, int]]:
         """Apply an UpdateMetadata decision; returns the partitions it deleted."""
+        self._check_epoch(request)
+        groups = [self._group(topic, tid, states)
+                  for topic, tid, states in self._topic_states(request)]
+        return self._apply(request, groups)
+
+    async def update_metadata_sliced(self, request: Any,
+                                     slicer: LoopSlice | None = None) -> list[tuple[str, int]]:
+        """`update_metadata` giving way to the loop every few ms while it reads the request
+        (100,000 partition states take a few hundred ms), then applied in one step: Metadata
+        answers see the old state or the new one, never half of it. Called under the
+        controller requests' lock (ZooKeeper mode), so no other update runs meanwhile."""
+        self._check_epoch(request)
+        slicer = slicer or LoopSlice()
+        groups = []
+        for topic, tid, states in self._topic_states(request):
+            await slicer.tick()
+            for i in range(0, len(states), SLICE_STATES):
+                if i:
+                    await slicer.tick()
+                groups.append(self._group(topic, tid, states[i:i + SLICE_STATES]))
+        self._check_epoch(request)
+        return self._apply(request, groups)
+
+    def _check_epoch(self, request: Any) -> None:
         if request.controller_epoch < self._controller_epoch:
             raise KafkaError(
                 ErrorCode.STALE_CONTROLLER_EPOCH,
                 f"UpdateMetadata with controller epoch {request.controller_epoch} is older "
                 f"than {self._controller_epoch}",
             )
-        brokers = {b.id: self._broker(b) for b in request.live_brokers}
-        # (topic id or None, [PartitionState]) per topic as listed
-        groups: list[tuple[uuid.UUID | None, list[PartitionState]]] = []
-        state = self._state
+
+    @staticmethod
+    def _topic_states(request: Any) -> list[tuple[str, uuid.UUID | None, list]]:
+        """(topic, topic id or None, [partition state]) per topic as listed; the ungrouped
+        states of older versions grouped by topic."""
+        out = []
         for ts in getattr(request, "topic_states", None) or []:
-            topic = ts.topic_name
             tid = ts.topic_id if getattr(ts, "topic_id", None) else None
-            groups.append((tid, [state(topic, ps) for ps in ts.partition_states]))
+            out.append((ts.topic_name, tid, ts.partition_states))
         ungrouped = getattr(request, "ungrouped_partition_states", None)
         if ungrouped:
-            groups.append((None, [state(ps.topic_name, ps) for ps in ungrouped]))
+            by_topic: dict[str, list] = {}
+            for ps in ungrouped:
+                by_topic.setdefault(ps.topic_name, []).append(ps)
+            out.extend((t, None, states) for t, states in by_topic.items())
+        return out
 
+    @staticmethod
+    def _group(topic: str, tid: uuid.UUID | None, states: list
+               ) -> tuple[str, uuid.UUID | None, dict[int, PartitionState], list[int]]:
+        """(topic, topic id, {partition: new state}, [partitions being deleted])."""
+        shared = _shared
+        new: dict[int, PartitionState] = {}
+        deleting: list[int] = []
+        for ps in states:
+            if ps.leader == LEADER_DURING_DELETE:
+                deleting.append(ps.partition_index)
+                new.pop(ps.partition_index, None)
+                continue
+            new[ps.partition_index] = PartitionState(
+                topic, ps.partition_index, ps.controller_epoch, ps.leader, ps.leader_epoch,
+                shared(ps.isr), ps.zk_version, shared(ps.replicas),
+                shared(getattr(ps, "offline_replicas", None) or ()))
+        return topic, tid, new, deleting
+
+    def _apply(self, request: Any, groups: list) -> list[tuple[str, int]]:
         deleted: list[tuple[str, int]] = []
         if getattr(request, "type", 0) == TYPE_FULL:
-            keep = {(s.topic, s.partition) for _, group in groups for s in group}
+            keep = {(topic, p) for topic, _, new, _ in groups for p in new}
             for topic, parts in list(self._partitions.items()):
                 for p in list(parts):
                     if (topic, p) not in keep:
                         deleted.append((topic, p))
                         self._remove(topic, p)
         partitions = self._partitions
-        for tid, group in groups:
-            for s in group:
-                if s.leader == LEADER_DURING_DELETE:
-                    if self._remove(s.topic, s.partition):
-                        deleted.append((s.topic, s.partition))
-                    continue
-                parts = partitions.get(s.topic)
-                if parts is None:
-                    parts = partitions[s.topic] = {}
-                parts[s.partition] = s
-                if tid is not None and tid.int != 0 and \
-                        self._topic_ids.get(s.topic) is not tid:
-                    old = self._topic_ids.get(s.topic)
-                    if old is not None and old != tid:
-                        self._topic_names.pop(old, None)
-                    self._topic_ids[s.topic] = tid
-                    self._topic_names[tid] = s.topic
-        self._brokers = brokers
+        for topic, tid, new, deleting in groups:
+            for p in deleting:
+                if self._remove(topic, p):
+                    deleted.append((topic, p))
+            if not new:
+                continue
+            parts = partitions.get(topic)
+            if parts is None:
+                partitions[topic] = new
+            else:
+                parts.update(new)
+            if tid is not None and tid.int != 0 and self._topic_ids.get(topic) is not tid:
+                old = self._topic_ids.get(topic)
+                if old is not None and old != tid:
+                    self._topic_names.pop(old, None)
+                self._topic_ids[topic] = tid
+                self._topic_names[tid] = topic
+        self._brokers = {b.id: self._broker(b) for b in request.live_brokers}
         self._controller_id = request.controller_id
         self._controller_epoch = request.controller_epoch
         return deleted
@@ -198,13 +250,6 @@ class MetadataCache:
         if not endpoints and getattr(b, "v0_host", ""):
             endpoints["PLAINTEXT"] = Endpoint(b.v0_host, b.v0_port, "PLAINTEXT", 0)
         return Broker(b.id, endpoints, getattr(b, "rack", None))
-
-    @staticmethod
-    def _state(topic: str, ps: Any) -> PartitionState:
-        return PartitionState(topic, ps.partition_index, ps.controller_epoch, ps.leader,
-                              ps.leader_epoch, _shared(ps.isr), ps.zk_version,
-                              _shared(ps.replicas),
-                              _shared(getattr(ps, "offline_replicas", None) or ()))
 
     def _remove(self, topic: str, partition: int) -> bool:
         parts = self._partitions.get(topic)

@@ -6,7 +6,7 @@ forwards each as Kafka's ``KafkaApis`` does for the controller requests:
 
 - LeaderAndIsr -> ``ReplicaManager.become_leader_or_follower`` (logs created/opened, leader
   epoch, ISR, HW);
-- UpdateMetadata -> ``MetadataCache.update_metadata``; the partitions it removed (topic
+- UpdateMetadata -> ``MetadataCache.update_metadata_sliced``; the partitions it removed (topic
   deletion, or absent from a FULL update) go to ``ReplicaManager.partitions_deleted`` when
   the ReplicaManager offers it (delayed produce/fetch on them complete with an error);
 - StopReplica -> ``ReplicaManager.stop_replicas`` (deletes logs when ``delete_partition``);
@@ -56,7 +56,7 @@ class BrokerMetadataListener(api.BrokerMetadataListener):
         return results
 
     async def on_update_metadata(self, decision: Any) -> None:
-        deleted = self.metadata_cache.update_metadata(decision)
+        deleted = await self.metadata_cache.update_metadata_sliced(decision)
         self.applied["update_metadata"] += 1
         if deleted:
             log.info("metadata: %d partitions removed", len(deleted))

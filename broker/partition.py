@@ -41,7 +41,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -53,6 +52,7 @@ from broker.replication.replica_state import (
     FollowerState,
     PendingIsrChange,
     shared_ids,
+    topic_id_text,
 )
 from protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from protocol.records import iter_batches
@@ -247,7 +247,7 @@ class Partition(LeaderIsrMixin):
         was_leader = self.is_leader
         new_epoch = state.leader_epoch > self.leader_epoch
         changed = not was_leader or state.leader_epoch != self.leader_epoch
-        self._apply_state(state, topic_id)
+        self._apply_state(state, topic_id, partition_epoch)
         self.leader_recovery_state = LEADER_RECOVERED  # KIP-704: the leader recovers at once
         now = self.time_ms()
         old = self.followers
@@ -276,27 +276,27 @@ class Partition(LeaderIsrMixin):
             return False
         changed = self.leader_id != state.leader or state.leader_epoch != self.leader_epoch \
             or self.is_leader
-        self._apply_state(state, topic_id)
+        self._apply_state(state, topic_id, partition_epoch)
         self.leader_recovery_state = getattr(state, "leader_recovery_state", LEADER_RECOVERED)
         self.leader_epoch_start_offset = None
         self.followers = _NO_FOLLOWERS
         return changed
 
-    def _apply_state(self, state, topic_id) -> None:
+    def _apply_state(self, state, topic_id, partition_epoch: int) -> None:
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
-        self.partition_epoch = _partition_epoch(state)
+        self.partition_epoch = partition_epoch
         self.controller_epoch = state.controller_epoch
         self.isr = shared_ids(state.isr)
         self.replicas = shared_ids(state.replicas)
-        self.adding_replicas = shared_ids(getattr(state, "adding_replicas", ()) or ())
-        self.removing_replicas = shared_ids(getattr(state, "removing_replicas", ()) or ())
+        ids = getattr(state, "adding_replicas", None)
+        self.adding_replicas = shared_ids(ids) if ids else ()
+        ids = getattr(state, "removing_replicas", None)
+        self.removing_replicas = shared_ids(ids) if ids else ()
         self.pending_isr = None
         if topic_id is not None:
             self.topic_id = topic_id
-            tid = str(topic_id)
-            if self.log.topic_id != tid:
-                self.log.topic_id = sys.intern(tid)  # one string per topic
+            self.log.topic_id = topic_id_text(topic_id)
 
 # --- leader epoch checks -----------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int, require_leader: bool = True) -> None:

@@ -238,11 +238,11 @@ class ReplicaFetcher(FetcherTruncation):
     def _delay(self, tps, now: float | None = None) -> None:
         if not tps:
             return
-        loop = asyncio.get_running_loop()
-        until = (loop.time() if now is None else now) + self.config.fetch_backoff_ms / 1000
+        clock = asyncio.get_running_loop().time()
+        until = (clock if now is None else now) + self.config.fetch_backoff_ms / 1000
         for tp in tps:
             st = self.partitions.get(tp)
-            if st is not None and not st.is_delayed(loop.time()):
+            if st is not None and st.delay_until <= clock:  # not resting already
                 st.delay_until = until
                 self._delayed[tp] = until
                 self._changed.add(tp)
@@ -263,7 +263,9 @@ class ReplicaFetcher(FetcherTruncation):
             await self._wait(self.config.fetch_backoff_ms)
             return
         if not await self._ensure_connected():
-            self._delay(list(self.partitions))
+            # the whole fetcher rests fetch_backoff_ms (Kafka delays every partition of a
+            # failed fetch by as much): no per-partition marks, which cost a pass over tens
+            # of thousands of partitions per attempt while a leader is down
             await self._wait(self.config.fetch_backoff_ms)
             return
         await self.maybe_truncate()

@@ -12,6 +12,7 @@ Fetchers left without partitions are shut down (`shutdown_idle_fetchers`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 
@@ -30,6 +31,25 @@ def fetcher_id_for(topic: str, partition: int, num_fetchers: int) -> int:
     h = (31 * java_string_hashcode(topic) + partition) & 0xFFFFFFFF
     h = h - (1 << 32) if h & 0x80000000 else h
     return (h & 0x7FFFFFFF if h == -(1 << 31) else abs(h)) % max(num_fetchers, 1)
+
+
+#: partitions named in one "added / removed fetcher" log line (the rest are counted): a
+#: failover's LeaderAndIsr moves tens of thousands at once
+LOG_LISTED = 100
+
+
+def _listing(names) -> str:
+    shown = list(itertools.islice(names, LOG_LISTED + 1))
+    if len(shown) <= LOG_LISTED:
+        return ", ".join(shown)
+    return ", ".join(shown[:LOG_LISTED]) + ", ..."
+
+
+def _remove_from(fetcher: ReplicaFetcher, tps) -> dict:
+    """Remove from `fetcher` those of `tps` (a set or dict) it fetches: the intersection is
+    taken in C, so a fetcher holding none of them costs nothing per partition."""
+    hit = fetcher.partitions.keys() & tps
+    return fetcher.remove_partitions(hit) if hit else {}
 
 
 class ReplicaFetcherManager:
@@ -59,17 +79,22 @@ class ReplicaFetcherManager:
     def add_fetcher_for_partitions(self, initial: dict[TopicPartition, InitialFetchState]
                                    ) -> None:
         """Start fetching each partition from its leader (Kafka's addFetcherForPartitions);
-        a partition already fetched from another leader moves."""
+        a partition already fetched from another leader moves. Linear in the partitions:
+        one group per (leader, fetcher id), each fetcher changed once."""
         if self._shutdown:
             return
         groups: dict[tuple[int, int], dict] = {}
+        num = self.num_fetchers
         for tp, init in initial.items():
-            key = (init.leader_id, fetcher_id_for(tp[0], tp[1], self.num_fetchers))
-            groups.setdefault(key, {})[tp] = init
+            key = (init.leader_id, 0 if num == 1 else fetcher_id_for(tp[0], tp[1], num))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = {}
+            group[tp] = init
         for key, parts in groups.items():
             for other_key, f in self.fetchers.items():
                 if other_key != key:
-                    f.remove_partitions(parts)
+                    _remove_from(f, parts)
             fetcher = self.fetchers.get(key)
             if fetcher is None:
                 leader_id, fetcher_id = key
@@ -79,19 +104,19 @@ class ReplicaFetcherManager:
                 self.fetchers[key] = fetcher
                 fetcher.start()
             fetcher.add_partitions(parts)
-            log.info("added fetcher to broker %d for partitions %s", key[0],
-                     ", ".join(f"{t}-{p} at {i.init_offset} (epoch {i.current_leader_epoch})"
-                               for (t, p), i in parts.items()))
+            log.info("added fetcher to broker %d for %d partitions: %s", key[0], len(parts),
+                     _listing(f"{t}-{p} at {i.init_offset} (epoch {i.current_leader_epoch})"
+                              for (t, p), i in parts.items()))
 
     def remove_fetcher_for_partitions(self, tps) -> dict:
         """Stop fetching these partitions; returns their last fetch states."""
-        tps = list(tps)
+        tps = tps if isinstance(tps, (set, dict)) else set(tps)
         removed = {}
         for f in self.fetchers.values():
-            removed.update(f.remove_partitions(tps))
+            removed.update(_remove_from(f, tps))
         if removed:
-            log.info("removed fetcher for partitions %s",
-                     ", ".join(f"{t}-{p}" for t, p in removed))
+            log.info("removed fetcher for %d partitions: %s", len(removed),
+                     _listing(f"{t}-{p}" for t, p in removed))
         return removed
 
     async def shutdown_idle_fetchers(self) -> None:

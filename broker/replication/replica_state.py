@@ -17,9 +17,11 @@ committed ISR for a shrink (the shrink is not assumed until the controller accep
 from __future__ import annotations
 
 import dataclasses
+import sys
+import uuid
 
 __all__ = ["FollowerState", "PendingIsrChange", "LeaderAndIsr", "LEADER_RECOVERED",
-           "LEADER_RECOVERING", "shared_ids"]
+           "LEADER_RECOVERING", "shared_ids", "topic_id_text"]
 
 # KIP-704 leader recovery state (LeaderAndIsr v6+, AlterPartition v1+, the state znode).
 LEADER_RECOVERED = 0
@@ -38,6 +40,25 @@ def shared_ids(ids) -> tuple[int, ...]:
             _ID_TUPLES.clear()
         got = _ID_TUPLES[t] = t
     return got
+
+
+_ID_TEXT: dict[uuid.UUID, str] = {}
+_LAST_ID: list = [None, ""]  # the last (topic id object, text): a request's states come by topic
+
+
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """`str(topic_id)`, interned and remembered (one text per topic, made once, not once
+    per partition state)."""
+    last = _LAST_ID
+    if topic_id is last[0]:
+        return last[1]
+    text = _ID_TEXT.get(topic_id)
+    if text is None:
+        if len(_ID_TEXT) > 100_000:
+            _ID_TEXT.clear()
+        text = _ID_TEXT[topic_id] = sys.intern(str(topic_id))  # as storage keeps it
+    last[0], last[1] = topic_id, text
+    return text
 
 
 @dataclasses.dataclass(slots=True)
