@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from operator import attrgetter, itemgetter
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -117,6 +118,25 @@ def _parse(path: str, fields: int) -> list[list[str]]:
         i = next(i for i, parts in enumerate(out) if len(parts) != fields)
         raise CheckpointError(f"{path}:{i + 3}: expected {fields} fields: {body[i]!r}")
     return out
+
+
+def gather_offsets(items: list[tuple[tuple[str, int], object]], attribute: str,
+                   live_dirs: list[str], dir_of: Mapping | None = None
+                   ) -> dict[str, dict[tuple[str, int], int]]:
+    """``{dir: {(topic, partition): offset}}`` of the logs ``items`` (``(tp, log)``), the
+    offset being each log's `attribute`, for each of `live_dirs`; `dir_of` maps a
+    partition to its dir, None when one dir holds every log (then C-level loops: 100,000
+    logs every 5 s)."""
+    value = attrgetter(attribute)
+    if dir_of is None:
+        return {d: dict(zip(map(itemgetter(0), items), map(value, map(itemgetter(1), items)),
+                            strict=True)) for d in live_dirs}
+    per_dir: dict[str, dict] = {d: {} for d in live_dirs}
+    for tp, log in items:
+        entries = per_dir.get(dir_of.get(tp))
+        if entries is not None:
+            entries[tp] = value(log)
+    return per_dir
 
 
 class OffsetCheckpointFile:

@@ -39,7 +39,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from operator import attrgetter, itemgetter
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoints import (
@@ -49,6 +48,7 @@ from storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
     fsync_dir,
+    gather_offsets,
     read_meta_properties,
     sync_filesystem,
     write_meta_properties,
@@ -651,20 +651,8 @@ class LogManager:
                 if self._checkpoint_stamp.get(name) == stamp:
                     return
             self._checkpoint_stamp.pop(name, None)
-            items = list(self._logs.items())
-            value = attrgetter(attribute)
-            live = self.live_log_dirs
-            if len(self.log_dirs) == 1:  # every log is there: C-level loops (100,000 logs)
-                per_dir = {d: dict(zip(map(itemgetter(0), items),
-                                       map(value, map(itemgetter(1), items)), strict=True))
-                           for d in live}
-            else:
-                per_dir = {d: {} for d in live}
-                dir_of = self._log_dir_of
-                for tp, log in items:
-                    entries = per_dir.get(dir_of.get(tp))
-                    if entries is not None:
-                        entries[tp] = value(log)
+            per_dir = gather_offsets(list(self._logs.items()), attribute, self.live_log_dirs,
+                                     None if len(self.log_dirs) == 1 else self._log_dir_of)
             written = True
             for d, entries in per_dir.items():
                 if self._checkpoint_written.get((name, d)) == entries:
