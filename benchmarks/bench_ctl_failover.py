@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import gc
 import logging
 import os
@@ -154,37 +155,21 @@ async def run(zk: ZooKeeperServer, args) -> None:
             prof.clear()
 
     done = asyncio.Event()
-    failover = ctl._on_controller_failover
-
-    async def timed_failover():
-        t0, c0 = time.monotonic(), time.thread_time()
-        start_cpu()
-        if prof is not None:
-            prof.enable()
-        await failover()
-        report("failover" + (" (all brokers live)" if args.all_live else
-                             " (broker 3 gone)"), t0, c0)
-        done.set()
-    ctl._on_controller_failover = timed_failover
+    timed = functools.partial(_timed_step, start_cpu=start_cpu, report=report, prof=prof,
+                              done=done)
+    ctl._on_controller_failover = timed(
+        ctl._on_controller_failover,
+        lambda: "failover" + (" (all brokers live)" if args.all_live else " (broker 3 gone)"))
     await ctl.startup()
     await asyncio.wait_for(done.wait(), 600)
     if args.all_live:
         done.clear()
-        failure = ctl.brokers._on_broker_failure
-
-        async def timed_failure(dead):
-            t0, c0 = time.monotonic(), time.thread_time()
-            start_cpu()
-            if prof is not None:
-                prof.enable()
-            await failure(dead)
-            report(f"broker failure {dead}", t0, c0)
-            done.set()
-        ctl.brokers._on_broker_failure = timed_failure
+        ctl.brokers._on_broker_failure = timed(ctl.brokers._on_broker_failure,
+                                               lambda dead: f"broker failure {dead}")
         await sessions[3].close()
         await asyncio.wait_for(done.wait(), 600)
     if args.rejoin:
-        await _rejoin(zk, ctl, sessions, start_cpu, report, prof, done)
+        await _rejoin(zk, ctl, sessions, timed, start_cpu, report, prof, done)
     await ctl.shutdown()
     for b, c in sessions.items():
         if b != 3 or not args.all_live:
@@ -192,23 +177,27 @@ async def run(zk: ZooKeeperServer, args) -> None:
     await admin.close()
 
 
-async def _rejoin(zk, ctl, sessions, start_cpu, report, prof, done) -> None:
+def _timed_step(fn, label, *, start_cpu, report, prof, done):
+    """`fn` wrapped to report its wall and CPU time as ``label(*args)``, then set `done`."""
+    async def wrapper(*a):
+        t0, c0 = time.monotonic(), time.thread_time()
+        start_cpu()
+        if prof is not None:
+            prof.enable()
+        await fn(*a)
+        report(label(*a), t0, c0)
+        done.set()
+    return wrapper
+
+
+async def _rejoin(zk, ctl, sessions, timed, start_cpu, report, prof, done) -> None:
     """Broker 3 comes back (a clean restart's controller side): its registration's
     onBrokerStartup (UpdateMetadata to every broker, LeaderAndIsr for its replicas), then
     each leader's AlterPartition adding it back to every ISR it left, one request per
     leader as the brokers' AlterPartitionManager sends them."""
     done.clear()
-    startup = ctl.brokers._on_broker_startup
-
-    async def timed_startup(new):
-        t0, c0 = time.monotonic(), time.thread_time()
-        start_cpu()
-        if prof is not None:
-            prof.enable()
-        await startup(new)
-        report(f"broker startup {new}", t0, c0)
-        done.set()
-    ctl.brokers._on_broker_startup = timed_startup
+    ctl.brokers._on_broker_startup = timed(ctl.brokers._on_broker_startup,
+                                           lambda new: f"broker startup {new}")
     c = ZkClient(zk.connect + "/k", session_timeout_ms=30000)
     await c.start()
     sessions[3] = c

@@ -334,17 +334,23 @@ async def test_high_watermarks_checkpointed_periodically(tmp_path, clock):
     await mgr.shutdown()
 
 
+def _manager_with_log(tmp_path, batches: int, hw: int):
+    """A loaded LogManager with log ("t", 0) of `batches` batches, its HW at `hw`."""
+    mgr = LogManager([str(tmp_path)], CFG)
+    mgr.load_all()
+    log = mgr.get_or_create_log(("t", 0))
+    for _ in range(batches):
+        log.append_as_leader(build_batch(), 0)
+    log.high_watermark = hw
+    return mgr, log
+
+
 def test_high_watermark_checkpoint_skips_nothing_that_changed(tmp_path):
     """The periodic high-watermark checkpoint gathers nothing while no HW, log or live dir
     changed (issue 22), yet every change lands in the file at the next pass: a moved HW, a
     new log, a deleted log."""
     path = str(tmp_path / "replication-offset-checkpoint")
-    mgr = LogManager([str(tmp_path)], CFG)
-    mgr.load_all()
-    a = mgr.get_or_create_log(("t", 0))
-    for _ in range(3):
-        a.append_as_leader(build_batch(), 0)
-    a.high_watermark = 3
+    mgr, a = _manager_with_log(tmp_path, batches=3, hw=3)
     mgr.checkpoint_replication_offsets()
     assert OffsetCheckpointFile(path).read() == {("t", 0): 3}
     os.unlink(path)  # unchanged: not gathered, so not rewritten either
@@ -371,12 +377,7 @@ def test_recovery_point_and_log_start_checkpoints_follow_every_change(tmp_path):
     (issue 22); a flush, a DeleteRecords, a truncation and a new log all land next time."""
     rp_path = str(tmp_path / "recovery-point-offset-checkpoint")
     ls_path = str(tmp_path / "log-start-offset-checkpoint")
-    mgr = LogManager([str(tmp_path)], CFG)
-    mgr.load_all()
-    a = mgr.get_or_create_log(("t", 0))
-    for _ in range(4):
-        a.append_as_leader(build_batch(), 0)
-    a.high_watermark = 12
+    mgr, a = _manager_with_log(tmp_path, batches=4, hw=12)
 
     def both():
         mgr.checkpoint_recovery_points()
