@@ -174,13 +174,10 @@ class TransactionMarkerChannelManager:
     # --- sending -----------------------------------------------------------------------------
     async def _run(self) -> None:
         while True:
-            if self.in_flight or any(self.queues.values()):  # retries: look again soon
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), RETRY_BACKOFF_MS / 1000)
-                except TimeoutError:
-                    pass
-            else:  # nothing queued: every enqueue sets the wakeup (no idle polling)
-                await self._wakeup.wait()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), RETRY_BACKOFF_MS / 1000)
+            except TimeoutError:
+                pass
             self._wakeup.clear()
             try:
                 self._drain()
