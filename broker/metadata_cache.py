@@ -136,6 +136,8 @@ class MetadataCache:
         self._partitions: dict[str, dict[int, PartitionState]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._topic_names: dict[uuid.UUID, str] = {}
+        #: topic -> the Metadata handler's encoded entries of it (see `topic_memo`)
+        self._memo: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ updates
 
@@ -219,7 +221,9 @@ class MetadataCache:
                         deleted.append((topic, p))
                         self._remove(topic, p)
         partitions = self._partitions
+        memo = self._memo
         for topic, tid, new, deleting in groups:
+            memo.pop(topic, None)
             for p in deleting:
                 if self._remove(topic, p):
                     deleted.append((topic, p))
@@ -236,7 +240,10 @@ class MetadataCache:
                     self._topic_names.pop(old, None)
                 self._topic_ids[topic] = tid
                 self._topic_names[tid] = topic
-        self._brokers = {b.id: self._broker(b) for b in request.live_brokers}
+        brokers = {b.id: self._broker(b) for b in request.live_brokers}
+        if brokers != self._brokers:
+            memo.clear()
+        self._brokers = brokers
         self._controller_id = request.controller_id
         self._controller_epoch = request.controller_epoch
         return deleted
@@ -255,6 +262,7 @@ class MetadataCache:
         parts = self._partitions.get(topic)
         if parts is None or parts.pop(partition, None) is None:
             return False
+        self._memo.pop(topic, None)
         if not parts:
             del self._partitions[topic]
             tid = self._topic_ids.pop(topic, None)
@@ -298,6 +306,17 @@ class MetadataCache:
 
     def contains_partition(self, topic: str, partition: int) -> bool:
         return partition in self._partitions.get(topic, {})
+
+    def topic_memo(self, name: str) -> dict | None:
+        """A dict the Metadata handler keeps encoded entries of topic ``name`` in
+        (:mod:`broker.handlers.metadata_encoding`); emptied whenever an UpdateMetadata
+        changes the topic (or the live brokers). None for an unknown topic."""
+        if name not in self._partitions:
+            return None
+        memo = self._memo.get(name)
+        if memo is None:
+            memo = self._memo[name] = {}
+        return memo
 
     def all_topics(self) -> list[str]:
         return sorted(self._partitions)

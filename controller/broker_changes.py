@@ -18,6 +18,7 @@ from controller import controller_events as ev
 from controller import zk_data as zd
 from controller.context import PartitionState, ReplicaState
 from controller.controller_core import ChildChangeWatch, NodeChangeWatch
+from controller.partition_state_machine import elected
 
 if TYPE_CHECKING:
     from controller.controller_core import ControllerCore
@@ -136,13 +137,17 @@ class BrokerChanges:
             (for_deletion if deletion.is_topic_queued_up_for_deletion(r[0][0])
              else not_for_deletion).append(r)
         offline_leader = ctx.partitions_with_offline_leader()
-        # the elections and the ISR shrinks reach each broker as one LeaderAndIsr
+        # two waves, each one LeaderAndIsr per broker: the elections first (the partitions
+        # the dead brokers led are led again as soon as their states are written), then
+        # the ISR shrinks (without the partitions the elections just sent)
         async with self.core.coalesced_requests():
             await self.core.partition_sm.handle_state_changes(offline_leader,
                                                               PartitionState.OFFLINE)
             results = await self.core.partition_sm.trigger_online_partition_state_change()
-            await self.core.replica_sm.handle_state_changes(not_for_deletion,
-                                                            ReplicaState.OFFLINE)
+        with self.core.replica_sm.already_sent(elected(results)):
+            async with self.core.coalesced_requests():
+                await self.core.replica_sm.handle_state_changes(not_for_deletion,
+                                                                ReplicaState.OFFLINE)
         if for_deletion:
             await self.core.deletion.fail_replica_deletion(for_deletion)
         if not not_for_deletion and all(isinstance(r, Exception) for r in results.values()):

@@ -82,6 +82,11 @@ def new_leader_and_isr(state: State, leader: int, isr: Iterable[int], controller
                  state.leader_recovery_state if recovery is None else recovery)
 
 
+def elected(results: dict[TopicPartition, State | Exception]) -> set[TopicPartition]:
+    """The partitions of a ``handle_state_changes`` result that got their new state."""
+    return {tp for tp, r in results.items() if not isinstance(r, BaseException)}
+
+
 class PartitionStateMachine:
     """``unclean_enabled(topic) -> bool`` (awaitable) reads the topic's effective
     ``unclean.leader.election.enable`` for partitions left without a live ISR replica."""
@@ -100,7 +105,10 @@ class PartitionStateMachine:
 
     # ------------------------------------------------------------------ startup
 
-    async def startup(self) -> None:
+    async def startup(self) -> set[TopicPartition]:
+        """Every partition New / Online / Offline from the context, then leaders elected for
+        the New and Offline ones; returns the partitions elected (their LeaderAndIsr and
+        UpdateMetadata are in the batch)."""
         ctx = self.context
         for tp in ctx.all_partitions():
             state = ctx.leadership.get(tp)
@@ -110,7 +118,7 @@ class PartitionStateMachine:
                 ctx.partition_states[tp] = PartitionState.ONLINE
             else:
                 ctx.partition_states[tp] = PartitionState.OFFLINE
-        await self.trigger_online_partition_state_change()
+        return elected(await self.trigger_online_partition_state_change())
 
     async def trigger_online_partition_state_change(self, topic: str | None = None
                                                     ) -> dict[TopicPartition, State | Exception]:

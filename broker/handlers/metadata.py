@@ -43,6 +43,7 @@ import uuid
 
 from broker.auto_topic_creation import auto_topic_creator
 from broker.handlers import authz
+from broker.handlers.metadata_encoding import MetadataResponseWithEncodedTopics, cached_entry
 from broker.handlers.registry import handles
 from broker.metadata_cache import INTERNAL_TOPICS
 from common.loop_slice import LoopSlice
@@ -167,6 +168,38 @@ async def _lookup(cache, names: list[str] | None, listener: str, version: int) -
     return found
 
 
+def _topic_entry(tm) -> MetadataResponse.MetadataResponseTopic:
+    """The response entry of a found topic (a MetadataCache ``TopicMetadata``)."""
+    return _topic(tm.error_code, tm.name, tm.topic_id, tm.is_internal, [
+        MetadataResponse.MetadataResponsePartition(
+            error_code=p.error_code, partition_index=p.partition, leader_id=p.leader_id,
+            leader_epoch=p.leader_epoch, replica_nodes=p.replica_nodes,
+            isr_nodes=p.isr_nodes, offline_replicas=p.offline_replicas)
+        for p in tm.partitions])
+
+
+async def _encoded_entries(cache, names: list[str] | None, listener: str, version: int
+                           ) -> tuple[list, set[str]]:
+    """(the found topics' entries, their names): each entry's encoding at ``version`` from
+    the topic's memo in the MetadataCache, encoded there first when missing
+    (:mod:`broker.handlers.metadata_encoding`); the loop is free every thousand topics."""
+    kw = {"error_unavailable_endpoints": version == 0,
+          "error_unavailable_listeners": version >= 6}
+    key = (version, listener, version == 0, version >= 6)
+    out: list = []
+    known: set[str] = set()
+    for i, name in enumerate(cache.all_topics() if names is None else names):
+        if i and not i % LOOKUP_CHUNK:
+            await asyncio.sleep(0)
+        memo = cache.topic_memo(name)
+        if memo is None:
+            continue
+        known.add(name)
+        out.append(cached_entry(memo, key, lambda n=name: _topic_entry(
+            cache.get_topic_metadata([n], listener, **kw)[0])))
+    return out, known
+
+
 def _unknown(name: str):
     try:
         validate_topic_name(name)
@@ -227,17 +260,15 @@ async def handle_metadata(ctx, request):
     if authz.enabled(ctx):
         names, refused = _authorize_describe(ctx, names, by_id)
     topics = []
+    with_ops = version >= 8 and request.include_topic_authorized_operations
     if names is None or names:
-        found = await _lookup(cache, names, listener, version)
-        for tm in found:
-            topics.append(_topic(tm.error_code, tm.name, tm.topic_id, tm.is_internal, [
-                MetadataResponse.MetadataResponsePartition(
-                    error_code=p.error_code, partition_index=p.partition, leader_id=p.leader_id,
-                    leader_epoch=p.leader_epoch, replica_nodes=p.replica_nodes,
-                    isr_nodes=p.isr_nodes, offline_replicas=p.offline_replicas)
-                for p in tm.partitions]))
-        if names is not None and len(found) < len(names):
+        if with_ops:  # entries to fill in below: built, not taken from the memo
+            found = await _lookup(cache, names, listener, version)
+            topics = [_topic_entry(tm) for tm in found]
             known = {tm.name for tm in found}
+        else:
+            topics, known = await _encoded_entries(cache, names, listener, version)
+        if names is not None and len(known) < len(names):
             missing = [n for n in names if n not in known]
             allow = version < 4 or request.allow_auto_topic_creation
             if allow and broker.config.auto_create_topics_enable and broker.controller:
@@ -265,7 +296,7 @@ async def handle_metadata(ctx, request):
             if authz.authorize_cluster(ctx, authz.AclOperation.DESCRIBE) else 0
 
     controller_id = cache.controller_id
-    return MetadataResponse(
+    return MetadataResponseWithEncodedTopics(
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=n.id, host=n.host, port=n.port,
                                                          rack=n.rack)
                  for n in cache.alive_broker_nodes(listener)],

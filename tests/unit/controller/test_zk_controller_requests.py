@@ -255,9 +255,10 @@ async def test_event_manager_runs_one_event_at_a_time_and_preempts_on_clear():
     assert late.preempted
 
 
-async def test_broker_failure_reaches_each_broker_as_one_leader_and_isr():
-    """The elections and the ISR shrinks of a broker failure are coalesced: one LeaderAndIsr
-    and one UpdateMetadata per live broker, with each partition's final state."""
+async def test_broker_failure_sends_the_elections_first_and_each_partition_once():
+    """A broker failure reaches each live broker in two waves: one LeaderAndIsr and one
+    UpdateMetadata with the elections (the partitions the dead broker led), then one of
+    each with the ISR shrinks; a partition the first wave carried is not in the second."""
     from tests.unit.controller.zk_fakes import Sent
     c, zk = _controller(state=S(3, 4, (3, 1, 2), 5, 10))
     tp1 = ("t", 1)
@@ -270,13 +271,42 @@ async def test_broker_failure_reaches_each_broker_as_one_leader_and_isr():
     c.context.remove_live_brokers([3])
     await c.brokers._on_broker_failure([3])
     lai = sent.of(4)
-    assert sorted(b for b, _ in lai) == [1, 2]
-    for _b, req in lai:
-        states = {(t.topic_name, p.partition_index): p
-                  for t in req.topic_states for p in t.partition_states}
-        assert set(states) == {TP, tp1}
-        assert states[TP].leader == 1 and list(states[TP].isr) == [1, 2]
-        assert states[TP].partition_epoch == zk.states[TP].partition_epoch
-        assert states[tp1].leader == 1 and list(states[tp1].isr) == [1, 2]
-    assert sorted(b for b, _ in sent.of(6)) == [1, 2]
+    assert sorted(b for b, _ in lai) == [1, 1, 2, 2]
+    waves: dict[int, list] = {}
+    for b, req in lai:
+        waves.setdefault(b, []).append({(t.topic_name, p.partition_index): p
+                                        for t in req.topic_states for p in t.partition_states})
+    for first, second in waves.values():
+        assert set(first) == {TP} and set(second) == {tp1}
+        assert first[TP].leader == 1 and list(first[TP].isr) == [1, 2]
+        assert first[TP].partition_epoch == zk.states[TP].partition_epoch
+        assert second[tp1].leader == 1 and list(second[tp1].isr) == [1, 2]
+    assert sorted(b for b, _ in sent.of(6)) == [1, 1, 2, 2]
     assert zk.states[TP].leader == 1 and 3 not in zk.states[TP].isr
+
+
+async def test_failover_sends_the_elections_first_and_each_partition_once():
+    """A new controller whose predecessor's broker (3) is gone: the first LeaderAndIsr /
+    UpdateMetadata per live broker carries the elections (TP, led by 3), the second every
+    other partition (tp1, with 3 out of its ISR), and TP is not sent twice."""
+    from tests.unit.controller.zk_fakes import Sent
+    c, zk = _controller(state=S(3, 4, (3, 1, 2), 5, 10))
+    tp1 = ("t", 1)
+    c.context.update_partition_full_replica_assignment(tp1, ReplicaAssignment((1, 2, 3)))
+    zk.states[tp1] = c.context.leadership[tp1] = S(1, 2, (1, 2, 3), 5, 3)
+    c.context.remove_live_brokers([3])
+    c.context.replica_states.clear()
+    c.context.partition_states.clear()
+    c.batch.send = sent = Sent()
+    await c._start_state_machines()
+    waves: dict[int, list] = {}
+    for b, req in sent.of(4):
+        waves.setdefault(b, []).append({(t.topic_name, p.partition_index): p
+                                        for t in req.topic_states for p in t.partition_states})
+    assert sorted(waves) == [1, 2]
+    for first, second in waves.values():
+        assert set(first) == {TP} and first[TP].leader == 1 and list(first[TP].isr) == [1, 2]
+        assert set(second) == {tp1} and list(second[tp1].isr) == [1, 2]
+    um = [{(t.topic_name, p.partition_index) for t in req.topic_states
+           for p in t.partition_states} for _b, req in sent.of(6)]
+    assert um == [{TP}, {TP}, {tp1}, {tp1}]
