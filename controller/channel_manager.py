@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 API_NAMES = {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata"}
 BACKOFF_S = 0.1
+SLOW_S = 1.0  # a request answered later than this is logged (with its time in the queue)
 
 
 @dataclass
@@ -38,6 +39,7 @@ class _QueueItem:
     version: int
     request: Any
     callback: Callable[[Any], None] | None
+    queued: float = 0.0  # loop time it was queued at (s)
 
 
 class _BrokerState:
@@ -104,7 +106,8 @@ class ControllerChannelManager:
                         "broker %d, since it is offline.", API_NAMES.get(api_key, api_key),
                         self.controller_id, self.controller_epoch(), broker_id)
             return
-        state.queue.put_nowait(_QueueItem(api_key, version, request, callback))
+        state.queue.put_nowait(_QueueItem(api_key, version, request, callback,
+                                          asyncio.get_running_loop().time()))
 
     def _endpoint(self, broker: BrokerInfo):
         for e in broker.endpoints:
@@ -116,6 +119,7 @@ class ControllerChannelManager:
         broker = state.broker
         endpoint = self._endpoint(broker)
         warned = False
+        loop = asyncio.get_running_loop()
         while not state.removed:
             item = await state.queue.get()
             if endpoint is None:
@@ -135,9 +139,15 @@ class ControllerChannelManager:
                                  "state change requests", self.controller_id, broker.id,
                                  endpoint.host, endpoint.port)
                         warned = False
+                    sent_at = loop.time()
                     _v, response = await state.conn.request(item.api_key, item.request,
                                                             item.version, self.timeout_s)
                     self.sent += 1
+                    took = loop.time() - sent_at
+                    if took >= SLOW_S:
+                        log.info("%s to broker %d answered in %.0f ms (queued %.0f ms before)",
+                                 API_NAMES.get(item.api_key, item.api_key), broker.id,
+                                 took * 1000, (sent_at - item.queued) * 1000)
                     break
                 except (OSError, ConnectionError, TimeoutError) as e:
                     if not warned:
