@@ -144,7 +144,10 @@ class BrokerChanges:
             await self.core.partition_sm.handle_state_changes(offline_leader,
                                                               PartitionState.OFFLINE)
             results = await self.core.partition_sm.trigger_online_partition_state_change()
-        with self.core.replica_sm.already_sent(elected(results)):
+        done = elected(results)
+        if done:
+            await self.core.wait_requests_answered()
+        with self.core.replica_sm.already_sent(done):
             async with self.core.coalesced_requests():
                 await self.core.replica_sm.handle_state_changes(not_for_deletion,
                                                                 ReplicaState.OFFLINE)

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 API_NAMES = {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata"}
 BACKOFF_S = 0.1
+BARRIER = -1  # a queue item that only marks the requests before it as answered
 SLOW_S = 1.0  # a request answered later than this is logged (with its time in the queue)
 
 
@@ -90,6 +91,10 @@ class ControllerChannelManager:
         if state is None:
             return
         state.removed = True
+        while not state.queue.empty():  # nothing queued for it will be answered now
+            item = state.queue.get_nowait()
+            if item.api_key == BARRIER and not item.request.done():
+                item.request.set_result(None)
         if state.task is not None:
             state.task.cancel()
             # never wait long: the controller's event queue is blocked meanwhile
@@ -109,6 +114,23 @@ class ControllerChannelManager:
         state.queue.put_nowait(_QueueItem(api_key, version, request, callback,
                                           asyncio.get_running_loop().time()))
 
+    async def wait_answered(self, timeout_s: float) -> bool:
+        """Wait until every request queued so far has been answered (or dropped: a broker
+        removed), at most ``timeout_s``; True when all were. A failover waits so between
+        its two waves (see ``KafkaController._start_state_machines``)."""
+        loop = asyncio.get_running_loop()
+        waits = []
+        for state in self._brokers.values():
+            fut = loop.create_future()
+            state.queue.put_nowait(_QueueItem(BARRIER, 0, fut, None, loop.time()))
+            waits.append(fut)
+        if not waits:
+            return True
+        _done, pending = await asyncio.wait(waits, timeout=timeout_s)
+        for fut in pending:
+            fut.cancel()
+        return not pending
+
     def _endpoint(self, broker: BrokerInfo):
         for e in broker.endpoints:
             if e.listener_name == self.listener_name:
@@ -122,6 +144,10 @@ class ControllerChannelManager:
         loop = asyncio.get_running_loop()
         while not state.removed:
             item = await state.queue.get()
+            if item.api_key == BARRIER:
+                if not item.request.done():
+                    item.request.set_result(None)
+                continue
             if endpoint is None:
                 log.error("Broker %d has no endpoint for listener %s; dropping %s", broker.id,
                           self.listener_name, API_NAMES.get(item.api_key, item.api_key))

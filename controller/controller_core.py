@@ -24,6 +24,9 @@ from controller.context import ControllerContext, TopicPartition
 from controller.kafka_zk_client import ControllerMovedError
 from controller.zk_client import ZNodeChangeHandler, ZNodeChildChangeHandler
 
+#: the longest a failover or broker failure waits for its elections to be answered (s)
+WAVE_WAIT_S = 10.0
+
 if TYPE_CHECKING:
     from controller.channel_manager import ControllerChannelManager
     from controller.event_manager import ControllerEventManager
@@ -107,6 +110,18 @@ class ControllerCore:
     def _send(self, broker_id: int, api_key: int, version: int, request, callback) -> None:
         if self.channel is not None:
             self.channel.send_request(broker_id, api_key, version, request, callback)
+
+    async def wait_requests_answered(self) -> None:
+        """Give the requests sent so far the brokers' attention before more work: wait
+        until each live broker answered them, at most `WAVE_WAIT_S` (or the controller's
+        socket timeout when shorter). Between a failover's or a broker failure's two waves
+        (the elections, then the ISR shrinks): the controller's own broker applies the
+        elections on the loop the controller would otherwise fill with the second wave's
+        work (at 100,000 partitions RF 3 its LeaderAndIsr of 50,000 elections took 7.9 s
+        instead of 2-3 s, and its UpdateMetadata came 10 s later than the other broker's)."""
+        if self.channel is not None:
+            await self.channel.wait_answered(
+                min(WAVE_WAIT_S, self.config.controller_socket_timeout_ms / 1000.0))
 
     def send_update_metadata_request(self, brokers: list[int],
                                      partitions: list[TopicPartition] = ()) -> None:

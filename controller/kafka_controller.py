@@ -304,10 +304,13 @@ class KafkaController(ControllerCore):
         ZooKeeper writes at 100,000 partitions RF 3 when the old controller's broker is
         gone). The elections' LeaderAndIsr / UpdateMetadata go out first, one of each per
         broker, so the partitions without a leader are led again before the (larger)
-        second wave is worked out: every replica Online, dead ones out of the ISRs; it
-        leaves out the partitions the first wave just sent."""
+        second wave is worked out (after the brokers answered the first, for a few
+        seconds at most: `wait_requests_answered`): every replica Online, dead ones out of
+        the ISRs; it leaves out the partitions the first wave just sent."""
         async with self.coalesced_requests():
             elected = await self.partition_sm.startup()
+        if elected:
+            await self.wait_requests_answered()
         with self.replica_sm.already_sent(elected):
             async with self.coalesced_requests():
                 await self.replica_sm.startup()

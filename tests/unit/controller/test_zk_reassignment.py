@@ -43,6 +43,10 @@ class _Channel:
     async def remove_broker(self, broker_id):
         self.removed.append(broker_id)
 
+    async def wait_answered(self, timeout_s):
+        self.sent.append((None, "answered", timeout_s))
+        return True
+
 
 def _controller(brokers=(1, 2, 3)):
     zk = FakeAdminZk()
