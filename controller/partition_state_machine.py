@@ -110,14 +110,22 @@ class PartitionStateMachine:
         the New and Offline ones; returns the partitions elected (their LeaderAndIsr and
         UpdateMetadata are in the batch)."""
         ctx = self.context
-        for tp in ctx.all_partitions():
-            state = ctx.leadership.get(tp)
-            if state is None:
-                ctx.partition_states[tp] = PartitionState.NEW
-            elif ctx.is_replica_online(state.leader, tp):
-                ctx.partition_states[tp] = PartitionState.ONLINE
-            else:
-                ctx.partition_states[tp] = PartitionState.OFFLINE
+        leadership, states = ctx.leadership, ctx.partition_states
+        # without failed log dirs a leader is online iff its broker is live and not
+        # shutting down (is_replica_online's rule, one set lookup instead of a call)
+        live = None if ctx.replicas_on_offline_dirs else ctx.live_broker_ids
+        is_online = ctx.is_replica_online
+        new, online, offline = PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE
+        for t, ps in ctx.assignments.items():
+            for p in ps:
+                tp = (t, p)
+                state = leadership.get(tp)
+                if state is None:
+                    states[tp] = new
+                elif state.leader in live if live is not None else is_online(state.leader, tp):
+                    states[tp] = online
+                else:
+                    states[tp] = offline
         return elected(await self.trigger_online_partition_state_change())
 
     async def trigger_online_partition_state_change(self, topic: str | None = None
