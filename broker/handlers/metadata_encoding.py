@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 
 from protocol import api
+from protocol.types import encode_unsigned_varint
 
 METADATA = 3
 MetadataResponse = api.API_KEYS[METADATA].response_cls
@@ -32,15 +33,6 @@ _INT32 = struct.Struct(">i")
 #: variants kept per topic (versions x listeners x error rules in use); a 100,000-partition
 #: entry set is ~4 MB per variant
 MAX_VARIANTS = 4
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_topic(topic, version: int) -> bytes:
@@ -96,7 +88,7 @@ class MetadataResponseWithEncodedTopics(MetadataResponse):
         flexible = version >= FLEXIBLE_FROM
         out = bytearray(head)
         n = len(topics)
-        out += _uvarint(n + 1) if flexible else _INT32.pack(n)
+        out += encode_unsigned_varint(n + 1) if flexible else _INT32.pack(n)
         enc = TopicEntry._schema.codec(version)[0]
         for t in topics:
             if type(t) is EncodedTopic:
