@@ -21,12 +21,14 @@ class _Broker:
         self.release = asyncio.Event()
         self.received = 0
         self.server = None
+        self.writers: list = []
 
     async def start(self) -> int:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self.server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader, writer) -> None:
+        self.writers.append(writer)
         try:
             while True:
                 size = struct.unpack(">i", await reader.readexactly(4))[0]
@@ -49,10 +51,18 @@ class _Broker:
                 writer.write(struct.pack(">i", len(out)) + out)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
             writer.close()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
+        """Every connection closed and its handler finished, then the listener."""
+        self.release.set()
+        for w in self.writers:
+            w.close()
         self.server.close()
+        await self.server.wait_closed()
+        await asyncio.sleep(0.05)  # the handlers see their connections end
 
 
 def _update_metadata():
@@ -79,7 +89,7 @@ async def test_wait_answered_waits_for_the_answers_and_is_bounded():
         assert await waiting and len(answered) == 2
     finally:
         await channel.shutdown()
-        broker.stop()
+        await broker.stop()
 
 
 async def test_wait_answered_ends_when_the_broker_is_removed():
@@ -96,4 +106,4 @@ async def test_wait_answered_ends_when_the_broker_is_removed():
         assert await asyncio.wait_for(waiting, 2.0)
     finally:
         await channel.shutdown()
-        broker.stop()
+        await broker.stop()
