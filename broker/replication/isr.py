@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 
 from broker import metrics
+from broker.replication.isr_log import isr_change_log
 from broker.replication.replica_state import (
     FollowerState,
     LeaderAndIsr,
@@ -75,9 +76,12 @@ class LeaderIsrMixin:
         refused = refused_adds.get(f.broker_id) if refused_adds else None
         if refused is not None and self.time_ms() < refused[0]:
             return
-        log.log(logging.DEBUG if refused else logging.INFO,
-                "%s-%d: expanding ISR from %s to %s", self.topic, self.partition,
-                list(self.isr), list(self.isr) + [f.broker_id])
+        if refused:
+            log.debug("%s-%d: expanding ISR from %s to %s", self.topic, self.partition,
+                      list(self.isr), list(self.isr) + [f.broker_id])
+        else:
+            isr_change_log.add("expanding ISR", f"{self.topic}-{self.partition}: expanding "
+                               f"ISR from {list(self.isr)} to {list(self.isr) + [f.broker_id]}")
         self._submit_isr_change("expand", self.isr + (f.broker_id,), frozenset((f.broker_id,)))
 
     def out_of_sync_replicas(self, now_ms: int | None = None) -> set[int]:
@@ -109,9 +113,10 @@ class LeaderIsrMixin:
             f"{r} (LEO {self.followers[r].log_end_offset}, last caught up "
             f"{self.followers[r].last_caught_up_ms})" if r in self.followers else str(r)
             for r in sorted(out))
-        log.info("%s-%d: shrinking ISR from %s to %s (HW %d, LEO %d); out of sync: %s",
-                 self.topic, self.partition, list(self.isr), list(new_isr),
-                 self.log.high_watermark, self.log.log_end_offset, details)
+        isr_change_log.add("shrinking ISR", f"{self.topic}-{self.partition}: shrinking ISR "
+                           f"from {list(self.isr)} to {list(new_isr)} (HW "
+                           f"{self.log.high_watermark}, LEO {self.log.log_end_offset}); out of "
+                           f"sync: {details}")
         self._submit_isr_change("shrink", new_isr, frozenset(out))
         return True
 
@@ -177,9 +182,10 @@ class LeaderIsrMixin:
                 for b in pending.changed:
                     refused_adds.pop(b, None)
             (ISR_SHRINKS if pending.kind == "shrink" else ISR_EXPANDS).mark()
-            log.info("%s-%d: ISR updated to %s%s and partition epoch to %d", self.topic,
-                     self.partition, list(self.isr),
-                     " (under-min-isr)" if self.is_under_min_isr else "", self.partition_epoch)
+            isr_change_log.add("ISR updated", f"{self.topic}-{self.partition}: ISR updated to "
+                               f"{list(self.isr)}"
+                               f"{' (under-min-isr)' if self.is_under_min_isr else ''} and "
+                               f"partition epoch to {self.partition_epoch}")
             if self.maybe_increment_high_watermark():
                 self.on_delayed_wake()
             elif pending.kind == "shrink":
