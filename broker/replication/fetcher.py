@@ -41,6 +41,7 @@ import uuid
 from collections.abc import Callable
 
 from broker.metrics import TOPIC_STATS
+from broker.replication.batched_log import BatchedLog
 from broker.replication.fetch_session_handler import (
     FetchRequestData,
     FetchSessionHandler,
@@ -62,6 +63,8 @@ __all__ = ["ReplicaFetcher", "PartitionFetchState", "InitialFetchState", "Fetche
            "TRUNCATING", "FETCHING", "complete_batches_length"]
 
 log = logging.getLogger(__name__)
+#: "marked as failed" lines: a controlled shutdown fences every partition its broker led
+failed_log = BatchedLog(log)
 
 FETCH = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -247,10 +250,11 @@ class ReplicaFetcher(FetcherTruncation):
                 self._delayed[tp] = until
                 self._changed.add(tp)
 
-    def _mark_failed(self, tp: TopicPartition) -> None:
+    def _mark_failed(self, tp: TopicPartition, why: str = "") -> None:
         self.failed.add(tp)
         self._drop(tp)
-        log.warning("%s: partition %s-%d marked as failed", self.name, tp[0], tp[1])
+        failed_log.add(f"{self.name}: marked as failed", f"{self.name}: partition "
+                       f"{tp[0]}-{tp[1]} marked as failed{why}", logging.WARNING)
 
     def _latest_epoch(self, tp: TopicPartition) -> int:
         part = self.rm.get_partition(*tp)
@@ -343,9 +347,8 @@ class ReplicaFetcher(FetcherTruncation):
         if st is None:
             return False
         if st.current_leader_epoch == request_epoch:
-            log.info("%s: %s-%d has an older epoch (%d) than the leader; awaiting the new "
-                     "LeaderAndIsr", self.name, tp[0], tp[1], request_epoch)
-            self._mark_failed(tp)
+            self._mark_failed(tp, f" (its epoch {request_epoch} is older than the leader's; "
+                                  "awaiting the new LeaderAndIsr)")
             return False
         return True
 

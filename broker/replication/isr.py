@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 
 from broker import metrics
-from broker.replication.isr_log import isr_change_log
+from broker.replication.batched_log import isr_change_log
 from broker.replication.replica_state import (
     FollowerState,
     LeaderAndIsr,
@@ -204,16 +204,19 @@ class LeaderIsrMixin:
                     wait = EXPAND_BACKOFF_MS[0] if before is None else \
                         min(2 * before[1], EXPAND_BACKOFF_MS[1])
                     self.refused_isr_adds[b] = (self.time_ms() + wait, wait)
-            log.log(logging.INFO if first else logging.DEBUG,
-                    "%s-%d: AlterPartition %s rejected (%s); ISR stays %s%s", self.topic,
-                    self.partition, pending.proposed, ErrorCode(code).name, list(self.isr),
-                    "; proposing it again after a back-off" if pending.kind == "expand"
-                    else "")
+            line = (f"{self.topic}-{self.partition}: AlterPartition {pending.proposed} "
+                    f"rejected ({ErrorCode(code).name}); ISR stays {list(self.isr)}"
+                    f"{'; proposing it again after a back-off' if pending.kind == 'expand' else ''}")
+            if first:
+                isr_change_log.add("AlterPartition rejected", line)
+            else:
+                log.debug("%s", line)
             if self.maybe_increment_high_watermark():  # a rejected expansion held the HW
                 self.on_delayed_wake()
         elif code in _AWAIT_METADATA:
-            log.info("%s-%d: AlterPartition %s failed (%s); awaiting new leader and ISR state",
-                     self.topic, self.partition, pending.proposed, ErrorCode(code).name)
+            isr_change_log.add("AlterPartition failed", f"{self.topic}-{self.partition}: "
+                               f"AlterPartition {pending.proposed} failed "
+                               f"({ErrorCode(code).name}); awaiting new leader and ISR state")
         else:
             log.warning("%s-%d: AlterPartition %s failed (%s); retrying", self.topic,
                         self.partition, pending.proposed, exc)

@@ -4,7 +4,7 @@ iteration, one summary line (each partition at DEBUG) when many do."""
 import asyncio
 import logging
 
-from broker.replication.isr_log import LISTED, IsrChangeLog
+from broker.replication.batched_log import LISTED, BatchedLog
 
 
 def _lines(caplog, level):
@@ -13,7 +13,7 @@ def _lines(caplog, level):
 
 def test_few_changes_keep_a_line_each(caplog):
     caplog.set_level(logging.INFO, logger="t.isr")
-    changes = IsrChangeLog(logging.getLogger("t.isr"))
+    changes = BatchedLog(logging.getLogger("t.isr"))
 
     async def run():
         for i in range(3):
@@ -28,7 +28,7 @@ def test_few_changes_keep_a_line_each(caplog):
 
 def test_many_changes_are_summarised_with_each_at_debug(caplog):
     caplog.set_level(logging.DEBUG, logger="t.isr")
-    changes = IsrChangeLog(logging.getLogger("t.isr"))
+    changes = BatchedLog(logging.getLogger("t.isr"))
     n = LISTED * 5
 
     async def run():
@@ -49,7 +49,7 @@ def test_many_changes_are_summarised_with_each_at_debug(caplog):
 
 def test_without_a_loop_a_line_is_written_at_once_and_a_new_loop_flushes_again(caplog):
     caplog.set_level(logging.INFO, logger="t.isr")
-    changes = IsrChangeLog(logging.getLogger("t.isr"))
+    changes = BatchedLog(logging.getLogger("t.isr"))
     changes.add("expanding ISR", "t-0: expanding ISR from [1] to [1, 2]")
     assert _lines(caplog, logging.INFO) == ["t-0: expanding ISR from [1] to [1, 2]"]
 
