@@ -43,7 +43,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from protocol.records import RecordBatch
 from storage.checkpoints import OffsetCheckpointFile, fsync_dir
@@ -56,6 +56,7 @@ from storage.cleaner_batches import (
     iter_file_batches,
 )
 from storage.cleaner_swap import replace_segments, segments_unchanged
+from storage.log import Log
 from storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -65,9 +66,6 @@ from storage.segment import (
     filename_prefix,
 )
 from storage.transaction_index import TXN_INDEX_SUFFIX
-
-if TYPE_CHECKING:
-    from storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -340,6 +338,9 @@ class CleanerHost(Protocol):
 
     def all_logs(self) -> dict[TopicPartition, Log]: ...
 
+    @property
+    def logs_version(self) -> int: ...
+
     def get_log(self, tp: TopicPartition) -> Log | None: ...
 
     def log_dir_of(self, tp: TopicPartition) -> str | None: ...
@@ -366,6 +367,8 @@ class LogCleaner:
         self._running: set[asyncio.Future] = set()
         self._checkpoint_lock = threading.Lock()
         self.passes = 0  # completed passes (swapped at least one group)
+        self._compacted: list[tuple[TopicPartition, Log]] = []
+        self._compacted_key: tuple[int, int] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
     def load_checkpoints(self) -> None:
@@ -429,11 +432,22 @@ class LogCleaner:
         d = self.manager.log_dir_of(tp)
         return self.checkpoints.get(d, {}).get(tp) if d is not None else None
 
+    def _compacted_logs(self) -> list[tuple[TopicPartition, Log]]:
+        """The logs whose cleanup.policy includes compact, listed again only after the set
+        of logs or a log's config changed (an idle broker of 30,000 partitions looked at
+        every one of them on each pass, issue 22)."""
+        key = (self.manager.logs_version, Log.config_changes())
+        if self._compacted_key != key:
+            self._compacted = [(tp, lg) for tp, lg in self.manager.all_logs().items()
+                               if lg.config.compact]
+            self._compacted_key = key
+        return self._compacted
+
     def grab_filthiest(self, now_ms: int) -> LogToClean | None:
         """The compacted log to clean now, or None (Kafka's grabFilthiestCompactedLog)."""
         best = None
-        for tp, lg in self.manager.all_logs().items():
-            if not lg.config.compact or tp in self.in_progress or tp in self.uncleanable:
+        for tp, lg in self._compacted_logs():
+            if tp in self.in_progress or tp in self.uncleanable:
                 continue
             ltc = log_to_clean(tp, lg, self.checkpoint_of(tp), now_ms)
             if ltc.cleanable_bytes <= 0:

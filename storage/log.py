@@ -88,10 +88,28 @@ class Log(LogTransactions):
     #: change: the log manager's periodic checkpoints of those skip gathering while it (and
     #: the set of logs) stays put (issue 22)
     _offset_changes = 0
+    #: a fresh stamp after every log's config was replaced (topic config change): the
+    #: cleaner's list of compacted logs is rebuilt only then (or when the logs change)
+    _config_changes = 0
 
     @staticmethod
     def offset_changes() -> int:
         return Log._offset_changes
+
+    @staticmethod
+    def config_changes() -> int:
+        return Log._config_changes
+
+    @property
+    def config(self) -> LogConfig:
+        """The log's LogConfig (topic overrides over the broker defaults)."""
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        if config is not getattr(self, "_config", None):
+            self._config = config
+            Log._config_changes = next(CHANGE_STAMPS)
 
     def __init__(self, dir_path: str, config: LogConfig, *, recovery_point: int = 0,
                  log_start_offset: int = 0, clean_shutdown: bool = False,
@@ -102,7 +120,7 @@ class Log(LogTransactions):
                  topic_id: str | None = None, exists: bool = False,
                  topic_partition: tuple[str, int] | None = None):
         self.dir = dir_path
-        self.config = config
+        self._config = config  # (a new log changes the logs' version, not the configs')
         self.time_ms = time_ms
         self.topic_id = sys.intern(topic_id) if topic_id is not None else None  # shared
         self.on_roll = on_roll  # flush segments below the given offset, off the loop

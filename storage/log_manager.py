@@ -345,6 +345,11 @@ class LogManager:
             log.close_handlers()
 
     # --- partitions -------------------------------------------------------------------------
+    @property
+    def logs_version(self) -> int:
+        """A fresh stamp after every change to the set of logs (added, replaced, removed)."""
+        return self._logs_version
+
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tuple(tp))
 

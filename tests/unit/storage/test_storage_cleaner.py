@@ -132,6 +132,29 @@ async def test_ratio_and_min_compaction_lag(manager, clock):
     assert manager.cleaner.grab_filthiest(clock()) is not None
 
 
+async def test_cleaner_follows_config_changes_and_new_logs(manager, clock):
+    """The cleaner lists the compacted logs once and lists them again after a log's config
+    or the set of logs changed: a topic switched to compact (or back) is seen at once."""
+    delete = LogConfig(**{**CFG.__dict__, "cleanup_policy": "delete"})
+    lg = manager.get_or_create_log(("plain", 0), delete)
+    fill(lg, clock)
+    lg.roll()
+    lg.high_watermark = lg.log_end_offset
+    assert manager.cleaner.grab_filthiest(clock()) is None
+    assert manager.cleaner.grab_filthiest(clock()) is None  # the cached list, still empty
+    lg.config = CFG  # cleanup.policy=compact from now on
+    assert manager.cleaner.grab_filthiest(clock()).tp == ("plain", 0)
+    lg.config = delete
+    assert manager.cleaner.grab_filthiest(clock()) is None
+    other = manager.get_or_create_log(TP, CFG)  # a new compacted log
+    fill(other, clock)
+    other.roll()
+    other.high_watermark = other.log_end_offset
+    assert manager.cleaner.grab_filthiest(clock()).tp == TP
+    manager.delete_log(TP)
+    assert manager.cleaner.grab_filthiest(clock()) is None
+
+
 async def test_tombstone_removed_after_delete_horizon(manager, clock):
     lg = manager.get_or_create_log(TP, CFG)
     fill(lg, clock, tombstone_key=b"k1")
