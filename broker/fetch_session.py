@@ -154,7 +154,7 @@ class FetchSession:
 
     __slots__ = ("id", "privileged", "partitions", "uses_topic_ids", "created_ms",
                  "last_used_ms", "epoch", "changed", "pending", "waiter", "next_seq",
-                 "swept_ms")
+                 "swept_ms", "swept_stamp")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict,
                  uses_topic_ids: bool, now_ms: int) -> None:
@@ -170,6 +170,7 @@ class FetchSession:
         self.waiter = None  # the parked DelayedFetch of this session, if any
         self.next_seq = len(partitions)
         self.swept_ms = now_ms
+        self.swept_stamp = None  # the replica change stamp the last sweep saw
 
     def __len__(self) -> int:
         return len(self.partitions)
@@ -203,10 +204,16 @@ class FetchSession:
         cached.seq = self.next_seq
         self.next_seq += 1
 
-    def sweep(self, lookup: Callable, now_ms: int) -> None:
+    def sweep(self, lookup: Callable, now_ms: int, stamp=None) -> None:
         """Mark changed the partitions whose log start offset moved without a reported change
-        (retention, DeleteRecords); `lookup(topic, partition)` gives the hosted Partition."""
+        (retention, DeleteRecords); `lookup(topic, partition)` gives the hosted Partition.
+        `stamp`: `ReplicaManager.replica_change_stamp()`; the same value as at the last
+        sweep means nothing it could find changed, and the partitions are not looked at."""
         self.swept_ms = now_ms
+        if stamp is not None:
+            if stamp == self.swept_stamp:
+                return
+            self.swept_stamp = stamp
         changed = self.changed
         for tp, c in self.partitions.items():
             part = lookup(*tp)
@@ -240,12 +247,13 @@ class FetchContext:
         self.topic_ids: dict[TopicPartition, uuid.UUID | None] = \
             {tp: tid for tp, _, tid in self.fetch_data}
 
-    def partitions_to_fetch(self, lookup: Callable | None = None
+    def partitions_to_fetch(self, lookup: Callable | None = None, stamp=None
                             ) -> list[tuple[TopicPartition, PartitionFetchInfo]]:
         """The partitions to read, in response order: the request's (full/sessionless), or
         for an incremental fetch the listed, changed and pending partitions of the session in
         session order (see the module docstring; `lookup(topic, partition)` -> Partition
-        enables the log start sweep). Clears the session's changed set: changes reported from
+        enables the log start sweep, `stamp` lets it skip when nothing changed, see
+        `FetchSession.sweep`). Clears the session's changed set: changes reported from
         now on are read by the next fetch (or join this one's DelayedFetch)."""
         if self.kind == "error":
             return []
@@ -256,7 +264,7 @@ class FetchContext:
         if lookup is not None:
             now = self.cache.time_ms()
             if now - session.swept_ms >= SWEEP_MS:
-                session.sweep(lookup, now)
+                session.sweep(lookup, now, stamp)
         wanted = session.changed
         session.changed = set()
         wanted.update(session.pending)

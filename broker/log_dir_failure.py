@@ -80,6 +80,7 @@ class LogDirFailureHandler:
             part = rm.partitions.pop(tp, None)
             if part is not None:
                 part.deleted = True  # parked fetches holding it complete
+                rm.partitions_changed()
             rm.offline_partitions.add(tp)
         lm.handle_log_dir_failure(log_dir)
         for tp in tps:

@@ -273,6 +273,7 @@ def _create_partition(rm, topic: str, index: int, topic_id, is_new: bool = True,
     part.replica_lag_time_max_ms = rm.replica_lag_time_max_ms
     part.alter_partition, part.is_replica_isr_eligible, part.wake_hook = _partition_hooks(rm)
     rm.partitions[tp] = part
+    rm.partitions_changed()
     return part
 
 
@@ -338,6 +339,7 @@ def _remove_partition(rm, tp: TopicPartition, delete: bool, wake: bool = True,
     part = rm.partitions.pop(tp, None)
     if part is not None:
         part.deleted = True
+        rm.partitions_changed()
     if delete:
         rm.log_manager.delete_log(tp)
     if wake:

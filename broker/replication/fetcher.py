@@ -140,6 +140,7 @@ class ReplicaFetcher(FetcherTruncation):
         self._delayed: dict[TopicPartition, float] = {}
         self._no_topic_id: set[TopicPartition] = set()
         self._swept = 0.0
+        self._swept_stamp = None
         self._fetch_version: int | None = None  # of the current connection
 
     def __repr__(self) -> str:
@@ -381,11 +382,14 @@ class ReplicaFetcher(FetcherTruncation):
             changed.update(self.partitions)  # a throttle comes and goes with the rate
         elif now - self._swept >= SWEEP_S:  # the follower's log start moves with retention
             self._swept = now
-            get = self.rm.partitions.get  # dict reads: tens of thousands per sweep
-            for tp, spec in self.session.partitions.items():
-                part = get(tp)
-                if part is None or part.log.log_start_offset != spec.log_start_offset:
-                    changed.add(tp)
+            stamp = self.rm.replica_change_stamp()  # put while no log start offset moved
+            if stamp != self._swept_stamp:  # (nor any log or Partition came or went)
+                self._swept_stamp = stamp
+                get = self.rm.partitions.get  # dict reads: tens of thousands per sweep
+                for tp, spec in self.session.partitions.items():
+                    part = get(tp)
+                    if part is None or part.log.log_start_offset != spec.log_start_offset:
+                        changed.add(tp)
         return changed
 
     def build_fetch(self) -> tuple[FetchRequest, int, FetchRequestData] | None:

@@ -223,6 +223,32 @@ def test_sweep_finds_log_start_moves_nobody_reported():
     assert [tp for tp, _ in ctx.partitions_to_fetch(lambda t, p: lookup((t, p)))] == [B]
 
 
+def test_sweep_is_skipped_while_the_replica_change_stamp_stays_put():
+    clock = Clock()
+    c = cache(time_ms=clock)
+    parts = {A: Hosted(), B: Hosted()}
+    ctx = c.new_context(12, 0, 0, req(A, B), [], True)
+    sid, _ = ctx.update_and_generate_response_data(
+        {tp: caught_up(part=parts[tp]) for tp in (A, B)})
+
+    def lookup(t, p):
+        return parts.get((t, p))
+
+    clock.now += 30_000
+    ctx = c.new_context(12, sid, 1, [], [], True)
+    assert ctx.partitions_to_fetch(lookup, stamp=(1, 1, 1)) == []  # swept: nothing moved
+    parts[B].log_start_offset = 5
+    clock.now += 30_000
+    ctx = c.new_context(12, sid, 2, [], [], True)
+    assert ctx.partitions_to_fetch(lookup, stamp=(1, 2, 1)) == [(B, ctx.session.partitions[B]
+                                                                 .fetch_info())]
+    clock.now += 30_000
+    ctx.update_and_generate_response_data({B: caught_up(part=parts[B], start=5)})
+    parts[A].log_start_offset = 7  # (a move the stamp would show: here it does not)
+    ctx = c.new_context(12, sid, 3, [], [], True)
+    assert ctx.partitions_to_fetch(lookup, stamp=(1, 2, 1)) == []  # same stamp: not swept
+
+
 class Waiter:
     """Stands in for the parked DelayedFetch (`add_partition`, `is_completed`)."""
 

@@ -284,3 +284,19 @@ async def test_timestamp_bounds_answer_invalid_timestamp(rm):
         ErrorCode.INVALID_TIMESTAMP
     rm.on_topic_config_change("t", {})
     assert rm.append_records(1000, 1, {TP: batch(1, ts=5)})[TP].error == ErrorCode.NONE
+
+
+async def test_replica_change_stamp_moves_with_what_the_log_start_sweeps_look_for(rm):
+    """The fetch sessions' log-start sweeps are skipped while the stamp stays put, so it
+    must move when a log start offset moves and when a Partition or log comes or goes."""
+    stamp = rm.replica_change_stamp()
+    rm.append_records(1000, 1, {TP: batch(3)})
+    assert rm.replica_change_stamp() == stamp  # appends alone move no log start
+    rm.get_partition(*TP).log.delete_records_before(2)  # DeleteRecords / retention
+    assert rm.replica_change_stamp() != stamp
+    stamp = rm.replica_change_stamp()
+    await rm.stop_replicas(stop_replica(partitions=(1,), delete=False))
+    assert rm.replica_change_stamp() != stamp
+    stamp = rm.replica_change_stamp()
+    await rm.become_leader_or_follower(leader_and_isr(partitions=(0, 1), leader_epoch=1))
+    assert rm.replica_change_stamp() != stamp
