@@ -64,6 +64,7 @@ from storage.log import (
     LogAppendInfo,
     UnexpectedAppendOffsetError,
 )
+from storage.log_transactions import CHANGE_STAMPS
 from storage.segment import FileRecords
 
 __all__ = ["Partition", "LogReadInfo", "FollowerState", "READ_UNCOMMITTED", "READ_COMMITTED",
@@ -113,6 +114,14 @@ class Partition(LeaderIsrMixin):
     so slots, and nothing allocated per partition until used: `_pending_hw` is None while
     no append waits for the HW, `refused_isr_adds` None until the controller refuses an
     addition, the hooks are shared callables (`wake_hook(tp)` for `on_delayed_wake`)."""
+
+    #: a fresh stamp (`CHANGE_STAMPS`) after any partition's leader or epochs changed
+    #: (`ReplicaManager.led_partitions` lists the led ones again only then)
+    _leadership_changes = 0
+
+    @staticmethod
+    def leadership_changes() -> int:
+        return Partition._leadership_changes
 
     __slots__ = ("topic", "partition", "local_broker_id", "log", "topic_id", "time_ms",
                  "leader_id", "leader_epoch", "partition_epoch", "controller_epoch", "isr",
@@ -261,6 +270,7 @@ class Partition(LeaderIsrMixin):
             for f in self.followers.values():
                 f.reset(now, leo, not was_leader, f.broker_id in self.isr)
         self.leader_id = self.local_broker_id
+        Partition._leadership_changes = next(CHANGE_STAMPS)
         hw_moved = self.maybe_increment_high_watermark(now)
         return changed or hw_moved
 
@@ -284,6 +294,7 @@ class Partition(LeaderIsrMixin):
 
     def _apply_state(self, state, topic_id, partition_epoch: int) -> None:
         self.leader_id = state.leader
+        Partition._leadership_changes = next(CHANGE_STAMPS)
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = partition_epoch
         self.controller_epoch = state.controller_epoch

@@ -300,3 +300,17 @@ async def test_replica_change_stamp_moves_with_what_the_log_start_sweeps_look_fo
     stamp = rm.replica_change_stamp()
     await rm.become_leader_or_follower(leader_and_isr(partitions=(0, 1), leader_epoch=1))
     assert rm.replica_change_stamp() != stamp
+
+
+async def test_led_partitions_follow_leadership_changes(rm):
+    """The ISR expiration looks at `led_partitions`, listed again after any change."""
+    assert sorted((p.topic, p.partition) for p in rm.led_partitions()) == [("t", 0), ("t", 1)]
+    await rm.become_leader_or_follower(leader_and_isr(
+        partitions=(0, 1), leader=BROKER_ID + 1, leader_epoch=1,
+        isr=(BROKER_ID + 1, BROKER_ID)))
+    assert rm.led_partitions() == []
+    await rm.become_leader_or_follower(leader_and_isr(
+        partitions=(0, 1), leader=BROKER_ID, leader_epoch=2, isr=(BROKER_ID,)))
+    assert len(rm.led_partitions()) == 2
+    await rm.stop_replicas(stop_replica(partitions=(1,), delete=True))
+    assert [(p.topic, p.partition) for p in rm.led_partitions()] == [("t", 0)]
