@@ -117,11 +117,9 @@ class Partition(LeaderIsrMixin):
 
     #: a fresh stamp (`CHANGE_STAMPS`) after any partition's leader or epochs changed
     #: (`ReplicaManager.led_partitions` lists the led ones again only then)
-    _leadership_changes = 0
-
-    @staticmethod
-    def leadership_changes() -> int:
-        return Partition._leadership_changes
+    leadership_changes = 0
+    #: a fresh stamp after any follower's fetch moved its log end offset (as the leader saw)
+    follower_end_changes = 0
 
     __slots__ = ("topic", "partition", "local_broker_id", "log", "topic_id", "time_ms",
                  "leader_id", "leader_epoch", "partition_epoch", "controller_epoch", "isr",
@@ -270,7 +268,7 @@ class Partition(LeaderIsrMixin):
             for f in self.followers.values():
                 f.reset(now, leo, not was_leader, f.broker_id in self.isr)
         self.leader_id = self.local_broker_id
-        Partition._leadership_changes = next(CHANGE_STAMPS)
+        Partition.leadership_changes = next(CHANGE_STAMPS)
         hw_moved = self.maybe_increment_high_watermark(now)
         return changed or hw_moved
 
@@ -294,7 +292,7 @@ class Partition(LeaderIsrMixin):
 
     def _apply_state(self, state, topic_id, partition_epoch: int) -> None:
         self.leader_id = state.leader
-        Partition._leadership_changes = next(CHANGE_STAMPS)
+        Partition.leadership_changes = next(CHANGE_STAMPS)
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = partition_epoch
         self.controller_epoch = state.controller_epoch
@@ -493,6 +491,7 @@ class Partition(LeaderIsrMixin):
                              broker_epoch)
         self.maybe_expand_isr(f)
         if previous != fetch_offset:
+            Partition.follower_end_changes = next(CHANGE_STAMPS)
             return self.maybe_increment_high_watermark(now)
         return False
 

@@ -98,6 +98,7 @@ class ReplicaManager:
         self.partitions_version = 0
         self._led: list[Partition] = []
         self._led_key: tuple[int, int] | None = None
+        self._all_quiet_at: tuple | None = None  # see maybe_shrink_isr_sliced
         self.offline_partitions: set[TopicPartition] = set()  # in a failed log dir
         self.topic_configs: dict[str, LogConfig] = {}
         self.topic_min_isr: dict[str, int] = {}
@@ -197,23 +198,38 @@ class ReplicaManager:
 
     async def maybe_shrink_isr_sliced(self) -> int:
         """`maybe_shrink_isr` giving way to other work every few ms (the periodic task: tens
-        of thousands of led partitions must not hold the loop for a second)."""
+        of thousands of led partitions must not hold the loop for a second). Skipped while
+        `_quiet_stamp` stays what it was when a whole pass found every led partition quiet
+        (`_quiet_leader`): a quiet partition stays quiet until an append, a high watermark,
+        a follower's log end offset, a leadership, a log start, a log or a hosted
+        Partition changes, and each of those moves the stamp."""
+        stamp = self._quiet_stamp()
+        if stamp == self._all_quiet_at:
+            return 0
         now = self.time_ms()
         slicer = LoopSlice()
         proposed = 0
+        all_quiet = True
         for n, p in enumerate(self.led_partitions()):
             if not n & 63:
                 await slicer.tick()
             if not _quiet_leader(p):
+                all_quiet = False
                 proposed += self._expire_isr(p, now)
+        self._all_quiet_at = stamp if all_quiet else None
         return proposed
+
+    def _quiet_stamp(self) -> tuple:
+        return (self.partitions_version, Partition.leadership_changes,
+                Partition.follower_end_changes, Log.end_changes(), Log.offset_changes(),
+                Log.high_watermark_changes(), self.log_manager.logs_version)
 
     def led_partitions(self) -> list[Partition]:
         """The hosted partitions led here (possibly including some deleted or no longer led
         since: callers check), listed again only after a Partition came or went or a
         leadership changed (the ISR expiration of an idle broker of 30,000 partitions
         looked at every hosted one, issue 22)."""
-        key = (self.partitions_version, Partition.leadership_changes())
+        key = (self.partitions_version, Partition.leadership_changes)
         if self._led_key != key:
             me = self.broker_id
             self._led = [p for p in self.partitions.values() if p.leader_id == me]

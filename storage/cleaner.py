@@ -338,8 +338,7 @@ class CleanerHost(Protocol):
 
     def all_logs(self) -> dict[TopicPartition, Log]: ...
 
-    @property
-    def logs_version(self) -> int: ...
+    logs_version: int  # a fresh stamp after every change to the set of logs
 
     def get_log(self, tp: TopicPartition) -> Log | None: ...
 

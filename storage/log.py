@@ -91,6 +91,8 @@ class Log(LogTransactions):
     #: a fresh stamp after every log's config was replaced (topic config change): the
     #: cleaner's list of compacted logs is rebuilt only then (or when the logs change)
     _config_changes = 0
+    #: a fresh stamp after every append (leader or follower) moved a log end offset
+    _end_changes = 0
 
     @staticmethod
     def offset_changes() -> int:
@@ -99,6 +101,10 @@ class Log(LogTransactions):
     @staticmethod
     def config_changes() -> int:
         return Log._config_changes
+
+    @staticmethod
+    def end_changes() -> int:
+        return Log._end_changes
 
     @property
     def config(self) -> LogConfig:
@@ -316,6 +322,7 @@ class Log(LogTransactions):
                 if completed is not None:
                     record_completed_txn(producer_state, seg, completed)
         self.log_end_offset = last + 1
+        Log._end_changes = next(CHANGE_STAMPS)
         flushed = None
         if self.log_end_offset - max(self.recovery_point, self._flush_scheduled_to) \
                 >= self.config.flush_interval_messages:

@@ -119,7 +119,7 @@ class LogManager:
         #: full: the high-watermark checkpoint is not even gathered while nothing changed
         self._checkpoint_stamp: dict[str, tuple] = {}
         #: a fresh stamp after every change to the set of logs (added, replaced, removed)
-        self._logs_version = 0
+        self.logs_version = 0
         self.had_clean_shutdown: dict[str, bool] = {}
         self.failure_channel = LogDirFailureChannel()
         self._offline_logs: set[Log] = set()  # of failed dirs, closed after a delay
@@ -211,7 +211,7 @@ class LogManager:
                                      min(hws.get(tp, 0), log.log_end_offset))
             self._logs[tp] = log
             self._log_dir_of[tp] = d
-        self._logs_version = next(CHANGE_STAMPS)
+        self.logs_version = next(CHANGE_STAMPS)
         if clean:
             os.unlink(marker)
             fsync_dir(d)
@@ -328,7 +328,7 @@ class LogManager:
         for tp in tps:
             log = self._logs.pop(tp, None)
             self._log_dir_of.pop(tp, None)
-            self._logs_version = next(CHANGE_STAMPS)
+            self.logs_version = next(CHANGE_STAMPS)
             self.cleaner.forget(tp)
             if log is None:
                 continue
@@ -345,11 +345,6 @@ class LogManager:
             log.close_handlers()
 
     # --- partitions -------------------------------------------------------------------------
-    @property
-    def logs_version(self) -> int:
-        """A fresh stamp after every change to the set of logs (added, replaced, removed)."""
-        return self._logs_version
-
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tuple(tp))
 
@@ -411,7 +406,7 @@ class LogManager:
         self._attach(log)
         self._logs[tp] = log
         self._log_dir_of[tp] = d
-        self._logs_version = next(CHANGE_STAMPS)
+        self.logs_version = next(CHANGE_STAMPS)
 
     async def create_logs(self, specs: list[tuple[TopicPartition, LogConfig | None, str | None]]
                           ) -> dict[TopicPartition, Exception]:
@@ -464,7 +459,7 @@ class LogManager:
         self._attach(new_log)
         self._logs[tp] = new_log
         self._log_dir_of[tp] = new_dir
-        self._logs_version = next(CHANGE_STAMPS)
+        self.logs_version = next(CHANGE_STAMPS)
         if old is not None and old is not new_log:
             self._retire(tp, old)
 
@@ -475,7 +470,7 @@ class LogManager:
         tp = (tp[0], int(tp[1]))
         log = self._logs.pop(tp, None)
         d = self._log_dir_of.pop(tp, None)
-        self._logs_version = next(CHANGE_STAMPS)
+        self.logs_version = next(CHANGE_STAMPS)
         if log is None or d is None:
             return False
         self.cleaner.forget(tp)
@@ -652,7 +647,7 @@ class LogManager:
         with self._checkpoint_lock:
             stamp = None
             if changes is not None:
-                stamp = (self._logs_version, changes(), tuple(self.live_log_dirs))
+                stamp = (self.logs_version, changes(), tuple(self.live_log_dirs))
                 if self._checkpoint_stamp.get(name) == stamp:
                     return
             self._checkpoint_stamp.pop(name, None)

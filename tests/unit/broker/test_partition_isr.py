@@ -145,6 +145,38 @@ async def test_isr_expands_when_follower_reaches_hw_and_epoch_start(env):
     assert p.high_watermark == 7
 
 
+async def test_quiet_pass_skips_until_an_append_then_a_stalled_follower_is_shrunk(
+        env, monkeypatch):
+    """A pass that found every led partition quiet (followers and HW at the log end) is not
+    repeated while nothing changed (fetches at the log end change nothing); an append
+    changes that, and a follower that stops fetching then leaves the ISR after the lag."""
+    import broker.replica_manager as replica_manager
+    looked = []
+    quiet = replica_manager._quiet_leader
+    monkeypatch.setattr(replica_manager, "_quiet_leader",
+                        lambda part: looked.append(part) or quiet(part))
+    rm, _, clock, stub = env
+    p = await lead(rm)
+    rm.append_records(1000, 1, {TP: batch(3)})
+    follower_fetch(rm, 2, 3)
+    follower_fetch(rm, 3, 3)
+    assert p.high_watermark == p.log_end_offset == 3
+    assert await rm.maybe_shrink_isr_sliced() == 0 and looked == [p]
+    for _ in range(4):
+        clock.now += LAG // 2
+        follower_fetch(rm, 2, 3)
+        follower_fetch(rm, 3, 3)
+        assert await rm.maybe_shrink_isr_sliced() == 0
+    assert looked == [p]  # skipped: nothing changed
+    rm.append_records(1000, 1, {TP: batch(2)})
+    follower_fetch(rm, 2, 5)  # broker 3 stops fetching
+    assert await rm.maybe_shrink_isr_sliced() == 0 and looked == [p, p]  # within the lag
+    clock.now += LAG + 1
+    follower_fetch(rm, 2, 5)
+    assert await rm.maybe_shrink_isr_sliced() == 1
+    assert stub.proposals[-1][1].isr == (BROKER_ID, 2)
+
+
 async def test_isr_shrinks_after_lag_and_hw_then_advances(env):
     rm, _, clock, stub = env
     p = await lead(rm)
