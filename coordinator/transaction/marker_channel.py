@@ -174,10 +174,13 @@ class TransactionMarkerChannelManager:
     # --- sending -----------------------------------------------------------------------------
     async def _run(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), RETRY_BACKOFF_MS / 1000)
-            except TimeoutError:
-                pass
+            if any(self.queues.values()):  # markers waiting (a leader unknown, a broker busy)
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), RETRY_BACKOFF_MS / 1000)
+                except TimeoutError:
+                    pass
+            else:  # nothing queued: queueing and every answer wake it (no idle polling)
+                await self._wakeup.wait()
             self._wakeup.clear()
             try:
                 self._drain()
