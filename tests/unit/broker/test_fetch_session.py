@@ -207,13 +207,19 @@ def test_incremental_reads_only_listed_changed_and_pending_partitions():
     assert c.partition_changed(A) == [] and not c._watchers
 
 
-def test_sweep_finds_log_start_moves_nobody_reported():
+def _swept_session():
+    """(clock, cache, hosted partitions, session id): a session of A and B, both caught up."""
     clock = Clock()
     c = cache(time_ms=clock)
     parts = {A: Hosted(), B: Hosted()}
     ctx = c.new_context(12, 0, 0, req(A, B), [], True)
     sid, _ = ctx.update_and_generate_response_data(
         {tp: caught_up(part=parts[tp]) for tp in (A, B)})
+    return clock, c, parts, sid
+
+
+def test_sweep_finds_log_start_moves_nobody_reported():
+    clock, c, parts, sid = _swept_session()
     parts[B].log_start_offset = 5  # retention or DeleteRecords on the leader
     lookup = parts.get
     ctx = c.new_context(12, sid, 1, [], [], True)
@@ -224,12 +230,7 @@ def test_sweep_finds_log_start_moves_nobody_reported():
 
 
 def test_sweep_is_skipped_while_the_replica_change_stamp_stays_put():
-    clock = Clock()
-    c = cache(time_ms=clock)
-    parts = {A: Hosted(), B: Hosted()}
-    ctx = c.new_context(12, 0, 0, req(A, B), [], True)
-    sid, _ = ctx.update_and_generate_response_data(
-        {tp: caught_up(part=parts[tp]) for tp in (A, B)})
+    clock, c, parts, sid = _swept_session()
 
     def lookup(t, p):
         return parts.get((t, p))
