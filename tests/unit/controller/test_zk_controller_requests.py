@@ -310,3 +310,34 @@ async def test_failover_sends_the_elections_first_and_each_partition_once():
     um = [{(t.topic_name, p.partition_index) for t in req.topic_states
            for p in t.partition_states} for _b, req in sent.of(6)]
     assert um == [{TP}, {TP}, {tp1}, {tp1}]
+
+
+async def test_broker_failure_sends_no_unchanged_state_to_the_other_replicas():
+    """A broker that left every ISR before it went (a controlled shutdown) changes no
+    partition state when it goes: the other replicas get no LeaderAndIsr for those
+    partitions (Kafka's would ignore one of their current epochs), every broker gets the
+    UpdateMetadata that lists the replica offline; a partition whose ISR still held it is
+    shrunk and sent as before."""
+    from tests.unit.controller.zk_fakes import Sent
+    c, zk = _controller(state=S(1, 4, (1, 2), 5, 10))  # broker 3 already out of TP's ISR
+    tp1 = ("t", 1)
+    c.context.update_partition_full_replica_assignment(tp1, ReplicaAssignment((1, 2, 3)))
+    zk.states[tp1] = c.context.leadership[tp1] = S(1, 2, (1, 2, 3), 5, 3)
+    c.context.partition_states[tp1] = PartitionState.ONLINE
+    for r in (1, 2, 3):
+        c.context.replica_states[(tp1, r)] = ReplicaState.ONLINE
+    c.batch.send = sent = Sent()
+    c.context.remove_live_brokers([3])
+    await c.brokers._on_broker_failure([3])
+    lai = [{(t.topic_name, p.partition_index): p for t in req.topic_states
+            for p in t.partition_states} for _b, req in sent.of(4)]
+    assert sorted(b for b, _ in sent.of(4)) == [1, 2]
+    assert all(set(states) == {tp1} and list(states[tp1].isr) == [1, 2] for states in lai)
+    um = {b: {(t.topic_name, p.partition_index): p for t in req.topic_states
+              for p in t.partition_states} for b, req in sent.of(6)}
+    assert sorted(um) == [1, 2]
+    for states in um.values():
+        assert set(states) == {TP, tp1}
+        assert list(states[TP].offline_replicas) == [3] and list(states[TP].isr) == [1, 2]
+    assert zk.states[TP] == S(1, 4, (1, 2), 5, 10)  # not written
+    assert c.context.replica_states[(TP, 3)] == ReplicaState.OFFLINE
