@@ -255,12 +255,11 @@ async def test_event_manager_runs_one_event_at_a_time_and_preempts_on_clear():
     assert late.preempted
 
 
-async def test_broker_failure_sends_the_elections_first_and_each_partition_once():
-    """A broker failure reaches each live broker in two waves: one LeaderAndIsr and one
-    UpdateMetadata with the elections (the partitions the dead broker led), then one of
-    each with the ISR shrinks; a partition the first wave carried is not in the second."""
+async def _fail_broker_3(tp_state):
+    """A controller with TP in ``tp_state`` and t-1 led by 1 with ISR (1, 2, 3), after
+    broker 3 failed: (controller, zk, t-1, what the batch sent)."""
     from tests.unit.controller.zk_fakes import Sent
-    c, zk = _controller(state=S(3, 4, (3, 1, 2), 5, 10))
+    c, zk = _controller(state=tp_state)
     tp1 = ("t", 1)
     c.context.update_partition_full_replica_assignment(tp1, ReplicaAssignment((1, 2, 3)))
     zk.states[tp1] = c.context.leadership[tp1] = S(1, 2, (1, 2, 3), 5, 3)
@@ -270,6 +269,14 @@ async def test_broker_failure_sends_the_elections_first_and_each_partition_once(
     c.batch.send = sent = Sent()
     c.context.remove_live_brokers([3])
     await c.brokers._on_broker_failure([3])
+    return c, zk, tp1, sent
+
+
+async def test_broker_failure_sends_the_elections_first_and_each_partition_once():
+    """A broker failure reaches each live broker in two waves: one LeaderAndIsr and one
+    UpdateMetadata with the elections (the partitions the dead broker led), then one of
+    each with the ISR shrinks; a partition the first wave carried is not in the second."""
+    c, zk, tp1, sent = await _fail_broker_3(S(3, 4, (3, 1, 2), 5, 10))
     lai = sent.of(4)
     assert sorted(b for b, _ in lai) == [1, 1, 2, 2]
     waves: dict[int, list] = {}
@@ -318,17 +325,7 @@ async def test_broker_failure_sends_no_unchanged_state_to_the_other_replicas():
     partitions (Kafka's would ignore one of their current epochs), every broker gets the
     UpdateMetadata that lists the replica offline; a partition whose ISR still held it is
     shrunk and sent as before."""
-    from tests.unit.controller.zk_fakes import Sent
-    c, zk = _controller(state=S(1, 4, (1, 2), 5, 10))  # broker 3 already out of TP's ISR
-    tp1 = ("t", 1)
-    c.context.update_partition_full_replica_assignment(tp1, ReplicaAssignment((1, 2, 3)))
-    zk.states[tp1] = c.context.leadership[tp1] = S(1, 2, (1, 2, 3), 5, 3)
-    c.context.partition_states[tp1] = PartitionState.ONLINE
-    for r in (1, 2, 3):
-        c.context.replica_states[(tp1, r)] = ReplicaState.ONLINE
-    c.batch.send = sent = Sent()
-    c.context.remove_live_brokers([3])
-    await c.brokers._on_broker_failure([3])
+    c, zk, tp1, sent = await _fail_broker_3(S(1, 4, (1, 2), 5, 10))  # 3 not in TP's ISR
     lai = [{(t.topic_name, p.partition_index): p for t in req.topic_states
             for p in t.partition_states} for _b, req in sent.of(4)]
     assert sorted(b for b, _ in sent.of(4)) == [1, 2]
