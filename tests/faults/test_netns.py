@@ -99,6 +99,10 @@ def test_teardown_removes_namespaces_links_and_bridge(tmp_path):
     names = sh("ip", "netns", "list").stdout
     assert all(ns in names for ns in net.ns.values())
     sleeper = subprocess.Popen([*net.command_prefix("a"), "sleep", "300"])
+    entered = time.monotonic() + 10  # inside the namespace before the cleanup looks
+    while time.monotonic() < entered and str(sleeper.pid) not in \
+            sh("ip", "netns", "pids", net.ns["a"]).stdout.split():
+        time.sleep(0.05)
     state.cleanup()  # kills what runs inside, deletes namespaces, links, bridge
     sleeper.wait(10)
     deadline = time.monotonic() + 10
