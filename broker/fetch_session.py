@@ -247,13 +247,14 @@ class FetchContext:
         self.topic_ids: dict[TopicPartition, uuid.UUID | None] = \
             {tp: tid for tp, _, tid in self.fetch_data}
 
-    def partitions_to_fetch(self, lookup: Callable | None = None, stamp=None
+    def partitions_to_fetch(self, lookup: Callable | None = None,
+                            stamp_of: Callable | None = None
                             ) -> list[tuple[TopicPartition, PartitionFetchInfo]]:
         """The partitions to read, in response order: the request's (full/sessionless), or
         for an incremental fetch the listed, changed and pending partitions of the session in
         session order (see the module docstring; `lookup(topic, partition)` -> Partition
-        enables the log start sweep, `stamp` lets it skip when nothing changed, see
-        `FetchSession.sweep`). Clears the session's changed set: changes reported from
+        enables the log start sweep; `stamp_of()`, read only when a sweep is due, lets it
+        skip when nothing changed, see `FetchSession.sweep`). Clears the session's changed set: changes reported from
         now on are read by the next fetch (or join this one's DelayedFetch)."""
         if self.kind == "error":
             return []
@@ -264,7 +265,7 @@ class FetchContext:
         if lookup is not None:
             now = self.cache.time_ms()
             if now - session.swept_ms >= SWEEP_MS:
-                session.sweep(lookup, now, stamp)
+                session.sweep(lookup, now, stamp_of() if stamp_of is not None else None)
         wanted = session.changed
         session.changed = set()
         wanted.update(session.pending)

@@ -205,7 +205,7 @@ def handle_fetch(ctx, req: FetchRequest):
 
     rm = broker.replica_manager
     incremental = context.kind == "incremental"
-    to_fetch = context.partitions_to_fetch(rm.get_partition, rm.replica_change_stamp()) \
+    to_fetch = context.partitions_to_fetch(rm.get_partition, rm.replica_change_stamp) \
         if incremental else context.partitions_to_fetch()
     denied = _unauthorized(ctx, replica_id, to_fetch)
     if denied:

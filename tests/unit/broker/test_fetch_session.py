@@ -237,17 +237,17 @@ def test_sweep_is_skipped_while_the_replica_change_stamp_stays_put():
 
     clock.now += 30_000
     ctx = c.new_context(12, sid, 1, [], [], True)
-    assert ctx.partitions_to_fetch(lookup, stamp=(1, 1, 1)) == []  # swept: nothing moved
+    assert ctx.partitions_to_fetch(lookup, stamp_of=lambda: (1, 1, 1)) == []  # swept: nothing moved
     parts[B].log_start_offset = 5
     clock.now += 30_000
     ctx = c.new_context(12, sid, 2, [], [], True)
-    assert ctx.partitions_to_fetch(lookup, stamp=(1, 2, 1)) == [(B, ctx.session.partitions[B]
+    assert ctx.partitions_to_fetch(lookup, stamp_of=lambda: (1, 2, 1)) == [(B, ctx.session.partitions[B]
                                                                  .fetch_info())]
     clock.now += 30_000
     ctx.update_and_generate_response_data({B: caught_up(part=parts[B], start=5)})
     parts[A].log_start_offset = 7  # (a move the stamp would show: here it does not)
     ctx = c.new_context(12, sid, 3, [], [], True)
-    assert ctx.partitions_to_fetch(lookup, stamp=(1, 2, 1)) == []  # same stamp: not swept
+    assert ctx.partitions_to_fetch(lookup, stamp_of=lambda: (1, 2, 1)) == []  # same stamp: not swept
 
 
 class Waiter:
