@@ -116,14 +116,24 @@ def stop_worker(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 class SupervisedWorker:
     """A worker restarted whenever it exits (as a supervisor would); `total` adds up the
     records each incarnation reported committed (a progress signal: records redone after a
-    restart count again)."""
+    restart count again).
+
+    Also a liveness probe: an incarnation that commits nothing for `stall_s` seconds while
+    the test waits for progress is SIGKILLed and restarted (`stalls` counts them). librdkafka
+    can hang in `send_offsets_to_transaction` past its timeout when the group coordinator it
+    cached dies and drops out of the metadata before the client looked it up again
+    (confluentinc/librdkafka#5511, #5456: the coordinator request waits for a broker thread
+    that was decommissioned). A broker that never lets the transaction finish still fails
+    the test: the next incarnation's InitProducerId cannot complete either."""
 
     def __init__(self, bootstrap: str, group: str, txn_id: str, src: str, dst: str,
-                 batch: int = 20) -> None:
+                 batch: int = 20, stall_s: float = 40.0) -> None:
         self.args = (bootstrap, group, txn_id, src, dst, batch)
+        self.stall_s = stall_s
         self.base = 0
         self.current = 0
         self.restarts = 0
+        self.stalls = 0
         self.proc: subprocess.Popen | None = None
         self._start()
 
@@ -138,20 +148,34 @@ class SupervisedWorker:
         proc = self.proc = start_worker(*self.args)
 
         def read() -> None:
-            for line in proc.stdout:
-                if line.startswith("committed ") and self.proc is proc:
-                    self.current = int(line.split()[1])
-        threading.Thread(target=read, daemon=True).start()
+            with proc.stdout:  # closed at EOF: the incarnation exited
+                for line in proc.stdout:
+                    if line.startswith("committed ") and self.proc is proc:
+                        self.current = int(line.split()[1])
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
 
     def wait_total(self, at_least: int, timeout: float = 90.0) -> int:
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        deadline = now + timeout
+        seen, progress_at = self.total, now
         while self.total < at_least:
+            now = time.monotonic()
+            if self.total != seen:
+                seen, progress_at = self.total, now
             if self.proc.poll() is not None:
                 self.restarts += 1
                 self._start()
-            if time.monotonic() > deadline:
+                progress_at = now
+            elif now - progress_at > self.stall_s:  # hung client: the liveness probe
+                self.stalls += 1
+                self.kill()
+                progress_at = now
+            if now > deadline:
                 raise AssertionError(f"the worker committed {self.total} < {at_least} "
-                                     f"records in time ({self.restarts} restarts)")
+                                     f"records in time ({self.restarts} restarts, "
+                                     f"{self.stalls} of them after {self.stall_s:.0f} s "
+                                     f"without a commit)")
             time.sleep(0.1)
         return self.total
 
@@ -162,7 +186,14 @@ class SupervisedWorker:
         self._start()
 
     def stop(self) -> None:
-        stop_worker(self.proc)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._reader.join(10)  # it closes the pipe at EOF
 
 
 class InputFeeder:
