@@ -165,3 +165,28 @@ def test_float64_and_uuid_values():
     e = R.EntryData(entity=[], values=[R.ValueData(key="k", value=math.pi)])
     msg = R(entries=[e])
     assert R.decode(msg.encode(1), 1).entries[0].values[0].value == math.pi
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 256, 257, 5000])
+def test_fixed_size_arrays_of_any_count(count):
+    """Arrays of fixed-size elements are packed and unpacked with a Struct per count (kept
+    up to 256 elements, built on demand beyond): every count round trips, in a flexible
+    and a non-flexible version, and the bytes are the plain big-endian layout."""
+    import struct
+
+    from protocol.codegen import _ARRAY_STRUCTS
+    from protocol.messages import LeaderAndIsrRequest as L
+
+    ids = list(range(-1, count - 1))
+    state = L.LeaderAndIsrPartitionState(topic_name="t", partition_index=0, isr=ids,
+                                         replicas=ids)
+    for version in (1, 7):  # compact arrays from v4
+        msg = L(controller_id=1, broker_epoch=2, ungrouped_partition_states=[state],
+                topic_states=[L.LeaderAndIsrTopicState(topic_name="t", partition_states=[state])])
+        data = msg.encode(version)
+        back = L.decode(data, version)
+        states = back.ungrouped_partition_states if version < 2 else \
+            back.topic_states[0].partition_states
+        assert states[0].isr == ids and states[0].replicas == ids
+        assert struct.pack(f">{count}i", *ids) in data
+    assert (count in _ARRAY_STRUCTS["i"]) == (count <= 256)
