@@ -476,8 +476,11 @@ class _Gen:
         if f.immutable_default():
             d = self.name("_D", f.default_value())
             L.append(f"    o.{f.attr} = {d}")
-        else:
-            d = self.name("_F", f.default_value)
+        elif f.is_array:  # a fresh list per message, as FieldSpec.default_value gives
+            L.append(f"    o.{f.attr} = []")
+        else:  # a fresh struct: its class called directly (a fetch response decodes three
+            # absent tagged structs per partition; default_value() took 2 of its 3.5 us)
+            d = self.name("_F", f.struct.cls)
             L.append(f"    o.{f.attr} = {d}()")
 
 
