@@ -461,12 +461,19 @@ class LeadershipRequests:
 
 
 def _alter_partition_response(ctx, responses: dict, unknown_topics: list, use_ids: bool):
+    """The answer, partitions in the order they were asked (Kafka's follows its map's); the
+    ISR arrays are shared between partitions with the same ISR (the response is only
+    encoded; 100,000 of them when a broker rejoins)."""
     by_topic: dict[str, list] = {}
-    for (topic, p), r in sorted(responses.items()):
+    isr_lists: dict[tuple, list] = {}
+    for (topic, p), r in responses.items():
         if isinstance(r, State):
+            isr = isr_lists.get(r.isr)
+            if isr is None:
+                isr = isr_lists[r.isr] = list(r.isr)
             part = AlterPartitionResponse.PartitionData(
                 partition_index=p, error_code=0, leader_id=r.leader, leader_epoch=r.leader_epoch,
-                isr=list(r.isr), leader_recovery_state=r.leader_recovery_state,
+                isr=isr, leader_recovery_state=r.leader_recovery_state,
                 partition_epoch=r.partition_epoch)
         else:
             part = AlterPartitionResponse.PartitionData(partition_index=p, error_code=int(r))

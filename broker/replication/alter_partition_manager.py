@@ -38,6 +38,23 @@ API_KEY = 56
 ZERO_UUID = uuid.UUID(int=0)
 
 
+_ISR_LISTS: dict[tuple, tuple[list, list]] = {}  # ISR -> (new_isr, new_isr_with_epochs)
+_ISR_LISTS_MAX = 4096
+
+
+def _isr_lists(isr: tuple) -> tuple[list, list]:
+    """The request's two ISR arrays for `isr`, shared by every partition with that ISR (the
+    request is only encoded; a cluster has few distinct ISRs, and a broker rejoining 50,000
+    ISRs built 150,000 BrokerState objects for them: a second of a leader's CPU)."""
+    lists = _ISR_LISTS.get(isr)
+    if lists is None:
+        if len(_ISR_LISTS) >= _ISR_LISTS_MAX:
+            _ISR_LISTS.clear()
+        lists = _ISR_LISTS[isr] = (list(isr), [AlterPartitionRequest.BrokerState(
+            broker_id=b, broker_epoch=-1) for b in isr])
+    return lists
+
+
 @dataclass(slots=True)
 class AlterPartitionItem:
     topic: str
@@ -229,11 +246,10 @@ class AlterPartitionManager:
             parts = []
             for i in group:
                 lai = i.leader_and_isr
+                new_isr, with_epochs = _isr_lists(tuple(lai.isr))
                 parts.append(AlterPartitionRequest.PartitionData(
                     partition_index=i.partition, leader_epoch=lai.leader_epoch,
-                    new_isr=list(lai.isr),
-                    new_isr_with_epochs=[AlterPartitionRequest.BrokerState(
-                        broker_id=b, broker_epoch=-1) for b in lai.isr],
+                    new_isr=new_isr, new_isr_with_epochs=with_epochs,
                     leader_recovery_state=lai.leader_recovery_state,
                     partition_epoch=lai.partition_epoch))
             topics.append(AlterPartitionRequest.TopicData(topic_name=name, topic_id=topic_id,
