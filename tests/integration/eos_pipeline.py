@@ -101,7 +101,8 @@ def wait_committed(proc: subprocess.Popen, at_least: int, timeout: float = 60.0)
                          f"(exit code {proc.poll()})")
 
 
-def stop_worker(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+def _end(proc: subprocess.Popen, sig: int) -> None:
+    """`sig`, then SIGKILL if the worker is still there after 20 s (a hung client)."""
     if proc.poll() is None:
         proc.send_signal(sig)
         try:
@@ -109,6 +110,10 @@ def stop_worker(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+def stop_worker(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    _end(proc, sig)
     if proc.stdout is not None:
         proc.stdout.close()
 
@@ -186,13 +191,7 @@ class SupervisedWorker:
         self._start()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        _end(self.proc, signal.SIGTERM)
         self._reader.join(10)  # it closes the pipe at EOF
 
 
