@@ -254,8 +254,9 @@ class FetchContext:
         for an incremental fetch the listed, changed and pending partitions of the session in
         session order (see the module docstring; `lookup(topic, partition)` -> Partition
         enables the log start sweep; `stamp_of()`, read only when a sweep is due, lets it
-        skip when nothing changed, see `FetchSession.sweep`). Clears the session's changed set: changes reported from
-        now on are read by the next fetch (or join this one's DelayedFetch)."""
+        skip when nothing changed, see `FetchSession.sweep`). Clears the session's changed
+        set: changes reported from now on are read by the next fetch (or join this one's
+        DelayedFetch)."""
         if self.kind == "error":
             return []
         if self.kind != "incremental":

@@ -38,23 +38,6 @@ API_KEY = 56
 ZERO_UUID = uuid.UUID(int=0)
 
 
-_ISR_LISTS: dict[tuple, tuple[list, list]] = {}  # ISR -> (new_isr, new_isr_with_epochs)
-_ISR_LISTS_MAX = 4096
-
-
-def _isr_lists(isr: tuple) -> tuple[list, list]:
-    """The request's two ISR arrays for `isr`, shared by every partition with that ISR (the
-    request is only encoded; a cluster has few distinct ISRs, and a broker rejoining 50,000
-    ISRs built 150,000 BrokerState objects for them: a second of a leader's CPU)."""
-    lists = _ISR_LISTS.get(isr)
-    if lists is None:
-        if len(_ISR_LISTS) >= _ISR_LISTS_MAX:
-            _ISR_LISTS.clear()
-        lists = _ISR_LISTS[isr] = (list(isr), [AlterPartitionRequest.BrokerState(
-            broker_id=b, broker_epoch=-1) for b in isr])
-    return lists
-
-
 @dataclass(slots=True)
 class AlterPartitionItem:
     topic: str
@@ -239,6 +222,9 @@ class AlterPartitionManager:
         for item in items:
             by_topic.setdefault(item.topic, []).append(item)
         names_by_id: dict[uuid.UUID, str] = {}
+        # partitions with the same ISR share its two arrays (the request is only encoded; a
+        # broker rejoining 50,000 ISRs built 150,000 BrokerState objects: a second of CPU)
+        isr_lists: dict[tuple, tuple[list, list]] = {}
         topics = []
         for name, group in by_topic.items():
             topic_id = group[0].topic_id or ZERO_UUID
@@ -246,7 +232,12 @@ class AlterPartitionManager:
             parts = []
             for i in group:
                 lai = i.leader_and_isr
-                new_isr, with_epochs = _isr_lists(tuple(lai.isr))
+                isr = tuple(lai.isr)
+                lists = isr_lists.get(isr)
+                if lists is None:
+                    lists = isr_lists[isr] = (list(isr), [AlterPartitionRequest.BrokerState(
+                        broker_id=b, broker_epoch=-1) for b in isr])
+                new_isr, with_epochs = lists
                 parts.append(AlterPartitionRequest.PartitionData(
                     partition_index=i.partition, leader_epoch=lai.leader_epoch,
                     new_isr=new_isr, new_isr_with_epochs=with_epochs,
