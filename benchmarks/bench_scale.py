@@ -42,7 +42,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from client.connection import KafkaClient, decode_response_frame  # noqa: E402
+from metadata_view import wait_view  # noqa: E402
+
+from client.connection import KafkaClient  # noqa: E402
 from protocol.record_builder import RecordBatchBuilder  # noqa: E402
 from tests.integration.cluster import Cluster, ZooKeeperServer  # noqa: E402
 from tests.integration.harness import BrokerProcess  # noqa: E402
@@ -100,55 +102,6 @@ def create_topics(bootstrap: str, prefix: str, partitions: int, rf: int) -> floa
             if bad:
                 raise RuntimeError(f"CreateTopics failed: {bad[:3]}")
     return time.monotonic() - started
-
-
-def partition_view(bootstrap: str, prefix: str) -> tuple[list[tuple[int, int]], float]:
-    """(leader, ISR size) of every partition of the benchmark's topics, from one broker,
-    and the monotonic time its answer had arrived (before this process decoded it: 4 MB
-    at 100,000 partitions take the decoder most of a second)."""
-    with KafkaClient(bootstrap, timeout=600) as k:
-        ticket = k.send_request(METADATA, {
-            "topics": [{"name": f"{prefix}-{t}"} for t in range(TOPICS)],
-            "allow_auto_topic_creation": False}, version=9)
-        frame = ticket[0].receive()
-        received = time.monotonic()
-        r = decode_response_frame(METADATA, 9, frame, ticket[3])[1]
-    return [(p.leader_id, len(p.isr_nodes)) for t in r.topics if not t.error_code
-            for p in t.partitions], received
-
-
-def wait_view(bootstraps: list[str], prefix: str, expected: int, ok, what: str,
-              timeout: float = 3600.0, interval: float = 0.5) -> float:
-    """Poll the bootstraps in turn until ``ok(leader, isr)`` holds for ``expected``
-    partitions on each; returns the monotonic time the answer that showed it last arrived.
-
-    One broker per poll, and a pause at least as long as the broker took to answer: a
-    Metadata answer for 100,000 partitions cost a broker about a second of CPU (before
-    its topic entries were kept encoded), so polling every broker back to back took a
-    third of the cluster's CPU and slowed what it measures."""
-    deadline = time.monotonic() + timeout
-    seen: dict[str, int | str] = {}
-    done: set[str] = set()
-    turn = 0
-    while True:
-        pending = [b for b in bootstraps if b not in done]
-        b = pending[turn % len(pending)]
-        turn += 1
-        t0 = received = time.monotonic()
-        try:
-            view, received = partition_view(b, prefix)
-            n = sum(1 for lead, isr in view if ok(lead, isr))
-            seen[b] = n
-            if n == expected:
-                done.add(b)
-                if len(done) == len(bootstraps):
-                    return received
-        except Exception as e:  # noqa: BLE001 - a moving cluster; polled again
-            seen[b] = repr(e)
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not reached in {timeout} s (last seen {seen})")
-        pause = max(interval, received - t0)  # decoding here counts as part of the pause
-        time.sleep(max(0.0, pause - (time.monotonic() - received)))
 
 
 def _batch() -> bytes:

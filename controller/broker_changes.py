@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from controller import controller_events as ev
 from controller import zk_data as zd
 from controller.context import PartitionState, ReplicaState
-from controller.controller_core import ChildChangeWatch, NodeChangeWatch
+from controller.controller_core import ELECTION_PART, ChildChangeWatch, NodeChangeWatch
 from controller.partition_state_machine import elected
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class BrokerChanges:
         # two waves, each one LeaderAndIsr per broker: the elections first (the partitions
         # the dead brokers led are led again as soon as their states are written), then
         # the ISR shrinks (without the partitions the elections just sent)
-        async with self.core.coalesced_requests():
+        async with self.core.coalesced_requests(flush_every=ELECTION_PART):
             await self.core.partition_sm.handle_state_changes(offline_leader,
                                                               PartitionState.OFFLINE)
             results = await self.core.partition_sm.trigger_online_partition_state_change()

@@ -26,6 +26,9 @@ from controller.zk_client import ZNodeChangeHandler, ZNodeChildChangeHandler
 
 #: the longest a failover or broker failure waits for its elections to be answered (s)
 WAVE_WAIT_S = 10.0
+#: a failover's or broker failure's elections reach the brokers in parts of this many
+#: partitions (``coalesced_requests(flush_every=...)``), as ZooKeeper commits them
+ELECTION_PART = 10_000
 
 if TYPE_CHECKING:
     from controller.channel_manager import ControllerChannelManager
@@ -131,13 +134,14 @@ class ControllerCore:
         self.batch.send_requests_to_brokers(self.context.epoch)
 
     @contextlib.asynccontextmanager
-    async def coalesced_requests(self) -> AsyncIterator[None]:
+    async def coalesced_requests(self, flush_every: int = 0) -> AsyncIterator[None]:
         """The requests to brokers of the state changes inside go as one batch at the end
-        (see :mod:`controller.request_batch`). A ControllerMovedError drops them (the state
-        machines cleared the batch already); any other error still sends what was decided,
-        as each step would have."""
+        (see :mod:`controller.request_batch`), or in parts of ``flush_every`` partitions
+        (> 0) where the state machines call ``batch.maybe_flush``. A ControllerMovedError
+        drops them (the state machines cleared the batch already); any other error still
+        sends what was decided, as each step would have."""
         batch = self.batch
-        batch.hold()
+        batch.hold(flush_every)
         try:
             yield
         except ControllerMovedError:

@@ -42,6 +42,7 @@ from controller.broker_changes import BrokerChanges
 from controller.channel_manager import ControllerChannelManager
 from controller.context import TopicPartition
 from controller.controller_core import (
+    ELECTION_PART,
     ControllerConfig,
     ControllerCore,
     NodeChangeWatch,
@@ -307,7 +308,7 @@ class KafkaController(ControllerCore):
         second wave is worked out (after the brokers answered the first, for a few
         seconds at most: `wait_requests_answered`): every replica Online, dead ones out of
         the ISRs; it leaves out the partitions the first wave just sent."""
-        async with self.coalesced_requests():
+        async with self.coalesced_requests(flush_every=ELECTION_PART):
             elected = await self.partition_sm.startup()
         if elected:
             await self.wait_requests_answered()

@@ -316,6 +316,7 @@ class PartitionStateMachine:
                                               ctx.partition_full_replica_assignment(tp),
                                               is_new=False)
             finished[tp] = r
+        self.batch.maybe_flush(ctx.epoch)
         return finished, result.retry
 
     async def _elect_one(self, tp: TopicPartition, state: State, strategy

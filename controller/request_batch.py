@@ -82,6 +82,7 @@ class ControllerBrokerRequestBatch:
         self._um_all_live = False  # UpdateMetadata goes to every live broker too
         self._um_partitions: dict[TopicPartition, None] = {}  # states built at send time
         self._held = 0  # > 0: coalescing (see the module docstring)
+        self._flush_every = 0  # while held: send early once this many partitions are in
 
     def new_batch(self) -> None:
         if self._held:
@@ -98,14 +99,29 @@ class ControllerBrokerRequestBatch:
         self._um_all_live = False
         self._um_partitions.clear()
 
-    def hold(self) -> None:
-        """Coalesce: ``send_requests_to_brokers`` accumulates until the matching release."""
+    def hold(self, flush_every: int = 0) -> None:
+        """Coalesce: ``send_requests_to_brokers`` accumulates until the matching release.
+        ``flush_every`` > 0 (the outermost hold's): :meth:`maybe_flush` sends what has
+        accumulated once it holds that many partitions."""
         self._held += 1
+        if self._held == 1:
+            self._flush_every = flush_every
 
     def release(self) -> bool:
         """End one ``hold``; True when nothing holds the batch any more (the caller sends)."""
         self._held -= 1
+        if self._held == 0:
+            self._flush_every = 0
         return self._held == 0
+
+    def maybe_flush(self, controller_epoch: int) -> None:
+        """While held with ``flush_every``: send the requests accumulated so far once their
+        UpdateMetadata holds ``flush_every`` partitions, and go on holding. A failover's
+        elections reach the brokers in parts of that size while the controller still works
+        on (and ZooKeeper still writes) the rest; per broker the parts are queued in order,
+        each LeaderAndIsr before its UpdateMetadata, so the brokers end as with one send."""
+        if self._held and self._flush_every and len(self._um_partitions) >= self._flush_every:
+            self._send_all(controller_epoch)
 
     # ------------------------------------------------------------------ adding
 
@@ -218,8 +234,10 @@ class ControllerBrokerRequestBatch:
     # ------------------------------------------------------------------ sending
 
     def send_requests_to_brokers(self, controller_epoch: int) -> None:
-        if self._held:
-            return
+        if not self._held:
+            self._send_all(controller_epoch)
+
+    def _send_all(self, controller_epoch: int) -> None:
         try:
             self._send_leader_and_isr(controller_epoch)
             self._send_update_metadata(controller_epoch)

@@ -342,3 +342,35 @@ async def test_elections_in_chunks():
         await psm.trigger_online_partition_state_change()
     assert not sent
     psm.batch.new_batch()  # nothing left behind
+
+
+async def test_held_elections_reach_the_brokers_in_parts():
+    """A held batch with ``flush_every`` sends the elections as ZooKeeper commits them, in
+    parts of at least that many partitions, each part's LeaderAndIsr before its
+    UpdateMetadata; what is left goes at release; every partition is sent once."""
+    tps = [("t", p) for p in range(7)]
+    ctx = make_context((1, 2, 3), {tp: (1, 2, 3) for tp in tps})
+    zk, psm, _rsm, sent = _machines(ctx)
+    psm.ELECTION_CHUNK = 2
+    for tp in tps:
+        zk.states[tp] = ctx.leadership[tp] = S(1, 3, (1, 2, 3), 4, 0)
+        ctx.partition_states[tp] = PartitionState.ONLINE
+    ctx.remove_live_brokers([1])
+    await psm.handle_state_changes(tps, PartitionState.OFFLINE)
+    psm.batch.hold(flush_every=3)
+    await psm.trigger_online_partition_state_change()
+
+    def parts(key):
+        return [(b, sorted((ts.topic_name, ps.partition_index) for ts in req.topic_states
+                           for ps in ts.partition_states)) for b, req in sent.of(key)]
+    early = parts(LAI)
+    assert early and all(len(p) >= 3 for _b, p in early)  # sent before the release
+    assert psm.batch.release()
+    psm.batch.send_requests_to_brokers(ctx.epoch)
+    for b in (2, 3):
+        got = [p for broker, p in parts(LAI) if broker == b]
+        assert sorted(tp for p in got for tp in p) == tps  # once each
+        assert [p for broker, p in parts(UM) if broker == b] == got  # a UM after each part
+        keys = [key for broker, key, _r in sent if broker == b]
+        assert keys == [LAI, UM] * len(got)
+    psm.batch.new_batch()  # nothing left behind
