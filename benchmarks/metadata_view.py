@@ -3,7 +3,7 @@
 A Metadata answer for 100,000 partitions is 4.2 MB. Decoding it with the generated codec
 takes this process 0.5-0.7 s of CPU, on a machine whose 2 CPUs also run the brokers it
 measures. So :func:`scan_partitions` reads only what the benchmark looks at, (leader, ISR
-size) per partition, from the raw v9 frame: about 5x cheaper. :func:`wait_view` polls each
+size) per partition, from the raw v9 frame: 0.08-0.09 s, 5-7x cheaper. :func:`wait_view` polls each
 broker from its own thread, so a broker's new state is seen one poll after it is answered,
 not one round of every broker later.
 
@@ -27,7 +27,7 @@ from client.connection import KafkaClient
 
 METADATA, VERSION = 3, 9
 TOPICS = 100
-_PARTITION_HEAD = struct.Struct(">hiii")  # error_code, partition_index, leader_id, leader_epoch
+_INT32 = struct.Struct(">i")
 
 
 def _varint(buf, pos: int) -> tuple[int, int]:
@@ -59,8 +59,9 @@ def _skip_string(buf, pos: int) -> int:
 def scan_partitions(frame) -> list[tuple[int, int]]:
     """(leader_id, ISR size) of every partition of every topic answered without a topic
     error, in answer order, from a v9 Metadata response frame (header included, size
-    prefix not). Raises IndexError / struct.error on a truncated frame."""
-    buf = memoryview(frame)
+    prefix not). Replica lists are taken to be shorter than 127 (one-byte compact array
+    lengths). Raises IndexError / struct.error on a truncated frame."""
+    buf = bytes(frame)  # indexing bytes is cheaper than indexing a memoryview
     pos = _skip_tags(buf, 4) + 4                      # correlation id, header tags, throttle
     n, pos = _varint(buf, pos)
     for _ in range(n - 1):                            # brokers
@@ -68,23 +69,22 @@ def scan_partitions(frame) -> list[tuple[int, int]]:
         pos = _skip_tags(buf, _skip_string(buf, pos))  # rack
     pos = _skip_string(buf, pos) + 4                  # cluster_id, controller_id
     view: list[tuple[int, int]] = []
-    unpack = _PARTITION_HEAD.unpack_from
+    append, leader_at = view.append, _INT32.unpack_from
     topics, pos = _varint(buf, pos)
     for _ in range(topics - 1):
-        topic_error = int.from_bytes(buf[pos:pos + 2], "big", signed=True)
+        topic_error = buf[pos] or buf[pos + 1]
         pos = _skip_string(buf, pos + 2) + 1          # name, is_internal
         parts, pos = _varint(buf, pos)
         for _ in range(parts - 1):
-            _err, _index, leader, _epoch = unpack(buf, pos)
-            pos += 14
-            replicas = buf[pos] - 1                   # arrays of RF <= 126: one-byte lengths
-            pos += 1 + 4 * replicas
+            leader = leader_at(buf, pos + 6)[0]       # after error_code, partition_index
+            pos += 14                                 # ... leader_id, leader_epoch
+            pos += 4 * buf[pos] - 3                   # replica_nodes: (n + 1) then n ids
             isr = buf[pos] - 1
-            pos += 1 + 4 * isr
-            pos += 1 + 4 * (buf[pos] - 1)             # offline replicas
-            pos = _skip_tags(buf, pos)
+            pos += 4 * isr + 1
+            pos += 4 * buf[pos] - 3                   # offline_replicas
+            pos = _skip_tags(buf, pos) if buf[pos] else pos + 1
             if not topic_error:
-                view.append((leader, isr))
+                append((leader, isr))
         pos = _skip_tags(buf, pos + 4)                # topic_authorized_operations
     return view
 
