@@ -288,6 +288,10 @@ class MetadataCache:
     def alive_brokers(self) -> list[Broker]:
         return [self._brokers[i] for i in sorted(self._brokers)]
 
+    def alive_broker_ids(self):
+        """The live brokers' ids (a read-only view)."""
+        return self._brokers.keys()
+
     def is_alive(self, broker_id: int) -> bool:
         return broker_id in self._brokers
 
@@ -342,6 +346,15 @@ class MetadataCache:
         s = self.partition_state(topic, partition)
         return None if s is None else self.alive_broker_node(s.leader, listener)
 
+    def reachable_broker_ids(self, listener: str) -> set[int]:
+        """The live brokers with an endpoint on ``listener``."""
+        return {i for i, b in self._brokers.items() if listener in b.endpoints}
+
+    def topic_partition_states(self, name: str) -> list[PartitionState] | None:
+        """Topic ``name``'s partition states by partition index; None if unknown."""
+        parts = self._partitions.get(name)
+        return None if parts is None else [parts[p] for p in sorted(parts)]
+
     def get_topic_metadata(
         self,
         topics: Iterable[str] | None,
@@ -355,7 +368,7 @@ class MetadataCache:
         names = self.all_topics() if topics is None else list(dict.fromkeys(topics))
         # the live brokers with an endpoint on the listener, once per request (not a Node
         # per partition: a Metadata request for every topic covers 100,000 partitions)
-        reachable = {i for i, b in self._brokers.items() if listener in b.endpoints}
+        reachable = self.reachable_broker_ids(listener)
         out = []
         for name in names:
             parts = self._partitions.get(name)

@@ -42,6 +42,66 @@ def encode_topic(topic, version: int) -> bytes:
     return bytes(out)
 
 
+#: the first version with every partition field the direct encoder writes (leader epoch
+#: from v7, offline replicas from v5); the layout is the same up to v13
+DIRECT_FROM = 7
+_PARTITION_HEAD = struct.Struct(">hiii")  # error_code, partition_index, leader_id, epoch
+#: (flexible, broker ids) -> the encoded int32 array: a cluster has a few hundred lists
+_ARRAYS: dict[tuple[bool, tuple[int, ...]], bytes] = {}
+_NONE, _LEADER_NOT_AVAILABLE, _LISTENER_NOT_FOUND = 0, 5, 72
+
+
+def _int32_array(ids: tuple[int, ...], flexible: bool) -> bytes:
+    key = (flexible, ids)
+    got = _ARRAYS.get(key)
+    if got is None:
+        if len(_ARRAYS) >= 4096:
+            _ARRAYS.clear()
+        n = len(ids)
+        got = _ARRAYS[key] = (encode_unsigned_varint(n + 1) if flexible else _INT32.pack(n)) \
+            + struct.pack(f">{n}i", *ids)
+    return got
+
+
+def encode_topic_direct(head, states, reachable: set[int], alive, version: int,
+                        error_listeners: bool) -> bytes:
+    """A found topic's ``MetadataResponseTopic`` at ``version`` (>= `DIRECT_FROM`) written
+    straight from the MetadataCache's ``PartitionState`` tuples (``states``, by partition
+    index), the same bytes as the generated encoder gives for ``MetadataCache
+    .get_topic_metadata`` without endpoint errors (every version from 1 on): a leader
+    without an endpoint on the listener is LEADER_NOT_AVAILABLE (5) with leader id -1, or
+    LISTENER_NOT_FOUND (72) from v6 (``error_listeners``) when it is alive (``alive``:
+    ``in`` for broker ids). ``head`` is the topic entry with its fields and no partitions:
+    its encoding is split around the partitions array's count. Per partition: INT16 error,
+    INT32 index, INT32 leader, INT32 leader epoch, then replicas, ISR and offline replicas as
+    INT32 arrays (compact from v9, with an empty tagged-field section after). About 1 us a
+    partition against 4.4 us through the generated messages: after an UpdateMetadata of
+    100,000 partitions every Metadata answer encodes them again."""
+    flexible = version >= FLEXIBLE_FROM
+    empty = encode_topic(head, version)
+    tail_len = (4 if version >= 8 else 0) + (1 if flexible else 0)  # authorized ops, tags
+    width = 1 if flexible else 4
+    at = len(empty) - tail_len - width
+    out = [empty[:at], encode_unsigned_varint(len(states) + 1) if flexible
+           else _INT32.pack(len(states))]
+    append, pack, array = out.append, _PARTITION_HEAD.pack, _int32_array
+    for s in states:
+        leader = s.leader
+        if leader in reachable:
+            append(pack(_NONE, s.partition, leader, s.leader_epoch))
+        else:
+            code = _LISTENER_NOT_FOUND if error_listeners and leader in alive \
+                else _LEADER_NOT_AVAILABLE
+            append(pack(code, s.partition, -1, s.leader_epoch))
+        append(array(s.replicas, flexible))
+        append(array(s.isr, flexible))
+        append(array(s.offline_replicas, flexible))
+        if flexible:
+            append(b"\x00")
+    out.append(empty[at + width:])
+    return b"".join(out)
+
+
 class EncodedTopic:
     """A topic entry kept as its encoding at ``version``; its fields decode on first read."""
 
@@ -65,13 +125,13 @@ class EncodedTopic:
 
 def cached_entry(memo: dict, key: tuple, build) -> EncodedTopic:
     """The memo's entry for ``key`` (``(version, listener, error_endpoints,
-    error_listeners)``), made with ``build()`` -> topic message when missing; at most
-    `MAX_VARIANTS` kept (the oldest dropped)."""
+    error_listeners)``), made with ``build()`` -> the entry's encoding when missing; at
+    most `MAX_VARIANTS` kept (the oldest dropped)."""
     raw = memo.get(key)
     if raw is None:
         if len(memo) >= MAX_VARIANTS:
             del memo[next(iter(memo))]
-        raw = memo[key] = encode_topic(build(), key[0])
+        raw = memo[key] = build()
     return EncodedTopic(raw, key[0])
 
 

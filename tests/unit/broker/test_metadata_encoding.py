@@ -67,7 +67,7 @@ def test_the_memo_keeps_a_few_variants_and_builds_each_once():
 
     def build():
         built.append(1)
-        return _topic(random.Random(2), "t")
+        return encode_topic(_topic(random.Random(2), "t"), 12)
     for v in range(MAX_VARIANTS + 2):
         cached_entry(memo, (v, "PLAINTEXT", v == 0, v >= 6), build)
     cached_entry(memo, (MAX_VARIANTS + 1, "PLAINTEXT", False, False), build)
@@ -113,3 +113,41 @@ def test_the_cache_drops_a_topics_memo_when_the_topic_or_the_brokers_change():
     assert cache.topic_memo("a") == {} and cache.topic_memo("b") == {"k": b"b"}
     cache.update_metadata(_UM([], [_B(1), _B(2, port=9999)]))
     assert cache.topic_memo("b") == {}
+
+
+class _PSx(_PS):
+    def __init__(self, p, leader, isr, replicas, offline):
+        super().__init__(p, leader, isr)
+        self.replicas, self.offline_replicas, self.leader_epoch = replicas, offline, p % 7
+
+
+async def test_direct_encoding_is_the_generated_encoding():
+    """From v7 found topics are written straight from the cache's partition states: the
+    same bytes as through TopicMetadata and the generated messages, for leaders that are
+    reachable, alive without the listener (LISTENER_NOT_FOUND from v6) and dead
+    (LEADER_NOT_AVAILABLE), replica lists of 1-4, offline replicas, many partitions."""
+    from broker.handlers.metadata import _encoded_entries, _topic_entry
+
+    rng = random.Random(5)
+    other = _B(3)
+    other.endpoints[0].listener = "OTHER"  # alive, but not on PLAINTEXT
+    states = []
+    for p in range(300):
+        replicas = rng.sample([1, 2, 3, 4], rng.randrange(1, 5))
+        states.append(_PSx(p, rng.choice([1, 2, 3, 4, -1]), replicas[:rng.randrange(1, 5)],
+                           replicas, [r for r in replicas if r == 4]))
+    cache = MetadataCache(1)
+    cache.update_metadata(_UM([_TS("a", states), _TS("__consumer_offsets", states[:3])],
+                              [_B(1), _B(2), other]))
+    for version in range(0, 14):
+        entries, known = await _encoded_entries(cache, ["a", "__consumer_offsets", "x"],
+                                                "PLAINTEXT", version)
+        assert known == {"a", "__consumer_offsets"}
+        for name, entry in zip(["a", "__consumer_offsets"], entries, strict=True):
+            tm = cache.get_topic_metadata([name], "PLAINTEXT",
+                                          error_unavailable_endpoints=version == 0,
+                                          error_unavailable_listeners=version >= 6)[0]
+            assert entry.raw == encode_topic(_topic_entry(tm), version), (version, name)
+    codes = {p.error_code for p in _topic_entry(cache.get_topic_metadata(
+        ["a"], "PLAINTEXT", error_unavailable_listeners=True)[0]).partitions}
+    assert codes == {0, 5, 72}
