@@ -127,7 +127,8 @@ async def run(zk: ZooKeeperServer, args) -> None:
         enc["states"] += sum(len(t[2]) for t in topics) if topics is not None else sum(
             len(ts.partition_states) for ts in getattr(request, "topic_states", ()))
     ctl.batch.send = send
-    for obj, name in ((ctl, "_initialize_controller_context"), (ctl.partition_sm, "startup"),
+    for obj, name in ((kz, "get_topic_assignments"), (kz, "get_partition_states"),
+                      (ctl, "_initialize_controller_context"), (ctl.partition_sm, "startup"),
                       (ctl.replica_sm, "startup"),
                       (ctl.brokers, "on_replicas_become_offline")):
         _timed(obj, name, steps)

@@ -256,7 +256,7 @@ def cluster(work: Path, partitions: int, rows: list) -> None:
         live = [c.broker(i).bootstrap for i in c.ids if i != cid]
         gone.wait(300)
         t1 = wait_view(live, "c", partitions, lambda lead, isr: lead >= 0 and lead != cid,
-                       "leaders after controller SIGKILL", interval=0.2)
+                       "leaders after controller SIGKILL", interval=0.5)
         out.append(("controller SIGKILL -> every partition led by a live broker "
                     "(from /controller vanishing)", f"{t1 - at[0]:.1f} s"))
         t0 = time.monotonic()

@@ -57,6 +57,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, ZnodeStat
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
+from controller.zk_handler import PollThreadingHandler
 from controller.zk_multi_read import GET_CHILDREN, GET_DATA, OPS_PER_REQUEST, MultiRead, ReadOp
 from controller.zk_multi_write import (
     Multi,
@@ -201,6 +202,7 @@ class ZkClient:
 
     def _new_kazoo(self, hosts: str) -> KazooClient:
         return KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000.0,
+                           handler=PollThreadingHandler(),
                            auth_data=self.auth_data, connection_retry={"max_tries": -1,
                                                                         "delay": 0.1,
                                                                         "max_delay": 1.0})
