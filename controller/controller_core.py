@@ -26,10 +26,9 @@ from controller.zk_client import ZNodeChangeHandler, ZNodeChildChangeHandler
 
 #: the longest a failover or broker failure waits for its elections to be answered (s)
 WAVE_WAIT_S = 10.0
-#: a failover's or broker failure's elections reach the brokers in parts of at least this
-#: many partitions (``coalesced_requests(flush_every=...)``) as ZooKeeper commits them,
-#: each once the brokers' queues are empty
-ELECTION_PART = 5_000
+#: a failover's or broker failure's elections reach the brokers in parts of this many
+#: partitions (``coalesced_requests(flush_every=...)``), as ZooKeeper commits them
+ELECTION_PART = 10_000
 
 if TYPE_CHECKING:
     from controller.channel_manager import ControllerChannelManager
@@ -127,10 +126,6 @@ class ControllerCore:
             await self.channel.wait_answered(
                 min(WAVE_WAIT_S, self.config.controller_socket_timeout_ms / 1000.0))
 
-    def _brokers_ready(self) -> bool:
-        """No request waits in any broker's queue (one may be in flight to each)."""
-        return self.channel is None or self.channel.queue_size() == 0
-
     def send_update_metadata_request(self, brokers: list[int],
                                      partitions: list[TopicPartition] = ()) -> None:
         """UpdateMetadata to ``brokers`` for ``partitions`` (empty = no partition states)."""
@@ -146,7 +141,7 @@ class ControllerCore:
         drops them (the state machines cleared the batch already); any other error still
         sends what was decided, as each step would have."""
         batch = self.batch
-        batch.hold(flush_every, self._brokers_ready)
+        batch.hold(flush_every)
         try:
             yield
         except ControllerMovedError:

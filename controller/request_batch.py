@@ -83,7 +83,6 @@ class ControllerBrokerRequestBatch:
         self._um_partitions: dict[TopicPartition, None] = {}  # states built at send time
         self._held = 0  # > 0: coalescing (see the module docstring)
         self._flush_every = 0  # while held: send early once this many partitions are in
-        self._flush_ready: Callable[[], bool] | None = None  # ... and this says the brokers can take more
 
     def new_batch(self) -> None:
         if self._held:
@@ -100,32 +99,28 @@ class ControllerBrokerRequestBatch:
         self._um_all_live = False
         self._um_partitions.clear()
 
-    def hold(self, flush_every: int = 0, ready: Callable[[], bool] | None = None) -> None:
+    def hold(self, flush_every: int = 0) -> None:
         """Coalesce: ``send_requests_to_brokers`` accumulates until the matching release.
         ``flush_every`` > 0 (the outermost hold's): :meth:`maybe_flush` sends what has
-        accumulated once it holds that many partitions and ``ready()`` (when given) is
-        true."""
+        accumulated once it holds that many partitions."""
         self._held += 1
         if self._held == 1:
-            self._flush_every, self._flush_ready = flush_every, ready
+            self._flush_every = flush_every
 
     def release(self) -> bool:
         """End one ``hold``; True when nothing holds the batch any more (the caller sends)."""
         self._held -= 1
         if self._held == 0:
-            self._flush_every, self._flush_ready = 0, None
+            self._flush_every = 0
         return self._held == 0
 
     def maybe_flush(self, controller_epoch: int) -> None:
         """While held with ``flush_every``: send the requests accumulated so far once their
-        UpdateMetadata holds ``flush_every`` partitions and the hold's ``ready()`` allows
-        (the controller's: nothing is waiting in the brokers' queues), and go on holding. A
-        failover's elections reach the brokers in parts while the controller still works
-        on (and ZooKeeper still writes) the rest, each part as large as what was elected
-        while the brokers took the one before; per broker the parts are queued in order,
+        UpdateMetadata holds ``flush_every`` partitions, and go on holding. A failover's
+        elections reach the brokers in parts of that size while the controller still works
+        on (and ZooKeeper still writes) the rest; per broker the parts are queued in order,
         each LeaderAndIsr before its UpdateMetadata, so the brokers end as with one send."""
-        if self._held and self._flush_every and len(self._um_partitions) >= self._flush_every \
-                and (self._flush_ready is None or self._flush_ready()):
+        if self._held and self._flush_every and len(self._um_partitions) >= self._flush_every:
             self._send_all(controller_epoch)
 
     # ------------------------------------------------------------------ adding

@@ -374,31 +374,3 @@ async def test_held_elections_reach_the_brokers_in_parts():
         keys = [key for broker, key, _r in sent if broker == b]
         assert keys == [LAI, UM] * len(got)
     psm.batch.new_batch()  # nothing left behind
-
-
-def test_held_parts_wait_until_the_brokers_can_take_them():
-    """``ready()`` gates the early sends: while it is false the parts accumulate, and the
-    next allowed send carries everything decided meanwhile."""
-    tps = [("t", p) for p in range(5)]
-    ctx = make_context((1, 2), {tp: (1, 2) for tp in tps})
-    _zk, psm, _rsm, sent = _machines(ctx)
-    ready = [False]
-    batch = psm.batch
-    batch.hold(flush_every=2, ready=lambda: ready[0])
-    for tp in tps[:4]:
-        state = ctx.leadership[tp] = S(1, 3, (1, 2), 4, 0)
-        batch.add_leader_and_isr([1, 2], tp, state, ctx.partition_full_replica_assignment(tp),
-                                  is_new=False)
-        batch.maybe_flush(ctx.epoch)
-    assert not sent
-    ready[0] = True
-    batch.maybe_flush(ctx.epoch)
-    assert [len(r.topic_states[0].partition_states) for _b, r in sent.of(LAI)] == [4, 4]
-    state = ctx.leadership[tps[4]] = S(1, 3, (1, 2), 4, 0)
-    batch.add_leader_and_isr([1, 2], tps[4], state,
-                             ctx.partition_full_replica_assignment(tps[4]), is_new=False)
-    batch.maybe_flush(ctx.epoch)  # one partition: below flush_every
-    assert len(sent.of(LAI)) == 2
-    assert batch.release()
-    batch.send_requests_to_brokers(ctx.epoch)
-    assert [len(r.topic_states[0].partition_states) for _b, r in sent.of(LAI)] == [4, 4, 1, 1]
