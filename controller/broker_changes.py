@@ -137,9 +137,10 @@ class BrokerChanges:
             (for_deletion if deletion.is_topic_queued_up_for_deletion(r[0][0])
              else not_for_deletion).append(r)
         offline_leader = ctx.partitions_with_offline_leader()
-        # two waves, each one LeaderAndIsr per broker: the elections first (the partitions
-        # the dead brokers led are led again as soon as their states are written), then
-        # the ISR shrinks (without the partitions the elections just sent)
+        # two waves: the elections first, in parts as ZooKeeper commits them (the
+        # partitions the dead brokers led are led again as soon as their states are
+        # written), then the ISR shrinks, one LeaderAndIsr per broker (without the
+        # partitions the elections just sent)
         async with self.core.coalesced_requests(flush_every=ELECTION_PART):
             await self.core.partition_sm.handle_state_changes(offline_leader,
                                                               PartitionState.OFFLINE)

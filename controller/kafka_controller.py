@@ -303,11 +303,12 @@ class KafkaController(ControllerCore):
         state machine first): the elections already drop dead replicas from the ISRs, so
         the partitions a dead broker led are written once, not twice (33,000 fewer
         ZooKeeper writes at 100,000 partitions RF 3 when the old controller's broker is
-        gone). The elections' LeaderAndIsr / UpdateMetadata go out first, one of each per
-        broker, so the partitions without a leader are led again before the (larger)
-        second wave is worked out (after the brokers answered the first, for a few
-        seconds at most: `wait_requests_answered`): every replica Online, dead ones out of
-        the ISRs; it leaves out the partitions the first wave just sent."""
+        gone). The elections' LeaderAndIsr / UpdateMetadata go out first, in parts of
+        `ELECTION_PART` partitions as ZooKeeper commits them, so the partitions without a
+        leader are led again before the (larger) second wave is worked out (after the
+        brokers answered the first, for a few seconds at most: `wait_requests_answered`):
+        every replica Online, dead ones out of the ISRs, one LeaderAndIsr and one
+        UpdateMetadata per broker; it leaves out the partitions the first wave just sent."""
         async with self.coalesced_requests(flush_every=ELECTION_PART):
             elected = await self.partition_sm.startup()
         if elected:

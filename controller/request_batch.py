@@ -11,10 +11,10 @@ Coalescing (``hold()`` / ``release()``, used through :meth:`ControllerCore.coale
 while held, ``new_batch`` and ``send_requests_to_brokers`` of the state machines' steps only
 accumulate, and the last decision per partition and broker wins; one send at the end. A
 controller failover (replica then partition state machine startup) and a broker failure
-(elections then ISR shrinks) are each one LeaderAndIsr and one UpdateMetadata per broker
-with every partition's final state, not one per step: at 100,000 partitions that is 100,000
-partition states per broker instead of 233,000 (Kafka sends one batch per step; the brokers
-end in the same state either way). Partition states are built when sent, once per
+(elections then ISR shrinks) send each wave's final states, not one batch per step: at
+100,000 partitions that is 100,000 partition states per broker instead of 233,000 (Kafka
+sends one batch per step; the brokers end in the same state either way). A hold with
+``flush_every`` (the elections) may send early, in parts: see :meth:`maybe_flush`. Partition states are built when sent, once per
 partition for all its recipients.
 A partition of a topic queued for deletion is announced with leader -2
 (``LEADER_DURING_DELETE``). ``type`` is UNKNOWN (0): the ZooKeeper controller never sends
