@@ -24,31 +24,16 @@ import threading
 import time
 
 from client.connection import KafkaClient
+from protocol.types import decode_tagged_fields
+from protocol.types import decode_unsigned_varint as _varint
 
 METADATA, VERSION = 3, 9
 TOPICS = 100
 _INT32 = struct.Struct(">i")
 
 
-def _varint(buf, pos: int) -> tuple[int, int]:
-    """An unsigned varint at ``pos`` -> (value, position after it)."""
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
-
 def _skip_tags(buf, pos: int) -> int:
-    n, pos = _varint(buf, pos)
-    for _ in range(n):
-        _tag, pos = _varint(buf, pos)
-        size, pos = _varint(buf, pos)
-        pos += size
-    return pos
+    return decode_tagged_fields(buf, pos)[1]
 
 
 def _skip_string(buf, pos: int) -> int:

@@ -312,17 +312,24 @@ async def test_replica_offline_in_chunks():
     rsm.batch.new_batch()  # nothing left behind
 
 
+def _seven_led_by_broker_1(chunk: int):
+    """Partitions t-0..t-6 on brokers 1-3, led by 1 with a full ISR, Online; elections in
+    chunks of ``chunk``."""
+    tps = [("t", p) for p in range(7)]
+    ctx = make_context((1, 2, 3), {tp: (1, 2, 3) for tp in tps})
+    zk, psm, _rsm, sent = _machines(ctx)
+    psm.ELECTION_CHUNK = chunk
+    for tp in tps:
+        zk.states[tp] = ctx.leadership[tp] = S(1, 3, (1, 2, 3), 4, 0)
+        ctx.partition_states[tp] = PartitionState.ONLINE
+    return tps, ctx, zk, psm, sent
+
+
 async def test_elections_in_chunks():
     """Elections in chunks (one ZooKeeper multi each) worked on together: every partition
     elected once (a stale version re-read and retried), results in the order asked, the
     live replicas told; a controller move raises after every chunk ended, nothing sent."""
-    tps = [("t", p) for p in range(7)]
-    ctx = make_context((1, 2, 3), {tp: (1, 2, 3) for tp in tps})
-    zk, psm, _rsm, sent = _machines(ctx)
-    psm.ELECTION_CHUNK = 3
-    for tp in tps:
-        zk.states[tp] = ctx.leadership[tp] = S(1, 3, (1, 2, 3), 4, 0)
-        ctx.partition_states[tp] = PartitionState.ONLINE
+    tps, ctx, zk, psm, sent = _seven_led_by_broker_1(3)
     zk.bump_before_write.add(tps[5])
     ctx.remove_live_brokers([1])
     await psm.handle_state_changes(tps, PartitionState.OFFLINE)
@@ -348,13 +355,7 @@ async def test_held_elections_reach_the_brokers_in_parts():
     """A held batch with ``flush_every`` sends the elections as ZooKeeper commits them, in
     parts of at least that many partitions, each part's LeaderAndIsr before its
     UpdateMetadata; what is left goes at release; every partition is sent once."""
-    tps = [("t", p) for p in range(7)]
-    ctx = make_context((1, 2, 3), {tp: (1, 2, 3) for tp in tps})
-    zk, psm, _rsm, sent = _machines(ctx)
-    psm.ELECTION_CHUNK = 2
-    for tp in tps:
-        zk.states[tp] = ctx.leadership[tp] = S(1, 3, (1, 2, 3), 4, 0)
-        ctx.partition_states[tp] = PartitionState.ONLINE
+    tps, ctx, _zk, psm, sent = _seven_led_by_broker_1(2)
     ctx.remove_live_brokers([1])
     await psm.handle_state_changes(tps, PartitionState.OFFLINE)
     psm.batch.hold(flush_every=3)
