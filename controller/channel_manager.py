@@ -137,11 +137,33 @@ class ControllerChannelManager:
                 return e
         return None
 
+    async def _connect(self, state: _BrokerState, endpoint) -> None:
+        """Open ``state``'s connection unless it is open (raises OSError, ConnectionError
+        or TimeoutError)."""
+        if state.conn is None or not state.conn.connected:
+            state.conn = BrokerConnection(
+                endpoint.host, endpoint.port, f"controller-{self.controller_id}",
+                timeout_s=self.timeout_s,
+                opener=self.opener(endpoint.host, endpoint.port) if self.opener else None)
+            await state.conn.connect()
+            log.info("Controller %d connected to broker %d (%s:%d) for sending state change "
+                     "requests", self.controller_id, state.broker.id, endpoint.host,
+                     endpoint.port)
+
     async def _send_loop(self, state: _BrokerState) -> None:
         broker = state.broker
         endpoint = self._endpoint(broker)
         warned = False
         loop = asyncio.get_running_loop()
+        if endpoint is not None:
+            # connect now, not at the first request: a failover's first requests come
+            # seconds later, from a loop too busy by then to open connections quickly
+            try:
+                await self._connect(state, endpoint)
+            except Exception:  # noqa: BLE001 - the first request connects again, and reports
+                if state.conn is not None:
+                    await state.conn.close()
+                    state.conn = None  # tried again, with warnings, at the first request
         while not state.removed:
             item = await state.queue.get()
             if item.api_key == BARRIER:
@@ -155,15 +177,7 @@ class ControllerChannelManager:
             while not state.removed:
                 try:
                     if state.conn is None or not state.conn.connected:
-                        state.conn = BrokerConnection(
-                            endpoint.host, endpoint.port, f"controller-{self.controller_id}",
-                            timeout_s=self.timeout_s,
-                            opener=self.opener(endpoint.host, endpoint.port)
-                            if self.opener else None)
-                        await state.conn.connect()
-                        log.info("Controller %d connected to broker %d (%s:%d) for sending "
-                                 "state change requests", self.controller_id, broker.id,
-                                 endpoint.host, endpoint.port)
+                        await self._connect(state, endpoint)
                         warned = False
                     sent_at = loop.time()
                     _v, response = await state.conn.request(item.api_key, item.request,

@@ -323,6 +323,14 @@ class KafkaController(ControllerCore):
         brokers = await self.zk.get_all_brokers_and_epochs()
         ctx.add_live_brokers(brokers)
         log.info("Initialized broker epochs cache: %s", dict(ctx.live_broker_epochs))
+        ctx.shutting_down_broker_ids.clear()
+        # the channel first: its connections open while the topics and partition states
+        # are read (at 100,000 partitions a second or more), not when the first requests
+        # are ready and the loop is busy with the elections
+        self.channel = ControllerChannelManager(
+            self.broker_id, lambda: self.context.epoch, self.config.inter_broker_listener_name,
+            self.config.controller_socket_timeout_ms, self.opener)
+        self.channel.startup(ctx.live_or_shutting_down_brokers())
         ctx.all_topics = await self.zk.get_all_topics()
         self.topics.register_partition_modifications_handlers(ctx.all_topics)
         assignments = await self.zk.get_topic_assignments(ctx.all_topics)
@@ -333,13 +341,8 @@ class KafkaController(ControllerCore):
                 (topic, p) for p, ra in a.partitions.items()
                 if ra.adding_replicas or ra.removing_replicas)  # is_being_reassigned
         ctx.leadership.clear()
-        ctx.shutting_down_broker_ids.clear()
         await self.brokers.register_broker_modifications_handlers(ctx.live_brokers)
         ctx.leadership.update(await self.zk.get_partition_states(ctx.all_partitions()))
-        self.channel = ControllerChannelManager(
-            self.broker_id, lambda: self.context.epoch, self.config.inter_broker_listener_name,
-            self.config.controller_socket_timeout_ms, self.opener)
-        self.channel.startup(ctx.live_or_shutting_down_brokers())
         log.info("Currently active brokers in the cluster: %s", sorted(ctx.live_broker_ids))
         log.info("Current list of topics in the cluster: %s", sorted(ctx.all_topics))
         del zkc

@@ -107,3 +107,38 @@ async def test_wait_answered_ends_when_the_broker_is_removed():
     finally:
         await channel.shutdown()
         await broker.stop()
+
+
+async def test_connections_open_at_startup_and_serve_the_first_request():
+    """Each broker's connection opens when the channel starts, before any request (a
+    failover's first requests come seconds later, from a busy loop); the requests then go
+    over it. A broker not listening at startup gets its requests once it listens."""
+    broker = _Broker()
+    port = await broker.start()
+    idle = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    late = idle.sockets[0].getsockname()[1]
+    idle.close()
+    await idle.wait_closed()  # nothing listens on `late` now
+    channel = ControllerChannelManager(1, lambda: 1, "PLAINTEXT", 5000)
+    channel.startup([BrokerInfo(2, (Endpoint("PLAINTEXT", "127.0.0.1", port),)),
+                     BrokerInfo(3, (Endpoint("PLAINTEXT", "127.0.0.1", late),))])
+    second = _Broker()
+    try:
+        for _ in range(100):
+            if broker.writers:
+                break
+            await asyncio.sleep(0.02)
+        assert len(broker.writers) == 1 and broker.received == 0  # connected, nothing sent
+        broker.release.set()
+        answered = []
+        channel.send_request(2, UPDATE_METADATA, 8, _update_metadata(), answered.append)
+        second.server = await asyncio.start_server(second._serve, "127.0.0.1", late)
+        second.release.set()
+        channel.send_request(3, UPDATE_METADATA, 8, _update_metadata(), answered.append)
+        assert await channel.wait_answered(5.0) and len(answered) == 2
+        assert len(broker.writers) == 1 and second.received == 1
+    finally:
+        await channel.shutdown()
+        await broker.stop()
+        if second.server is not None:
+            await second.stop()
