@@ -14,8 +14,8 @@ controller failover (replica then partition state machine startup) and a broker 
 (elections then ISR shrinks) send each wave's final states, not one batch per step: at
 100,000 partitions that is 100,000 partition states per broker instead of 233,000 (Kafka
 sends one batch per step; the brokers end in the same state either way). A hold with
-``flush_every`` (the elections) may send early, in parts: see :meth:`maybe_flush`. Partition states are built when sent, once per
-partition for all its recipients.
+``flush_every`` (the elections) may send early, in parts: see :meth:`maybe_flush`.
+Partition states are built when sent, once per partition for all its recipients.
 A partition of a topic queued for deletion is announced with leader -2
 (``LEADER_DURING_DELETE``). ``type`` is UNKNOWN (0): the ZooKeeper controller never sends
 FULL requests (those are KRaft-migration only).
