@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 
 from protocol import api
+from protocol.errors import ErrorCode
 from protocol.types import encode_unsigned_varint
 
 METADATA = 3
@@ -48,7 +49,8 @@ DIRECT_FROM = 7
 _PARTITION_HEAD = struct.Struct(">hiii")  # error_code, partition_index, leader_id, epoch
 #: (flexible, broker ids) -> the encoded int32 array: a cluster has a few hundred lists
 _ARRAYS: dict[tuple[bool, tuple[int, ...]], bytes] = {}
-_NONE, _LEADER_NOT_AVAILABLE, _LISTENER_NOT_FOUND = 0, 5, 72
+_NONE, _LEADER_NOT_AVAILABLE = int(ErrorCode.NONE), int(ErrorCode.LEADER_NOT_AVAILABLE)
+_LISTENER_NOT_FOUND = int(ErrorCode.LISTENER_NOT_FOUND)
 
 
 def _int32_array(ids: tuple[int, ...], flexible: bool) -> bytes:
