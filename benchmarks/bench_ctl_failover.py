@@ -28,6 +28,7 @@ import asyncio
 import cProfile
 import functools
 import gc
+import inspect
 import logging
 import os
 import pstats
@@ -81,6 +82,17 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _by_send(sent: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The LeaderAndIsr requests of one flush (sent within 50 ms) summed."""
+    out: list[list] = []
+    for at, n in sent:
+        if out and at - out[-1][0] < 0.05:
+            out[-1][1] += n
+        else:
+            out.append([at, n])
+    return [(at, n) for at, n in out]
+
+
 def _timed(obj, name: str, out: list) -> None:
     fn = getattr(obj, name)
 
@@ -90,7 +102,7 @@ def _timed(obj, name: str, out: list) -> None:
             return await fn(*a, **k)
         finally:
             out.append((f"{type(obj).__name__}.{name}", time.monotonic() - t0,
-                        time.thread_time() - c0))
+                        time.thread_time() - c0, t0))
     setattr(obj, name, wrapper)
 
 
@@ -113,10 +125,17 @@ async def run(zk: ZooKeeperServer, args) -> None:
     gc.set_threshold(50_000, 20, 100)  # as the broker does (broker/server.py)
     kz = KafkaZkClient(sessions[1])
     epoch = await kz.register_broker(_info(1))
+    per = args.partitions // args.topics
+    # broker 1's MetadataCache as the last controller left it: every partition led by its
+    # first replica (as _populate wrote); a tree without the hint reads every state first
+    hint = {"leader_hint": lambda topic: {p: p % 3 + 1 for p in range(per)}} \
+        if "leader_hint" in inspect.signature(KafkaController).parameters and not args.no_hint \
+        else {}
     ctl = KafkaController(ControllerConfig(broker_id=1, auto_leader_rebalance_enable=False),
-                          kz, _info(1), epoch)
+                          kz, _info(1), epoch, **hint)
     steps: list = []
     enc = {"s": 0.0, "requests": 0, "states": 0}
+    lai_sent: list[tuple[float, int]] = []  # (monotonic s, partition states) per LeaderAndIsr
 
     def send(broker_id, api_key, version, request, callback):
         t0 = time.monotonic()
@@ -124,8 +143,11 @@ async def run(zk: ZooKeeperServer, args) -> None:
         enc["s"] += time.monotonic() - t0
         enc["requests"] += 1
         topics = getattr(request, "_topics", None)  # direct encoding: do not build objects
-        enc["states"] += sum(len(t[2]) for t in topics) if topics is not None else sum(
+        n = sum(len(t[2]) for t in topics) if topics is not None else sum(
             len(ts.partition_states) for ts in getattr(request, "topic_states", ()))
+        enc["states"] += n
+        if api_key == 4:  # LeaderAndIsr: when each part of the elections left
+            lai_sent.append((t0, n))
     ctl.batch.send = send
     for obj, name in ((kz, "get_topic_assignments"), (kz, "get_partition_states"),
                       (ctl, "_initialize_controller_context"), (ctl.partition_sm, "startup"),
@@ -144,9 +166,12 @@ async def run(zk: ZooKeeperServer, args) -> None:
               f"main-thread CPU ({time.process_time() - cpu0['proc']:.2f} s all threads, "
               f"ZooKeeper {_proc_cpu(zk.pid) - cpu0['zk']:.2f} s); requests encoded: "
               f"{enc['requests']} ({enc['states']:,} partition states, {enc['s']:.2f} s)")
-        for name, wall, cpu in steps:
-            print(f"  {name}: {wall:.2f} s wall, {cpu:.2f} s CPU")
+        for name, wall, cpu, began in steps:
+            print(f"  {name}: {wall:.2f} s wall, {cpu:.2f} s CPU, from {began - t0:.2f} s")
         steps.clear()
+        print("  LeaderAndIsr sent (s after the start: partition states, all brokers): " + ", ".join(
+            f"{at - t0:.2f}: {n:,}" for at, n in _by_send(lai_sent)))
+        lai_sent.clear()
         enc.update(s=0.0, requests=0, states=0)
         if prof is not None:
             prof.disable()
@@ -234,6 +259,8 @@ def main() -> None:
     ap.add_argument("--all-live", action="store_true")
     ap.add_argument("--rejoin", action="store_true", help="with --all-live: after broker 3's "
                     "failure it registers again and the leaders add it back to every ISR")
+    ap.add_argument("--no-hint", action="store_true",
+                    help="no leader hint: every partition state read before the elections")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-out", metavar="FILE", help="with --profile: also write the "
                     "cProfile data (pstats format) of the last measured step to FILE")

@@ -105,10 +105,12 @@ class PartitionStateMachine:
 
     # ------------------------------------------------------------------ startup
 
-    async def startup(self) -> set[TopicPartition]:
-        """Every partition New / Online / Offline from the context, then leaders elected for
-        the New and Offline ones; returns the partitions elected (their LeaderAndIsr and
-        UpdateMetadata are in the batch)."""
+    async def startup(self, partitions: Iterable[TopicPartition] | None = None
+                      ) -> set[TopicPartition]:
+        """Every partition (or each of ``partitions``) New / Online / Offline from the
+        context, then leaders elected for the New and Offline ones not queued for deletion;
+        returns the partitions elected (their LeaderAndIsr and UpdateMetadata are in the
+        batch). A failover calls it for the partitions it read first, then for the rest."""
         ctx = self.context
         leadership, states = ctx.leadership, ctx.partition_states
         # without failed log dirs a leader is online iff its broker is live and not
@@ -116,17 +118,22 @@ class PartitionStateMachine:
         live = None if ctx.replicas_on_offline_dirs else ctx.live_broker_ids
         is_online = ctx.is_replica_online
         new, online, offline = PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE
-        for t, ps in ctx.assignments.items():
-            for p in ps:
-                tp = (t, p)
-                state = leadership.get(tp)
-                if state is None:
-                    states[tp] = new
-                elif state.leader in live if live is not None else is_online(state.leader, tp):
-                    states[tp] = online
-                else:
-                    states[tp] = offline
-        return elected(await self.trigger_online_partition_state_change())
+        if partitions is None:
+            partitions = [(t, p) for t, ps in ctx.assignments.items() for p in ps]
+        to_elect = []
+        for tp in partitions:
+            state = leadership.get(tp)
+            if state is None:
+                states[tp] = new
+            elif state.leader in live if live is not None else is_online(state.leader, tp):
+                states[tp] = online
+                continue
+            else:
+                states[tp] = offline
+            if not ctx.is_topic_queued_up_for_deletion(tp[0]):
+                to_elect.append(tp)
+        return elected(await self.handle_state_changes(to_elect, PartitionState.ONLINE,
+                                                       OfflineStrategy(False)))
 
     async def trigger_online_partition_state_change(self, topic: str | None = None
                                                     ) -> dict[TopicPartition, State | Exception]:
