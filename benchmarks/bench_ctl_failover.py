@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import cProfile
 import functools
 import gc
@@ -35,6 +36,7 @@ import pstats
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -80,6 +82,45 @@ def _proc_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _watch_holds(threshold_s: float = 0.04) -> None:
+    """Print where the event loop is held: a heartbeat task notes each turn; a thread
+    samples the loop thread's stack every 10 ms while the heartbeat is more than
+    ``threshold_s`` late and, when the loop turns again, prints the hold's length and the
+    innermost project frames seen most often during it."""
+    loop = asyncio.get_running_loop()
+    main = threading.get_ident()
+    last = [time.monotonic()]
+
+    async def beat() -> None:
+        while True:
+            last[0] = time.monotonic()
+            await asyncio.sleep(0.005)
+
+    def watch() -> None:
+        seen: collections.Counter = collections.Counter()
+        began = None
+        while True:
+            time.sleep(0.01)
+            late = time.monotonic() - last[0]
+            if late > threshold_s:
+                began = began or last[0]
+                frame = sys._current_frames().get(main)
+                where = []
+                while frame is not None and len(where) < 3:
+                    code = frame.f_code
+                    if "/controller/" in code.co_filename:
+                        where.append(f"{code.co_name}:{frame.f_lineno}")
+                    frame = frame.f_back
+                seen[" < ".join(where) or "?"] += 1
+            elif began is not None:
+                print(f"  loop held {time.monotonic() - began:.2f} s: " + "; ".join(
+                    f"{w} x{n}" for w, n in seen.most_common(3)))
+                seen.clear()
+                began = None
+    loop.create_task(beat())
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def _by_send(sent: list[tuple[float, int]]) -> list[tuple[float, int]]:
@@ -186,6 +227,8 @@ async def run(zk: ZooKeeperServer, args) -> None:
     ctl._on_controller_failover = timed(
         ctl._on_controller_failover,
         lambda: "failover" + (" (all brokers live)" if args.all_live else " (broker 3 gone)"))
+    if args.holds:
+        _watch_holds()
     await ctl.startup()
     await asyncio.wait_for(done.wait(), 600)
     if args.all_live:
@@ -261,6 +304,9 @@ def main() -> None:
                     "failure it registers again and the leaders add it back to every ISR")
     ap.add_argument("--no-hint", action="store_true",
                     help="no leader hint: every partition state read before the elections")
+    ap.add_argument("--holds", action="store_true",
+                    help="log every callback that held the event loop 50 ms or more "
+                         "(asyncio debug mode: slower)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-out", metavar="FILE", help="with --profile: also write the "
                     "cProfile data (pstats format) of the last measured step to FILE")

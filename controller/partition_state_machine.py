@@ -29,6 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from common.loop_slice import gather_staggered
 from controller import elections
 from controller.context import (
     VALID_PREVIOUS_PARTITION_STATES,
@@ -247,9 +248,9 @@ class PartitionStateMachine:
         step = self.ELECTION_CHUNK
         if len(tps) <= step:
             return await self._elect_leaders_chunk(tps, strategy)
-        parts = await asyncio.gather(*(self._elect_leaders_chunk(tps[i:i + step], strategy)
-                                       for i in range(0, len(tps), step)),
-                                     return_exceptions=True)
+        parts = await gather_staggered((self._elect_leaders_chunk(tps[i:i + step], strategy)
+                                        for i in range(0, len(tps), step)),
+                                       return_exceptions=True)
         finished: dict[TopicPartition, State | Exception] = {}
         for part in parts:  # every chunk finished first: none adds to the batch any more
             if isinstance(part, BaseException):
