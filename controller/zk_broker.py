@@ -457,7 +457,7 @@ class ZkBroker(Controller):
         return False
 
 
-SLOW_APPLY_MS = 0  # TEMP experiment
+SLOW_APPLY_MS = 200
 
 
 def _log_slow(kind: str, request: Any, started: float) -> None:

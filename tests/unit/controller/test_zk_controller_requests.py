@@ -389,7 +389,7 @@ async def test_failover_reads_and_elects_the_hinted_leaderless_partitions_first(
         assert sorted(tps) == [TP, tp1, tp2]
 
 
-def test_without_a_hint_or_with_every_partition_leaderless_every_state_is_read_first():
+def test_without_a_hint_or_with_mostly_leaderless_partitions_every_state_is_read_first():
     c, _zk = _controller(state=S(3, 4, (3, 1, 2), 5, 10))
     tp1 = ("t", 1)
     c.context.update_partition_full_replica_assignment(tp1, ReplicaAssignment((1, 2, 3)))
