@@ -13,9 +13,16 @@ whole process (with kazoo's threads) and of ZooKeeper's JVM, per step:
 - ``--all-live``: the same with brokers 2 and 3 live, then broker 3's session closes
   (a broker failure handled by the controller).
 
+Per step it also prints when it began, and when each part of the elections' LeaderAndIsr
+left (seconds after the failover began, with the partition states of all brokers' copies).
+Broker 1 gets a leader hint, as its MetadataCache gives the real controller (every partition
+led by its first replica), so the states of the partitions broker 3 led are read first;
+``--no-hint`` reads every state first, as Kafka does. ``--holds`` prints each time the event
+loop was held 40 ms or more, with the controller frames seen most often meanwhile.
+
 Run: ``python3 benchmarks/bench_ctl_failover.py [--partitions 100000] [--topics 100]
-[--all-live] [--profile [--profile-out FILE]]`` (about a minute at 100,000 partitions, most of it filling
-ZooKeeper). ``JOSEF_TREE=/path`` measures another checkout of the code;
+[--all-live] [--no-hint] [--holds] [--profile [--profile-out FILE]]`` (about a minute at
+100,000 partitions, most of it filling ZooKeeper). ``JOSEF_TREE=/path`` measures another checkout of the code;
 ``JOSEF_BENCH_QUICK=1`` (run_all.py --quick) makes it 3,000 partitions. Prints its figures
 (no results file: they go to benchmarks/results/scale.md by hand). Not a test: note
 ``uptime`` next to the figures.

@@ -9,7 +9,9 @@ Failover (``_on_controller_failover``): watch ``/brokers/ids``, ``/brokers/topic
 ``/admin/delete_topics``, ``/isr_change_notification``, ``/log_dir_event_notification``,
 ``/admin/preferred_replica_election``, ``/admin/reassign_partitions``; drop stale ISR-change
 and log-dir notifications; load live brokers and
-epochs, topics, topic IDs (missing ones are created), assignments and partition states;
+epochs, topics, topic IDs (missing ones are created), assignments and partition states
+(with a leader hint from this broker's MetadataCache, the states of partitions whose leader
+is gone first, the others once those are elected: `_read_order`);
 UpdateMetadata to every live broker; start the partition and replica state machines (which
 elect leaders for offline partitions, drop dead replicas from the ISRs and send LeaderAndIsr
 for every partition, as one batch per broker); resume
