@@ -13,9 +13,16 @@ whole process (with kazoo's threads) and of ZooKeeper's JVM, per step:
 - ``--all-live``: the same with brokers 2 and 3 live, then broker 3's session closes
   (a broker failure handled by the controller).
 
+Per step it also prints when it began, and when each part of the elections' LeaderAndIsr
+left (seconds after the failover began, with the partition states of all brokers' copies).
+Broker 1 gets a leader hint, as its MetadataCache gives the real controller (every partition
+led by its first replica), so the states of the partitions broker 3 led are read first;
+``--no-hint`` reads every state first, as Kafka does. ``--holds`` prints each time the event
+loop was held 40 ms or more, with the controller frames seen most often meanwhile.
+
 Run: ``python3 benchmarks/bench_ctl_failover.py [--partitions 100000] [--topics 100]
-[--all-live] [--profile [--profile-out FILE]]`` (about a minute at 100,000 partitions, most of it filling
-ZooKeeper). ``JOSEF_TREE=/path`` measures another checkout of the code;
+[--all-live] [--no-hint] [--holds] [--profile [--profile-out FILE]]`` (about a minute at
+100,000 partitions, most of it filling ZooKeeper). ``JOSEF_TREE=/path`` measures another checkout of the code;
 ``JOSEF_BENCH_QUICK=1`` (run_all.py --quick) makes it 3,000 partitions. Prints its figures
 (no results file: they go to benchmarks/results/scale.md by hand). Not a test: note
 ``uptime`` next to the figures.
@@ -25,15 +32,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import cProfile
 import functools
 import gc
+import inspect
 import logging
 import os
 import pstats
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -81,6 +91,56 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _watch_holds(threshold_s: float = 0.04) -> None:
+    """Print where the event loop is held: a heartbeat task notes each turn; a thread
+    samples the loop thread's stack every 10 ms while the heartbeat is more than
+    ``threshold_s`` late and, when the loop turns again, prints the hold's length and the
+    innermost project frames seen most often during it."""
+    loop = asyncio.get_running_loop()
+    main = threading.get_ident()
+    last = [time.monotonic()]
+
+    async def beat() -> None:
+        while True:
+            last[0] = time.monotonic()
+            await asyncio.sleep(0.005)
+
+    def watch() -> None:
+        seen: collections.Counter = collections.Counter()
+        began = None
+        while True:
+            time.sleep(0.01)
+            late = time.monotonic() - last[0]
+            if late > threshold_s:
+                began = began or last[0]
+                frame = sys._current_frames().get(main)
+                where = []
+                while frame is not None and len(where) < 3:
+                    code = frame.f_code
+                    if "/controller/" in code.co_filename:
+                        where.append(f"{code.co_name}:{frame.f_lineno}")
+                    frame = frame.f_back
+                seen[" < ".join(where) or "?"] += 1
+            elif began is not None:
+                print(f"  loop held {time.monotonic() - began:.2f} s: " + "; ".join(
+                    f"{w} x{n}" for w, n in seen.most_common(3)))
+                seen.clear()
+                began = None
+    loop.create_task(beat())
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _by_send(sent: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The LeaderAndIsr requests of one flush (sent within 50 ms) summed."""
+    out: list[list] = []
+    for at, n in sent:
+        if out and at - out[-1][0] < 0.05:
+            out[-1][1] += n
+        else:
+            out.append([at, n])
+    return [(at, n) for at, n in out]
+
+
 def _timed(obj, name: str, out: list) -> None:
     fn = getattr(obj, name)
 
@@ -90,7 +150,7 @@ def _timed(obj, name: str, out: list) -> None:
             return await fn(*a, **k)
         finally:
             out.append((f"{type(obj).__name__}.{name}", time.monotonic() - t0,
-                        time.thread_time() - c0))
+                        time.thread_time() - c0, t0))
     setattr(obj, name, wrapper)
 
 
@@ -113,10 +173,17 @@ async def run(zk: ZooKeeperServer, args) -> None:
     gc.set_threshold(50_000, 20, 100)  # as the broker does (broker/server.py)
     kz = KafkaZkClient(sessions[1])
     epoch = await kz.register_broker(_info(1))
+    per = args.partitions // args.topics
+    # broker 1's MetadataCache as the last controller left it: every partition led by its
+    # first replica (as _populate wrote); a tree without the hint reads every state first
+    hint = {"leader_hint": lambda topic: {p: p % 3 + 1 for p in range(per)}} \
+        if "leader_hint" in inspect.signature(KafkaController).parameters and not args.no_hint \
+        else {}
     ctl = KafkaController(ControllerConfig(broker_id=1, auto_leader_rebalance_enable=False),
-                          kz, _info(1), epoch)
+                          kz, _info(1), epoch, **hint)
     steps: list = []
     enc = {"s": 0.0, "requests": 0, "states": 0}
+    lai_sent: list[tuple[float, int]] = []  # (monotonic s, partition states) per LeaderAndIsr
 
     def send(broker_id, api_key, version, request, callback):
         t0 = time.monotonic()
@@ -124,8 +191,11 @@ async def run(zk: ZooKeeperServer, args) -> None:
         enc["s"] += time.monotonic() - t0
         enc["requests"] += 1
         topics = getattr(request, "_topics", None)  # direct encoding: do not build objects
-        enc["states"] += sum(len(t[2]) for t in topics) if topics is not None else sum(
+        n = sum(len(t[2]) for t in topics) if topics is not None else sum(
             len(ts.partition_states) for ts in getattr(request, "topic_states", ()))
+        enc["states"] += n
+        if api_key == 4:  # LeaderAndIsr: when each part of the elections left
+            lai_sent.append((t0, n))
     ctl.batch.send = send
     for obj, name in ((kz, "get_topic_assignments"), (kz, "get_partition_states"),
                       (ctl, "_initialize_controller_context"), (ctl.partition_sm, "startup"),
@@ -144,9 +214,12 @@ async def run(zk: ZooKeeperServer, args) -> None:
               f"main-thread CPU ({time.process_time() - cpu0['proc']:.2f} s all threads, "
               f"ZooKeeper {_proc_cpu(zk.pid) - cpu0['zk']:.2f} s); requests encoded: "
               f"{enc['requests']} ({enc['states']:,} partition states, {enc['s']:.2f} s)")
-        for name, wall, cpu in steps:
-            print(f"  {name}: {wall:.2f} s wall, {cpu:.2f} s CPU")
+        for name, wall, cpu, began in steps:
+            print(f"  {name}: {wall:.2f} s wall, {cpu:.2f} s CPU, from {began - t0:.2f} s")
         steps.clear()
+        print("  LeaderAndIsr sent (s after the start: partition states, all brokers): " + ", ".join(
+            f"{at - t0:.2f}: {n:,}" for at, n in _by_send(lai_sent)))
+        lai_sent.clear()
         enc.update(s=0.0, requests=0, states=0)
         if prof is not None:
             prof.disable()
@@ -161,6 +234,8 @@ async def run(zk: ZooKeeperServer, args) -> None:
     ctl._on_controller_failover = timed(
         ctl._on_controller_failover,
         lambda: "failover" + (" (all brokers live)" if args.all_live else " (broker 3 gone)"))
+    if args.holds:
+        _watch_holds()
     await ctl.startup()
     await asyncio.wait_for(done.wait(), 600)
     if args.all_live:
@@ -234,6 +309,11 @@ def main() -> None:
     ap.add_argument("--all-live", action="store_true")
     ap.add_argument("--rejoin", action="store_true", help="with --all-live: after broker 3's "
                     "failure it registers again and the leaders add it back to every ISR")
+    ap.add_argument("--no-hint", action="store_true",
+                    help="no leader hint: every partition state read before the elections")
+    ap.add_argument("--holds", action="store_true",
+                    help="log every callback that held the event loop 50 ms or more "
+                         "(asyncio debug mode: slower)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-out", metavar="FILE", help="with --profile: also write the "
                     "cProfile data (pstats format) of the last measured step to FILE")

@@ -350,6 +350,13 @@ class MetadataCache:
         """The live brokers with an endpoint on ``listener``."""
         return {i for i, b in self._brokers.items() if listener in b.endpoints}
 
+    def partition_leaders(self, name: str) -> dict[int, int] | None:
+        """Topic ``name``'s partition -> leader broker id (-1: none), as the last
+        UpdateMetadata told it; None if unknown. The controller's failover reads the
+        states of partitions without a live leader here first (`KafkaController`)."""
+        parts = self._partitions.get(name)
+        return None if parts is None else {p: s.leader for p, s in parts.items()}
+
     def topic_partition_states(self, name: str) -> list[PartitionState] | None:
         """Topic ``name``'s partition states by partition index; None if unknown."""
         parts = self._partitions.get(name)

@@ -9,7 +9,9 @@ Failover (``_on_controller_failover``): watch ``/brokers/ids``, ``/brokers/topic
 ``/admin/delete_topics``, ``/isr_change_notification``, ``/log_dir_event_notification``,
 ``/admin/preferred_replica_election``, ``/admin/reassign_partitions``; drop stale ISR-change
 and log-dir notifications; load live brokers and
-epochs, topics, topic IDs (missing ones are created), assignments and partition states;
+epochs, topics, topic IDs (missing ones are created), assignments and partition states
+(with a leader hint from this broker's MetadataCache, the states of partitions whose leader
+is gone first, the others once those are elected: `_read_order`);
 UpdateMetadata to every live broker; start the partition and replica state machines (which
 elect leaders for offline partitions, drop dead replicas from the ISRs and send LeaderAndIsr
 for every partition, as one batch per broker); resume
@@ -33,7 +35,7 @@ LeaderAndIsr responses in ``self.notifications`` (:mod:`controller.notifications
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from controller import controller_events as ev
@@ -85,9 +87,12 @@ class KafkaController(ControllerCore):
                  broker_epoch: int,
                  unclean_enabled: Callable[[str], Awaitable[bool]] | None = None,
                  on_broker_epoch: Callable[[int], None] | None = None,
-                 opener=None) -> None:
+                 opener=None,
+                 leader_hint: Callable[[str], Mapping[int, int] | None] | None = None
+                 ) -> None:
         super().__init__(config, zk)
         self.opener = opener
+        self.leader_hint = leader_hint
         self.broker_info = broker_info
         self.broker_epoch = broker_epoch
         self.on_broker_epoch = on_broker_epoch
@@ -109,6 +114,7 @@ class KafkaController(ControllerCore):
             self.context, zk, self.replica_sm, self.partition_sm, config.delete_topic_enable,
             self._send_metadata_update_for, self.topics.mute_partition_modifications)
         self.failovers = 0
+        self._read_first: list[TopicPartition] = []  # states read before the elections
         self._controller_znode_stale = False  # /controller names us from another session
         self._stale_controller_logged = 0  # the stale session last logged
         put = self.event_manager.put
@@ -283,11 +289,11 @@ class KafkaController(ControllerCore):
         for h in (self.leadership.preferred_watch, self.reassignments.watch):
             await zkc.register_znode_change_handler_and_check_existence(h)
         await self.notifications.delete_stale_notifications()
-        await self._initialize_controller_context()
+        unread = await self._initialize_controller_context()
         to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
         await self.deletion.init(to_delete, ineligible)
         self.send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
-        await self._start_state_machines()
+        await self._start_state_machines(unread)
         log.info("Ready to serve as the new controller with epoch %d", self.context.epoch)
         await self.reassignments.initialize()
         await self.deletion.try_topic_deletion()
@@ -296,7 +302,7 @@ class KafkaController(ControllerCore):
         if self.config.auto_leader_rebalance_enable:
             self.leadership.schedule_auto_rebalance(self.config.first_rebalance_delay_s)
 
-    async def _start_state_machines(self) -> None:
+    async def _start_state_machines(self, unread: list[TopicPartition] = ()) -> None:
         """The state machines' startup on failover, in two waves of requests.
 
         Partitions first, as a broker failure does (Kafka's failover starts the replica
@@ -308,16 +314,30 @@ class KafkaController(ControllerCore):
         leader are led again before the (larger) second wave is worked out (after the
         brokers answered the first, for a few seconds at most: `wait_requests_answered`):
         every replica Online, dead ones out of the ISRs, one LeaderAndIsr and one
-        UpdateMetadata per broker; it leaves out the partitions the first wave just sent."""
+        UpdateMetadata per broker; it leaves out the partitions the first wave just sent.
+
+        ``unread``: the partitions whose states `_initialize_controller_context` left for
+        later. The first wave elects among the others (those most likely leaderless) while
+        these are read; then they go through the partition state machine as well (electing
+        any that turn out leaderless), before the second wave, which needs every state."""
         async with self.coalesced_requests(flush_every=ELECTION_PART):
-            elected = await self.partition_sm.startup()
+            elected = await self.partition_sm.startup(self._read_first if unread else None)
+        if unread:
+            self.context.leadership.update(await self.zk.get_partition_states(unread))
+            async with self.coalesced_requests(flush_every=ELECTION_PART):
+                elected |= await self.partition_sm.startup(unread)
+        self._read_first = []
         if elected:
             await self.wait_requests_answered()
         with self.replica_sm.already_sent(elected):
             async with self.coalesced_requests():
                 await self.replica_sm.startup()
 
-    async def _initialize_controller_context(self) -> None:
+    async def _initialize_controller_context(self) -> list[TopicPartition]:
+        """Kafka's initializeControllerContext: live brokers and epochs, topics, topic IDs,
+        assignments and partition states, except that the partition states are read in two
+        steps when a leader hint is at hand (see `_read_order`): returns the partitions
+        whose states are still to be read (empty: all were read)."""
         ctx = self.context
         zkc = self.zk.zk
         brokers = await self.zk.get_all_brokers_and_epochs()
@@ -342,10 +362,44 @@ class KafkaController(ControllerCore):
                 if ra.adding_replicas or ra.removing_replicas)  # is_being_reassigned
         ctx.leadership.clear()
         await self.brokers.register_broker_modifications_handlers(ctx.live_brokers)
-        ctx.leadership.update(await self.zk.get_partition_states(ctx.all_partitions()))
+        self._read_first, unread = self._read_order()
+        ctx.leadership.update(await self.zk.get_partition_states(self._read_first))
         log.info("Currently active brokers in the cluster: %s", sorted(ctx.live_broker_ids))
         log.info("Current list of topics in the cluster: %s", sorted(ctx.all_topics))
         del zkc
+        return unread
+
+    def _read_order(self) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """``(first, later)``: the partitions whose states are read before the elections,
+        and those read after the first wave of them (empty when all go first).
+
+        First go the partitions whose last known leader, in this broker's MetadataCache
+        (``leader_hint(topic) -> {partition: leader}``, from the last controller's
+        UpdateMetadata), is not a live broker or is not known: after a controller broker's
+        SIGKILL at 100,000 partitions RF 3, 33,000 of them, read in a third of the time of
+        all of them (ZooKeeper-bound, 0.5-0.8 s). The hint only orders the reads: every
+        state comes from ZooKeeper, and the partitions read later go through the partition
+        state machine as well. Without a hint, or when most partitions would go first, all
+        are read first, as Kafka does."""
+        ctx = self.context
+        everything = ctx.all_partitions()
+        if self.leader_hint is None:
+            return everything, []
+        live = ctx.live_broker_ids
+        first, later = [], []
+        try:
+            for topic, partitions in ctx.assignments.items():
+                leaders = self.leader_hint(topic) or {}
+                for p in partitions:
+                    (later if leaders.get(p, -1) in live else first).append((topic, p))
+        except Exception:  # noqa: BLE001 - a hint is optional; read everything first
+            log.exception("Leader hint failed; reading every partition state first")
+            return everything, []
+        if len(first) * 2 > len(everything):
+            return everything, []
+        log.info("Reading the states of %d partitions without a live leader in this broker's "
+                 "metadata first, %d after their elections", len(first), len(later))
+        return first, later
 
     async def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
         ctx = self.context

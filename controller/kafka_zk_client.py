@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from common.loop_slice import gather_staggered
 from controller import zk_data as zd
 from controller.zk_client import (
     BadVersionError,
@@ -466,8 +467,8 @@ class KafkaZkClient:
                 else:
                     part.finished[tp] = r if isinstance(r, Exception) else _with_epoch(s, r.version)
             return part
-        for part in await asyncio.gather(*(write(items[i:i + BATCH])
-                                           for i in range(0, len(items), BATCH))):
+        for part in await gather_staggered(write(items[i:i + BATCH])
+                                           for i in range(0, len(items), BATCH)):
             out.finished.update(part.finished)  # in the order asked
             out.retry.extend(part.retry)
         return out

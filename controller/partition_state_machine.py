@@ -29,6 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from common.loop_slice import gather_staggered
 from controller import elections
 from controller.context import (
     VALID_PREVIOUS_PARTITION_STATES,
@@ -105,10 +106,12 @@ class PartitionStateMachine:
 
     # ------------------------------------------------------------------ startup
 
-    async def startup(self) -> set[TopicPartition]:
-        """Every partition New / Online / Offline from the context, then leaders elected for
-        the New and Offline ones; returns the partitions elected (their LeaderAndIsr and
-        UpdateMetadata are in the batch)."""
+    async def startup(self, partitions: Iterable[TopicPartition] | None = None
+                      ) -> set[TopicPartition]:
+        """Every partition (or each of ``partitions``) New / Online / Offline from the
+        context, then leaders elected for the New and Offline ones not queued for deletion;
+        returns the partitions elected (their LeaderAndIsr and UpdateMetadata are in the
+        batch). A failover calls it for the partitions it read first, then for the rest."""
         ctx = self.context
         leadership, states = ctx.leadership, ctx.partition_states
         # without failed log dirs a leader is online iff its broker is live and not
@@ -116,17 +119,22 @@ class PartitionStateMachine:
         live = None if ctx.replicas_on_offline_dirs else ctx.live_broker_ids
         is_online = ctx.is_replica_online
         new, online, offline = PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE
-        for t, ps in ctx.assignments.items():
-            for p in ps:
-                tp = (t, p)
-                state = leadership.get(tp)
-                if state is None:
-                    states[tp] = new
-                elif state.leader in live if live is not None else is_online(state.leader, tp):
-                    states[tp] = online
-                else:
-                    states[tp] = offline
-        return elected(await self.trigger_online_partition_state_change())
+        if partitions is None:
+            partitions = [(t, p) for t, ps in ctx.assignments.items() for p in ps]
+        to_elect = []
+        for tp in partitions:
+            state = leadership.get(tp)
+            if state is None:
+                states[tp] = new
+            elif state.leader in live if live is not None else is_online(state.leader, tp):
+                states[tp] = online
+                continue
+            else:
+                states[tp] = offline
+            if not ctx.is_topic_queued_up_for_deletion(tp[0]):
+                to_elect.append(tp)
+        return elected(await self.handle_state_changes(to_elect, PartitionState.ONLINE,
+                                                       OfflineStrategy(False)))
 
     async def trigger_online_partition_state_change(self, topic: str | None = None
                                                     ) -> dict[TopicPartition, State | Exception]:
@@ -240,9 +248,9 @@ class PartitionStateMachine:
         step = self.ELECTION_CHUNK
         if len(tps) <= step:
             return await self._elect_leaders_chunk(tps, strategy)
-        parts = await asyncio.gather(*(self._elect_leaders_chunk(tps[i:i + step], strategy)
-                                       for i in range(0, len(tps), step)),
-                                     return_exceptions=True)
+        parts = await gather_staggered((self._elect_leaders_chunk(tps[i:i + step], strategy)
+                                        for i in range(0, len(tps), step)),
+                                       return_exceptions=True)
         finished: dict[TopicPartition, State | Exception] = {}
         for part in parts:  # every chunk finished first: none adds to the batch any more
             if isinstance(part, BaseException):

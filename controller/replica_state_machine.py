@@ -22,6 +22,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
+from common.loop_slice import LoopSlice, gather_staggered
 from controller.context import (
     EMPTY_ASSIGNMENT,
     VALID_PREVIOUS_REPLICA_STATES,
@@ -96,7 +97,9 @@ class ReplicaStateMachine:
         sent = self._sent  # same state objects: the election just sent them
         to_send: dict[int, dict[TopicPartition, tuple]] = {}  # broker -> LeaderAndIsr entries
         offline: dict[int, list[PartitionReplica]] = {}
-        for t, ps in ctx.assignments.items():
+        slicer = LoopSlice()  # 300,000 replicas at 100,000 partitions: the loop gives way
+        for t, ps in list(ctx.assignments.items()):
+            await slicer.tick()
             for p, a in ps.items():
                 tp = (t, p)
                 state = leadership.get(tp)
@@ -212,7 +215,7 @@ class ReplicaStateMachine:
             without = [r for r in valid if r[0] not in leadership]
             # in chunks of one ZooKeeper multi, all at once: a chunk's ISR shrinks are
             # worked out and its results taken in while ZooKeeper writes the others
-            parts = await asyncio.gather(*(
+            parts = await gather_staggered((
                 self._remove_from_isr_and_tell_others(replica_id,
                                                       with_leadership[i:i + self.ISR_CHUNK])
                 for i in range(0, len(with_leadership), self.ISR_CHUNK)), return_exceptions=True)

@@ -185,7 +185,8 @@ class ZkBroker(Controller):
         await self.feature_cache.startup()
         self.controller = KafkaController(
             self._controller_config(), self.kzk, self.broker_info, self._broker_epoch,
-            on_broker_epoch=self._set_broker_epoch, opener=self.inter_broker_opener)
+            on_broker_epoch=self._set_broker_epoch, opener=self.inter_broker_opener,
+            leader_hint=lambda topic: self.metadata_cache.partition_leaders(topic))
         self.admin.controller = self.controller
         await self.controller.startup()
         self._started = True

@@ -338,3 +338,64 @@ async def test_broker_failure_sends_no_unchanged_state_to_the_other_replicas():
         assert list(states[TP].offline_replicas) == [3] and list(states[TP].isr) == [1, 2]
     assert zk.states[TP] == S(1, 4, (1, 2), 5, 10)  # not written
     assert c.context.replica_states[(TP, 3)] == ReplicaState.OFFLINE
+
+
+async def test_failover_reads_and_elects_the_hinted_leaderless_partitions_first():
+    """With a leader hint (the broker's MetadataCache), the states of the partitions whose
+    hinted leader is gone are read and their elections sent before the other states are
+    read. A partition the hint calls led by a live broker whose state in ZooKeeper names
+    the dead one (a stale hint) is still elected, once the rest is read. Each partition
+    reaches each live broker in one LeaderAndIsr."""
+    from tests.unit.controller.zk_fakes import Sent
+    c, zk = _controller(state=S(3, 4, (3, 1, 2), 5, 10))  # TP: led by 3, the hint agrees
+    tp1, tp2 = ("t", 1), ("t", 2)
+    for tp in (tp1, tp2):
+        c.context.update_partition_full_replica_assignment(tp, ReplicaAssignment((1, 2, 3)))
+    zk.states[tp1] = S(1, 2, (1, 2, 3), 5, 3)  # led by 1, the hint agrees
+    zk.states[tp2] = S(3, 2, (3, 1, 2), 5, 3)  # led by 3, the hint says 2 (stale)
+    c.leader_hint = lambda topic: {0: 3, 1: 1, 2: 2} if topic == "t" else None
+    c.context.remove_live_brokers([3])
+    c.context.leadership.clear()
+    c.context.replica_states.clear()
+    c.context.partition_states.clear()
+    events: list = []
+    read = zk.get_partition_states
+
+    async def logged_read(tps):
+        events.append(("read", sorted(tps)))
+        return await read(tps)
+    zk.get_partition_states = logged_read
+    sent = Sent()
+
+    def send(broker, api_key, version, request, callback):
+        events.append(("send", api_key))
+        sent(broker, api_key, version, request, callback)
+    c.batch.send = send
+
+    c._read_first, later = c._read_order()
+    assert c._read_first == [TP] and later == [tp1, tp2]
+    c.context.leadership.update(await zk.get_partition_states(c._read_first))
+    await c._start_state_machines(later)
+
+    assert events.index(("read", [tp1, tp2])) > events.index(("send", 4)) > 0
+    for tp in (TP, tp1, tp2):  # every partition led by 1 with 3 out of the ISR
+        assert zk.states[tp].leader == 1 and list(zk.states[tp].isr) == [1, 2]
+    per_broker: dict[int, list] = {}
+    for b, req in sent.of(4):
+        per_broker.setdefault(b, []).extend(
+            (t.topic_name, p.partition_index) for t in req.topic_states for p in t.partition_states)
+    assert sorted(per_broker) == [1, 2]
+    for tps in per_broker.values():
+        assert sorted(tps) == [TP, tp1, tp2]
+
+
+def test_without_a_hint_or_with_mostly_leaderless_partitions_every_state_is_read_first():
+    c, _zk = _controller(state=S(3, 4, (3, 1, 2), 5, 10))
+    tp1 = ("t", 1)
+    c.context.update_partition_full_replica_assignment(tp1, ReplicaAssignment((1, 2, 3)))
+    assert c._read_order() == ([TP, tp1], [])  # no hint
+    c.leader_hint = lambda topic: {0: 3, 1: 3}  # broker 3 led both
+    c.context.remove_live_brokers([3])
+    assert c._read_order() == ([TP, tp1], [])
+    c.leader_hint = lambda topic: 1 / 0  # a failing hint reads everything first
+    assert c._read_order() == ([TP, tp1], [])
